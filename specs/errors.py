@@ -1,0 +1,102 @@
+"""Errors and diagnostics of the spec language.
+
+Tree of errors raised by this package:
+
+    SpecError                      root: everything `specs` raises derives from it
+    +-- SpecLoadError              a load produced error diagnostics; carries all of them
+    +-- SpecUsageError             bad arguments from the caller (missing folder, bad --var)
+
+A `Diagnostic` is a value, not an exception: the loader collects every diagnostic of a
+run and raises once, so a user sees all problems together, sorted by file and line.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Severity(enum.StrEnum):
+    ERROR = "error"
+    WARNING = "warning"
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """Where in the sources a diagnostic points: 1-based line and column."""
+
+    file: str
+    line: int = 0
+    column: int = 0
+
+    def __str__(self) -> str:
+        if not self.line:
+            return self.file
+        return f"{self.file}:{self.line}:{self.column}"
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    """One problem found in the specs, with enough context to fix it without guessing."""
+
+    severity: Severity
+    code: str
+    summary: str
+    location: Location | None = None
+    field: str = ""
+    expected: str = ""
+    found: str = ""
+    suggestion: str = ""
+    address: str = ""
+    related: tuple[Location, ...] = ()
+    detail: str = ""
+
+    def sort_key(self) -> tuple[str, int, int, str, str]:
+        loc = self.location or Location("")
+        return (loc.file, loc.line, loc.column, self.code, self.summary)
+
+    def as_dict(self) -> dict[str, Any]:
+        def loc(item: Location | None) -> dict[str, Any] | None:
+            if item is None:
+                return None
+            return {"file": item.file, "line": item.line, "column": item.column}
+
+        return {
+            "severity": self.severity.value,
+            "code": self.code,
+            "summary": self.summary,
+            "location": loc(self.location),
+            "field": self.field,
+            "expected": self.expected,
+            "found": self.found,
+            "suggestion": self.suggestion,
+            "address": self.address,
+            "related": [loc(item) for item in self.related],
+            "detail": self.detail,
+        }
+
+
+class SpecError(Exception):
+    """Root of every error raised by the `specs` package."""
+
+
+class SpecUsageError(SpecError):
+    """The caller asked for something that cannot be done (missing folder, malformed --var)."""
+
+
+@dataclass
+class SpecLoadError(SpecError):
+    """Loading found at least one error; `diagnostics` holds all of them, sorted."""
+
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.diagnostics = sorted(self.diagnostics, key=Diagnostic.sort_key)
+        super().__init__(self.__str__())
+
+    def __str__(self) -> str:
+        errors = [d for d in self.diagnostics if d.severity is Severity.ERROR]
+        first = errors[0] if errors else None
+        where = f" ({first.location}: {first.summary})" if first and first.location else ""
+        return f"cannot load specs: {len(errors)} error(s){where}"

@@ -1,0 +1,183 @@
+"""The root configuration, `trainform.yaml`: providers, state backend, environments, policies.
+
+Connection settings never hold secrets: credentials come from the environment or from
+named profiles, and fields that would hold one name the environment variable instead.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
+
+from specs.models.base import SpecModel
+from specs.names import EnvName, ResourceName
+
+
+class LocalConnection(SpecModel):
+    root: str = Field(
+        default=".trainform",
+        description="Folder (relative to the spec folder) holding the local platform's "
+        "SQLite database, object root and job logs.",
+    )
+
+
+class KubernetesConnection(SpecModel):
+    kubeconfig: str = Field(default="", description="Path of a kubeconfig; default as kubectl.")
+    context: str = Field(default="", description="kubeconfig context; default the current one.")
+    field_manager: str = Field(
+        default="trainform", description="Server-side apply field manager name."
+    )
+    namespace_prefix: str = Field(
+        default="", description="Prefix of the namespaces created for projects."
+    )
+
+
+class SlurmConnection(SpecModel):
+    cluster: str = Field(default="", description="Slurm cluster name (sacctmgr cluster).")
+    partitions_file: str = Field(
+        default="/etc/slurm/trainform-partitions.conf",
+        description="The one slurm.conf include file trainform owns for partitions.",
+    )
+    bin_dir: str = Field(default="", description="Folder of the Slurm commands; default PATH.")
+
+
+class ObjectStoreConnection(SpecModel):
+    endpoint_url: str = Field(default="", description="S3 endpoint; default AWS.")
+    region: str = Field(default="", description="Region name.")
+    addressing_style: Literal["auto", "path", "virtual"] = Field(
+        default="auto", description="Bucket addressing style."
+    )
+    profile: str = Field(default="", description="Named credentials profile.")
+
+
+class RegistryConnection(SpecModel):
+    url: str = Field(description="Registry base URL, e.g. https://registry.example.com.")
+    username_env: EnvName | None = Field(
+        default=None, description="Environment variable holding the user name."
+    )
+    password_env: EnvName | None = Field(
+        default=None, description="Environment variable holding the password or token."
+    )
+    insecure: bool = Field(default=False, description="Allow plain HTTP.")
+    allowed: list[str] = Field(
+        default_factory=list, description="Registries images may come from (host[:port])."
+    )
+
+
+class _ProviderBase(SpecModel):
+    name: ResourceName = Field(description="Instance name that specs refer to.")
+
+
+class LocalProvider(_ProviderBase):
+    type: Literal["local"] = Field(description="Provider type.")
+    connection: LocalConnection = Field(default_factory=LocalConnection, description="Settings.")
+
+
+class KubernetesProvider(_ProviderBase):
+    type: Literal["kubernetes"] = Field(description="Provider type.")
+    connection: KubernetesConnection = Field(
+        default_factory=KubernetesConnection, description="Settings."
+    )
+
+
+class SlurmProvider(_ProviderBase):
+    type: Literal["slurm"] = Field(description="Provider type.")
+    connection: SlurmConnection = Field(default_factory=SlurmConnection, description="Settings.")
+
+
+class ObjectStoreProvider(_ProviderBase):
+    type: Literal["objectstore"] = Field(description="Provider type.")
+    connection: ObjectStoreConnection = Field(
+        default_factory=ObjectStoreConnection, description="Settings."
+    )
+
+
+class RegistryProvider(_ProviderBase):
+    type: Literal["registry"] = Field(description="Provider type.")
+    connection: RegistryConnection = Field(description="Settings.")
+
+
+ProviderInstance = Annotated[
+    LocalProvider | KubernetesProvider | SlurmProvider | ObjectStoreProvider | RegistryProvider,
+    Field(discriminator="type"),
+]
+
+
+class LocalState(SpecModel):
+    backend: Literal["local"] = Field(description="State backend type.")
+    path: str = Field(
+        default=".trainform/state.json", description="State file, relative to the spec folder."
+    )
+    backups: int = Field(default=5, ge=0, le=100, description="Backup generations kept.")
+
+
+class S3State(SpecModel):
+    backend: Literal["s3"] = Field(description="State backend type.")
+    bucket: str = Field(description="Versioned bucket holding the state.")
+    key: str = Field(default="trainform/state.json", description="Object key of the state.")
+    provider: ResourceName | None = Field(
+        default=None, description="objectstore provider instance whose connection is used."
+    )
+
+
+StateBackend = Annotated[LocalState | S3State, Field(discriminator="backend")]
+
+Variable = str | int | float | bool | None | list[Any] | dict[str, Any]
+
+
+class Environment(SpecModel):
+    variables: dict[str, Variable] = Field(
+        default_factory=dict, description="Template variables of this environment."
+    )
+
+
+class PolicySettings(SpecModel):
+    path: str = Field(default="", description="Folder of user policy rules (trusted).")
+    settings: dict[str, Any] = Field(
+        default_factory=dict, description="Parameters of built-in policies."
+    )
+    disabled: list[str] = Field(default_factory=list, description="Policy ids turned off.")
+
+
+class RootConfig(SpecModel):
+    """`trainform.yaml`: what the specs run against and how state is kept."""
+
+    api_version: Literal["trainform/v1"] = Field(description="Always trainform/v1.")
+    kind: Literal["Config"] = Field(default="Config", description="Config")
+    providers: list[ProviderInstance] = Field(
+        default_factory=list, description="Provider instances specs refer to by name."
+    )
+    state: StateBackend = Field(
+        default_factory=lambda: LocalState(backend="local"), description="State backend."
+    )
+    variables: dict[str, Variable] = Field(
+        default_factory=dict, description="Template variables common to all environments."
+    )
+    environments: dict[ResourceName, Environment] = Field(
+        default_factory=dict, description="Named environments and their variables."
+    )
+    default_environment: ResourceName | None = Field(
+        default=None, description="Environment used when --env is not given."
+    )
+    policies: PolicySettings = Field(
+        default_factory=PolicySettings, description="Policy settings."
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RootConfig:
+        names = [provider.name for provider in self.providers]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"provider instance names must be unique: {', '.join(duplicates)}")
+        if self.default_environment and self.default_environment not in self.environments:
+            raise ValueError(
+                f"defaultEnvironment {self.default_environment!r} is not declared in environments"
+            )
+        return self
+
+    def provider(self, name: str) -> Any:
+        for instance in self.providers:
+            if instance.name == name:
+                return instance
+        return None

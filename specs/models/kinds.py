@@ -1,0 +1,24 @@
+"""The registry of spec kinds: the discriminated union a document is validated against."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, TypeAdapter
+
+from specs.models.artifacts import Dataset, Image
+from specs.models.base import DocumentBase
+from specs.models.platform import Project, Queue, Quota, ResourcePool
+from specs.models.training import EvalSuite, TrainingJob
+
+KINDS: dict[str, type[DocumentBase]] = {
+    model.__name__: model
+    for model in (Project, ResourcePool, Queue, Quota, Dataset, Image, TrainingJob, EvalSuite)
+}
+
+Document = Annotated[
+    Project | ResourcePool | Queue | Quota | Dataset | Image | TrainingJob | EvalSuite,
+    Field(discriminator="kind"),
+]
+
+DOCUMENT_ADAPTER: TypeAdapter[DocumentBase] = TypeAdapter(Document)

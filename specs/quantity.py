@@ -1,0 +1,201 @@
+"""Exact quantities and durations, parsed the way Kubernetes and Slurm users write them.
+
+`Quantity` follows the Kubernetes resource grammar (`500m`, `16`, `2Ti`, `1.5G`, `1e3`) and
+keeps an exact `Decimal` value: `2Ti` is 2 * 2**40, never a float. `Duration` accepts
+`90m`, `36h`, `1h30m`, `2d`, `45s` and holds whole seconds. Both compare by value, render
+back in the user's own spelling, and plug into pydantic models as field types.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import PydanticCustomError, core_schema
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "": Decimal(1),
+    "k": Decimal(10**3),
+    "M": Decimal(10**6),
+    "G": Decimal(10**9),
+    "T": Decimal(10**12),
+    "P": Decimal(10**15),
+    "E": Decimal(10**18),
+}
+_QUANTITY = re.compile(
+    r"^(?P<number>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
+    r"(?:(?P<binary>Ki|Mi|Gi|Ti|Pi|Ei)|[eE](?P<exponent>[+-]?[0-9]+)|(?P<decimal>[numkMGTPE]?))$"
+)
+QUANTITY_PATTERN = r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?[0-9]+|[numkMGTPE])?$"
+QUANTITY_HELP = "a quantity such as 500m, 16, 64Gi or 2Ti"
+
+_DURATION_UNITS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
+_DURATION = re.compile(r"^(?:[0-9]+(?:w|d|h|m|s))+$")
+_DURATION_PART = re.compile(r"([0-9]+)(w|d|h|m|s)")
+DURATION_PATTERN = r"^([0-9]+(w|d|h|m|s))+$"
+DURATION_HELP = "a duration such as 90m, 36h or 1h30m"
+
+
+def parse_quantity(text: str) -> Decimal:
+    """Exact value of a Kubernetes quantity string; ValueError when it is not one."""
+    match = _QUANTITY.match(text.strip())
+    if not match:
+        raise ValueError(f"not a quantity: {text!r}")
+    number = Decimal(match["number"])
+    if match["binary"]:
+        return number * _BINARY[match["binary"]]
+    if match["exponent"] is not None:
+        exponent = int(match["exponent"])
+        if abs(exponent) > 30:
+            raise ValueError(f"exponent out of range: {text!r}")
+        return number.scaleb(exponent)
+    return number * _DECIMAL[match["decimal"] or ""]
+
+
+class Quantity:
+    """A non-negative resource amount with an exact value and the spelling it was given."""
+
+    __slots__ = ("text", "value")
+
+    def __init__(self, text: str | int) -> None:
+        spelled = str(text).strip()
+        value = parse_quantity(spelled)
+        if value < 0:
+            raise ValueError(f"negative quantity: {spelled!r}")
+        self.text = spelled
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Quantity):
+            return self.value == other.value
+        if isinstance(other, int | Decimal):
+            return self.value == other
+        return NotImplemented
+
+    def __lt__(self, other: Quantity) -> bool:
+        return self.value < other.value
+
+    def __le__(self, other: Quantity) -> bool:
+        return self.value <= other.value
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return f"Quantity({self.text!r})"
+
+    @property
+    def canonical(self) -> str:
+        """Value without suffix or exponent, the form hashes and diffs use."""
+        normalized = self.value.normalize()
+        return format(normalized, "f") if normalized == normalized.to_integral() else str(
+            normalized
+        )
+
+    @classmethod
+    def _validate(cls, raw: Any) -> Quantity:
+        if isinstance(raw, Quantity):
+            return raw
+        if isinstance(raw, bool) or not isinstance(raw, int | float | str):
+            raise PydanticCustomError("quantity", f"expected {QUANTITY_HELP}")
+        text = raw if isinstance(raw, str) else repr(raw)
+        try:
+            return cls(text)
+        except (ValueError, InvalidOperation):
+            raise PydanticCustomError("quantity", f"expected {QUANTITY_HELP}") from None
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.no_info_plain_validator_function(
+            cls._validate,
+            serialization=core_schema.plain_serializer_function_ser_schema(str),
+        )
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return {
+            "anyOf": [
+                {"type": "string", "pattern": QUANTITY_PATTERN},
+                {"type": "number", "minimum": 0},
+            ],
+            "description": f"Kubernetes-style quantity: {QUANTITY_HELP}.",
+        }
+
+
+class Duration:
+    """A span of time in whole seconds, written as `90m`, `36h`, `1h30m` or `2d`."""
+
+    __slots__ = ("seconds", "text")
+
+    def __init__(self, text: str) -> None:
+        spelled = text.strip()
+        if not _DURATION.match(spelled):
+            raise ValueError(f"not a duration: {text!r}")
+        self.text = spelled
+        self.seconds = sum(
+            int(amount) * _DURATION_UNITS[unit] for amount, unit in _DURATION_PART.findall(spelled)
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Duration):
+            return self.seconds == other.seconds
+        return NotImplemented
+
+    def __lt__(self, other: Duration) -> bool:
+        return self.seconds < other.seconds
+
+    def __le__(self, other: Duration) -> bool:
+        return self.seconds <= other.seconds
+
+    def __hash__(self) -> int:
+        return hash(self.seconds)
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return f"Duration({self.text!r})"
+
+    @classmethod
+    def _validate(cls, raw: Any) -> Duration:
+        if isinstance(raw, Duration):
+            return raw
+        if not isinstance(raw, str):
+            raise PydanticCustomError("duration", f"expected {DURATION_HELP} (a string with a unit)")
+        try:
+            return cls(raw)
+        except ValueError:
+            raise PydanticCustomError("duration", f"expected {DURATION_HELP}") from None
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.no_info_plain_validator_function(
+            cls._validate,
+            serialization=core_schema.plain_serializer_function_ser_schema(str),
+        )
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return {
+            "type": "string",
+            "pattern": DURATION_PATTERN,
+            "description": f"Duration: {DURATION_HELP}.",
+        }

@@ -1,0 +1,299 @@
+"""Resolving references by name: typed, project-first then global; cycles found here.
+
+Rules: a reference from a project-scoped resource looks in its own project first, then
+among global resources; `project/name` names another project's resource explicitly. A
+reference to a name that exists under another kind is "wrong kind"; a reference to a
+resource that was declared but failed validation is not reported again (its own error
+says what is wrong).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from specs.errors import Diagnostic, Location, Severity
+from specs.models.base import Reference, Scope
+from specs.models.config import RootConfig
+from specs.models.kinds import KINDS
+from specs.resource import Dependency, Resource
+from specs.suggest import closest_name
+
+Locate = Callable[[Resource, tuple[str | int, ...]], Location]
+
+# Which provider types each kind's `spec.provider` may name.
+PROVIDER_TYPES: dict[str, tuple[str, ...]] = {
+    "ResourcePool": ("local", "kubernetes", "slurm"),
+    "Dataset": ("local", "objectstore"),
+    "Image": ("local", "registry"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Declared:
+    """Every (kind, project, name) that appeared in the specs, valid or not."""
+
+    names: frozenset[tuple[str, str | None, str]]
+
+
+def _candidates(ref: Reference, referrer: Resource) -> list[str]:
+    if "/" in ref.name:
+        project, name = ref.name.split("/", 1)
+        return [f"{ref.kind}/{project}/{name}"]
+    scope = KINDS[ref.kind].scope
+    found = []
+    if referrer.project and scope is not Scope.GLOBAL:
+        found.append(f"{ref.kind}/{referrer.project}/{ref.name}")
+    if scope is not Scope.PROJECT:
+        found.append(f"{ref.kind}/{ref.name}")
+    return found
+
+
+def _visible_names(kind: str, referrer: Resource, resources: dict[str, Resource]) -> list[str]:
+    names = []
+    for resource in resources.values():
+        if resource.kind == kind and resource.project in (None, referrer.project):
+            names.append(resource.name)
+    return names
+
+
+def _describe(ref: Reference) -> str:
+    return ".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in ref.path).replace(".[", "[")
+
+
+def resolve_references(
+    resources: dict[str, Resource], declared: Declared, config: RootConfig, locate: Locate
+) -> list[Diagnostic]:
+    """Fill `dependencies` of every resource; return diagnostics for what does not resolve."""
+    diagnostics: list[Diagnostic] = []
+    by_name: dict[tuple[str | None, str], list[Resource]] = {}
+    for resource in resources.values():
+        by_name.setdefault((resource.project, resource.name), []).append(resource)
+
+    for resource in resources.values():
+        for ref in resource.document.references():
+            where = locate(resource, ref.path)
+            target = next((a for a in _candidates(ref, resource) if a in resources), None)
+            if target is not None:
+                resource.dependencies.append(Dependency(target, ref, where))
+                version_problem = _check_version(resources[target], ref, resource, where)
+                if version_problem:
+                    diagnostics.append(version_problem)
+                continue
+            if _declared_but_invalid(ref, resource, declared):
+                continue
+            diagnostics.append(_unresolved(ref, resource, resources, by_name, where))
+        diagnostics += _check_provider(resource, config, locate)
+    return diagnostics
+
+
+def _declared_but_invalid(ref: Reference, referrer: Resource, declared: Declared) -> bool:
+    if "/" in ref.name:
+        project, name = ref.name.split("/", 1)
+        return (ref.kind, project, name) in declared.names
+    return (ref.kind, referrer.project, ref.name) in declared.names or (
+        ref.kind,
+        None,
+        ref.name,
+    ) in declared.names
+
+
+def _unresolved(
+    ref: Reference,
+    referrer: Resource,
+    resources: dict[str, Resource],
+    by_name: dict[tuple[str | None, str], list[Resource]],
+    where: Location,
+) -> Diagnostic:
+    field = _describe(ref)
+    others = by_name.get((referrer.project, ref.name), []) + by_name.get((None, ref.name), [])
+    others = [other for other in others if other.kind != ref.kind]
+    if others:
+        other = others[0]
+        return Diagnostic(
+            Severity.ERROR,
+            "wrong-kind",
+            f"`{ref.name}` is a {other.kind}, but {field} must name a {ref.kind}",
+            where,
+            field=field,
+            expected=f"the name of a {ref.kind}",
+            found=f"{other.address} ({other.location})",
+            address=referrer.address,
+            related=(other.location,),
+        )
+    suggestion = closest_name(ref.name, _visible_names(ref.kind, referrer, resources))
+    scope_note = f" in project `{referrer.project}` or globally" if referrer.project else ""
+    return Diagnostic(
+        Severity.ERROR,
+        "unknown-reference",
+        f"{ref.kind} `{ref.name}` is not declared{scope_note}",
+        where,
+        field=field,
+        expected=f"the name of a declared {ref.kind}",
+        found=ref.name,
+        suggestion=suggestion,
+        address=referrer.address,
+    )
+
+
+def _check_version(
+    target: Resource, ref: Reference, referrer: Resource, where: Location
+) -> Diagnostic | None:
+    if ref.kind != "Dataset" or ref.version is None:
+        return None
+    versions = target.document.spec.version_names()  # type: ignore[attr-defined]
+    if ref.version in versions:
+        return None
+    return Diagnostic(
+        Severity.ERROR,
+        "unknown-version",
+        f"dataset `{ref.name}` declares no version `{ref.version}`",
+        where,
+        field=_describe(ref),
+        expected="one of " + ", ".join(f"`{v}`" for v in versions),
+        found=ref.version,
+        suggestion=f"{ref.name}@{closest_name(ref.version, versions)}"
+        if closest_name(ref.version, versions)
+        else "",
+        address=referrer.address,
+        related=(target.location,),
+    )
+
+
+def _check_provider(resource: Resource, config: RootConfig, locate: Locate) -> list[Diagnostic]:
+    allowed = PROVIDER_TYPES.get(resource.kind)
+    name = getattr(resource.document.spec, "provider", None) if allowed else None
+    if not allowed or name is None:
+        return []
+    instance = config.provider(name)
+    where = locate(resource, ("spec", "provider"))
+    if instance is None:
+        known = [provider.name for provider in config.providers]
+        return [
+            Diagnostic(
+                Severity.ERROR,
+                "unknown-provider",
+                f"provider instance `{name}` is not declared in trainform.yaml",
+                where,
+                field="spec.provider",
+                expected="one of " + (", ".join(f"`{k}`" for k in known) or "(none declared)"),
+                found=name,
+                suggestion=closest_name(name, known),
+                address=resource.address,
+            )
+        ]
+    if instance.type not in allowed:
+        return [
+            Diagnostic(
+                Severity.ERROR,
+                "wrong-provider-type",
+                f"provider `{name}` is of type {instance.type}; a {resource.kind} needs "
+                + " or ".join(allowed),
+                where,
+                field="spec.provider",
+                expected=" or ".join(allowed),
+                found=instance.type,
+                address=resource.address,
+            )
+        ]
+    return []
+
+
+Cycle = list[tuple[str, Dependency]]
+
+
+def find_cycles(resources: dict[str, Resource]) -> list[Cycle]:
+    """Each reference cycle once, as the list of edges walked in order.
+
+    Tarjan's strongly connected components, iteratively (specs may be deep chains), then one
+    cycle per component, started at its smallest address so output is deterministic.
+    """
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    components: list[list[str]] = []
+    counter = 0
+
+    def edges(address: str) -> Iterable[str]:
+        return [dep.address for dep in resources[address].dependencies]
+
+    for root in resources:
+        if root in index:
+            continue
+        work: list[tuple[str, Iterable[str]]] = [(root, iter(edges(root)))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            advanced = False
+            for child in children:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(edges(child))))
+                    advanced = True
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1 or node in edges(node):
+                    components.append(component)
+    return [_cycle_in(sorted(component), resources) for component in sorted(components, key=min)]
+
+
+def _cycle_in(members: list[str], resources: dict[str, Resource]) -> Cycle:
+    inside = set(members)
+    start = members[0]
+    path: Cycle = []
+    seen = {start: 0}
+    node = start
+    while True:
+        dep = min(
+            (d for d in resources[node].dependencies if d.address in inside),
+            key=lambda d: (d.address != start, d.address),
+        )
+        path.append((node, dep))
+        if dep.address in seen:
+            return path[seen[dep.address] :]
+        seen[dep.address] = len(path)
+        node = dep.address
+
+
+def cycle_diagnostic(cycle: Cycle) -> Diagnostic:
+    first_source = cycle[0][0]
+    order = [first_source] + [dep.address for _, dep in cycle]
+    steps = [
+        f"{source} ({dep.location}) -> {dep.address} via {_describe(dep.reference)}"
+        for source, dep in cycle
+    ]
+    first = cycle[0][1]
+    return Diagnostic(
+        Severity.ERROR,
+        "reference-cycle",
+        "reference cycle: " + " -> ".join(order),
+        first.location,
+        field=_describe(first.reference),
+        expected="references that form no cycle",
+        found=" -> ".join(order),
+        address=first_source,
+        related=tuple(dep.location for _, dep in cycle[1:]),
+        detail="\n".join(steps),
+    )

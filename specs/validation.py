@@ -1,0 +1,131 @@
+"""Turning pydantic validation errors into diagnostics a platform engineer can act on."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic_core import ErrorDetails
+
+from specs.errors import Diagnostic, Location, Severity
+from specs.introspect import field_names_at
+from specs.models.training import DATASET_REF, DATASET_REF_HELP
+from specs.names import PATTERN_HELP
+from specs.suggest import closest_name
+
+Locator = Callable[[Sequence[str | int], bool], Location]
+
+_PATTERN_HELP = {**PATTERN_HELP, DATASET_REF: DATASET_REF_HELP}
+
+
+def format_path(path: Sequence[str | int]) -> str:
+    text = ""
+    for step in path:
+        if isinstance(step, int):
+            text += f"[{step}]"
+        else:
+            text += f".{step}" if text else str(step)
+    return text
+
+
+def describe_found(value: Any) -> str:
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    text = repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def diagnostics_from_errors(
+    errors: list[ErrorDetails],
+    model: type[BaseModel] | None,
+    locate: Locator,
+    address: str = "",
+    strip_tag: bool = True,
+) -> list[Diagnostic]:
+    """One diagnostic per pydantic error, located and with a suggestion where one helps."""
+    result = []
+    for error in errors:
+        loc = list(error["loc"])
+        if strip_tag and loc and model is not None and isinstance(loc[0], str) and loc[0] == model.__name__:
+            loc = loc[1:]
+        key_error = bool(loc) and loc[-1] == "[key]"
+        if key_error:
+            loc = loc[:-1]
+        result.append(_one(error, loc, model, locate, address, key_error))
+    return result
+
+
+def _one(
+    error: ErrorDetails,
+    path: list[Any],
+    model: type[BaseModel] | None,
+    locate: Locator,
+    address: str,
+    key_error: bool,
+) -> Diagnostic:
+    kind = error["type"]
+    ctx = error.get("ctx") or {}
+    field = format_path(path)
+    last = str(path[-1]) if path else ""
+    found = describe_found(error.get("input"))
+
+    def make(code: str, summary: str, where: Location, **extra: str) -> Diagnostic:
+        return Diagnostic(
+            Severity.ERROR, code, summary, where, field=field, address=address, **extra
+        )
+
+    if kind == "extra_forbidden":
+        names = field_names_at(model, path[:-1]) if model is not None else []
+        return make(
+            "unknown-field",
+            f"unknown field `{last}`",
+            locate(path, True),
+            expected="one of " + ", ".join(f"`{n}`" for n in sorted(names)) if names else "",
+            found=last,
+            suggestion=closest_name(last, names),
+        )
+    if kind == "missing":
+        return make(
+            "missing-field",
+            f"missing required field `{last}`",
+            locate(path[:-1], False),
+            expected=f"a value for `{last}`",
+            found="nothing",
+        )
+    if kind in ("union_tag_invalid", "union_tag_not_found"):
+        from specs.models.kinds import KINDS
+
+        tag = str(ctx.get("tag", ""))
+        return Diagnostic(
+            Severity.ERROR,
+            "unknown-kind",
+            f"unknown kind `{tag}`" if tag else "missing field `kind`",
+            locate(["kind"], False),
+            field="kind",
+            expected="one of " + ", ".join(f"`{k}`" for k in KINDS),
+            found=tag or "nothing",
+            suggestion=closest_name(tag, KINDS) if tag else "",
+            address=address,
+        )
+    if kind == "string_pattern_mismatch":
+        pattern = str(ctx.get("pattern", ""))
+        expected = _PATTERN_HELP.get(pattern, f"a string matching {pattern}")
+    elif kind == "literal_error":
+        expected = f"one of {ctx.get('expected', '')}"
+    elif kind == "value_error":
+        expected = str(ctx.get("error", error["msg"])).removeprefix("Value error, ")
+        summary = f"invalid value for `{last or 'document'}`: {expected}"
+        return make("invalid-value", summary, locate(path, key_error), found=found)
+    else:
+        expected = error["msg"][0].lower() + error["msg"][1:] if error["msg"] else ""
+        expected = expected.removeprefix("input should be ").removeprefix("expected ")
+    what = "key" if key_error else "value"
+    summary = f"invalid {what} for `{last or 'document'}`: expected {expected}"
+    return make("invalid-value", summary, locate(path, key_error), expected=expected, found=found)

@@ -1,0 +1,172 @@
+"""Reading YAML files safely and fast: limits, YAML 1.2 scalars, multi-document splitting.
+
+The hot path parses with yaml-rs (a Rust YAML 1.2 parser: safe by construction, no tags that
+build objects, duplicate keys rejected, alias expansion bounded). Positions are not kept on
+this path; `specs.positions` re-reads only the files that have diagnostics, with ruamel's
+round-trip loader, to point at line and column.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml_rs
+
+from specs.errors import Diagnostic, Location, Severity
+
+MAX_FILE_BYTES = 4 * 1024 * 1024
+MAX_DEPTH = 32
+MAX_ALIAS_EVENTS = 100_000
+
+_ALIAS_LIMITS = yaml_rs.AliasLimits(
+    max_total_replayed_events=MAX_ALIAS_EVENTS, max_replay_stack_depth=MAX_DEPTH
+)
+_DOC_START = re.compile(r"^---(?:[ \t]|$)", re.MULTILINE)
+_CONTENT_LINE = re.compile(r"^(?![ \t]*(?:#|$)|%)", re.MULTILINE)
+_POSITION = re.compile(r"line (\d+), column (\d+)")
+
+
+@dataclass
+class ParsedFile:
+    """The documents of one file, each with the line it starts on, or the reason it failed."""
+
+    path: Path
+    display: str
+    text: str = ""
+    documents: list[Any] = field(default_factory=list)
+    start_lines: list[int] = field(default_factory=list)
+    indices: list[int] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+
+def _error(display: str, code: str, summary: str, line: int = 1, column: int = 1, **extra: str) -> Diagnostic:
+    return Diagnostic(
+        Severity.ERROR, code, summary, Location(display, line, column), **extra  # type: ignore[arg-type]
+    )
+
+
+def _document_starts(text: str) -> list[int]:
+    """1-based start line of each document, counting `---` markers as a YAML parser does."""
+    markers = [text.count("\n", 0, m.start()) + 1 for m in _DOC_START.finditer(text)]
+    first_marker = _DOC_START.search(text)
+    head = text[: first_marker.start()] if first_marker else text
+    leading = _CONTENT_LINE.search(head)
+    if leading or not markers:
+        first_line = text.count("\n", 0, leading.start()) + 1 if leading else 1
+        return [first_line, *markers]
+    return markers
+
+
+def _too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(item, dict):
+            stack.extend((child, depth + 1) for child in item.values() if isinstance(child, dict | list))
+        elif isinstance(item, list):
+            stack.extend((child, depth + 1) for child in item if isinstance(child, dict | list))
+    return False
+
+
+def _decode_error(parsed: ParsedFile, message: str) -> Diagnostic:
+    """A diagnostic for a parse failure; positions come from ruamel when yaml-rs has none."""
+    from specs.positions import ruamel_error_position
+
+    first_line = message.splitlines()[-1] if message else "cannot parse"
+    if "duplicate mapping key" in message:
+        line, column, key_problem = ruamel_error_position(parsed.text)
+        return _error(
+            parsed.display,
+            "duplicate-key",
+            f"duplicate key: {message.split(':', 1)[1].strip()}",
+            line,
+            column,
+            expected="each key at most once per mapping",
+            detail=key_problem,
+        )
+    if "alias replay limit" in message or "replay stack depth" in message:
+        return _error(
+            parsed.display,
+            "alias-limit",
+            "too many alias expansions (a billion-laughs document?)",
+            expected=f"at most {MAX_ALIAS_EVENTS} expanded alias events",
+            found=message,
+        )
+    match = _POSITION.search(message)
+    if match:
+        return _error(
+            parsed.display, "yaml-syntax", f"invalid YAML: {first_line}",
+            int(match[1]), int(match[2]),
+        )
+    line, column, problem = ruamel_error_position(parsed.text)
+    return _error(parsed.display, "yaml-syntax", f"invalid YAML: {problem or first_line}", line, column)
+
+
+def parse_file(path: Path, display: str) -> ParsedFile:
+    """Parse one YAML file into documents; problems become diagnostics, never exceptions."""
+    parsed = ParsedFile(path, display)
+    try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            parsed.diagnostics.append(
+                _error(display, "file-too-large", "file is too large to be a spec file",
+                       expected=f"at most {MAX_FILE_BYTES} bytes", found=f"{size} bytes")
+            )
+            return parsed
+        raw = path.read_bytes()
+    except OSError as exc:
+        parsed.diagnostics.append(_error(display, "unreadable", f"cannot read file: {exc.strerror}"))
+        return parsed
+    try:
+        parsed.text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        parsed.diagnostics.append(
+            _error(display, "encoding", "file is not valid UTF-8", line, column,
+                   found=f"byte 0x{raw[exc.start]:02x}")
+        )
+        return parsed
+    parse_text(parsed)
+    return parsed
+
+
+def parse_text(parsed: ParsedFile) -> None:
+    text = parsed.text
+    try:
+        result = yaml_rs.loads(
+            text,
+            parse_datetime=False,
+            alias_limits=_ALIAS_LIMITS,
+            duplicate_key_policy=yaml_rs.DuplicateKeyPolicy.Error,
+        )
+    except yaml_rs.YAMLDecodeError as exc:
+        parsed.diagnostics.append(_decode_error(parsed, str(exc)))
+        return
+    except (RecursionError, OverflowError, ValueError) as exc:
+        parsed.diagnostics.append(_error(parsed.display, "yaml-syntax", f"invalid YAML: {exc}"))
+        return
+    starts = _document_starts(text)
+    documents = result if len(starts) > 1 and isinstance(result, list) else [result]
+    if len(starts) != len(documents):
+        starts = (starts + [1] * len(documents))[: len(documents)]
+    index = -1
+    for document, start in zip(documents, starts, strict=True):
+        if document is None:
+            continue
+        index += 1
+        if _too_deep(document):
+            parsed.diagnostics.append(
+                _error(parsed.display, "nesting-too-deep", "document is nested too deeply",
+                       start, 1, expected=f"at most {MAX_DEPTH} levels")
+            )
+            continue
+        parsed.documents.append(document)
+        parsed.start_lines.append(start)
+        parsed.indices.append(index)
+
