@@ -29,6 +29,8 @@ def fields_by_alias(model: type[BaseModel]) -> dict[str, FieldInfo]:
 
 
 def models_in(annotation: Any) -> list[type[BaseModel]]:
+    if annotation is None:
+        return []
     return [c for c in _candidates(annotation) if isinstance(c, type) and issubclass(c, BaseModel)]
 
 
@@ -65,8 +67,8 @@ def field_names_at(model: type[BaseModel], path: Sequence[str | int]) -> list[st
     return names
 
 
-def field_info_at(model: type[BaseModel], path: Sequence[str]) -> FieldInfo | None:
-    if not path:
+def field_info_at(model: type[BaseModel], path: Sequence[str | int]) -> FieldInfo | None:
+    if not path or not isinstance(path[-1], str):
         return None
     parent = annotation_at(model, path[:-1])
     for candidate in models_in(parent) if parent is not None else []:

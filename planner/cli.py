@@ -1,0 +1,164 @@
+"""The `trainform` command line: parse flags, call one library function, pick a renderer.
+
+Exit codes: 0 success, 1 error (invalid specs, bad usage), 2 changes or drift present
+(with --detailed-exitcode), 3 blocked by policy. No traceback reaches a user; set
+TRAINFORM_DEBUG=1 to see one for an internal error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from typing import Any
+
+import click
+
+from planner.cli_options import format_option, spec_dir_argument, template_options
+from planner.errors import PlannerError
+from planner.render.diagnostics import render_diagnostics_json, render_diagnostics_text
+from planner.render.style import use_color
+from specs import SpecError, SpecLoadError, SpecSet, SpecUsageError, load_specs
+
+EXIT_OK, EXIT_ERROR = 0, 1
+
+
+def _load(spec_dir: str, environment: str | None, variables: tuple[str, ...],
+          var_files: tuple[str, ...], output_format: str) -> SpecSet:
+    try:
+        return load_specs(
+            spec_dir, environment=environment, variables=variables, var_files=var_files
+        )
+    except SpecLoadError as exc:
+        _print_diagnostics(exc, output_format)
+        raise SystemExit(EXIT_ERROR) from None
+
+
+def _print_diagnostics(exc: SpecLoadError, output_format: str) -> None:
+    if output_format == "json":
+        click.echo(render_diagnostics_json(exc.diagnostics), nl=False)
+    else:
+        files = len({d.location.file for d in exc.diagnostics if d.location})
+        click.echo(render_diagnostics_text(exc.diagnostics, files, use_color()), nl=False)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="trainform", prog_name="trainform")
+def cli() -> None:
+    """Declarative plan/apply/drift for GPU training platforms."""
+
+
+@cli.command()
+@spec_dir_argument
+@template_options
+@format_option("text", "json")
+def validate(spec_dir: str, environment: str | None, variables: tuple[str, ...],
+             var_files: tuple[str, ...], output_format: str) -> None:
+    """Check that the specs in SPEC_DIR are well formed and every reference resolves."""
+    specs = _load(spec_dir, environment, variables, var_files, output_format)
+    extra = {"resourceCount": len(specs.resources), "fileCount": len(specs.files)}
+    if output_format == "json":
+        click.echo(render_diagnostics_json(specs.warnings, extra), nl=False)
+        return
+    if specs.warnings:
+        click.echo(render_diagnostics_text(specs.warnings, None, use_color()))
+    click.echo(
+        f"Success: {len(specs.resources)} resources in {len(specs.files)} files are valid"
+        + (f" (environment {specs.environment})." if specs.environment else ".")
+    )
+
+
+@cli.command()
+@spec_dir_argument
+@template_options
+@format_option("text", "dot", "mermaid", "json")
+def graph(spec_dir: str, environment: str | None, variables: tuple[str, ...],
+          var_files: tuple[str, ...], output_format: str) -> None:
+    """Show what depends on what, in creation order (text, dot, mermaid or json)."""
+    from planner.graph import build_graph
+    from planner.render.graph import GRAPH_RENDERERS
+
+    diagnostics_format = "json" if output_format == "json" else "text"
+    specs = _load(spec_dir, environment, variables, var_files, diagnostics_format)
+    click.echo(GRAPH_RENDERERS[output_format](build_graph(specs)), nl=False)
+
+
+@cli.command()
+@click.argument("kind", required=False)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to this file.")
+def schema(kind: str | None, output: str | None) -> None:
+    """Print the JSON Schema of spec documents (or of one KIND, or Config) for editors."""
+    from specs.schema import document_schema
+
+    text = json.dumps(document_schema(kind), indent=2) + "\n"
+    if output:
+        with open(output, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    else:
+        click.echo(text, nl=False)
+
+
+@cli.command()
+@click.argument("target", metavar="KIND[.FIELD]")
+@format_option("text", "json")
+def explain(target: str, output_format: str) -> None:
+    """Document a kind or a field, e.g. `Queue.spec.pools.nominalQuota`."""
+    from dataclasses import asdict
+
+    from specs.schema import explain as explain_target
+
+    result = explain_target(target)
+    if output_format == "json":
+        click.echo(json.dumps(asdict(result), indent=2))
+        return
+    lines = [f"{result.path} ({result.type})"]
+    if result.required:
+        lines.append("required")
+    elif result.default:
+        lines.append(f"default: {result.default}")
+    if result.description:
+        lines += ["", result.description]
+    if result.fields:
+        lines += ["", "fields:"]
+        for doc in result.fields:
+            flag = " (required)" if doc.required else ""
+            lines.append(f"  {doc.name}: {doc.type}{flag}")
+            if doc.description:
+                lines.append(f"      {doc.description}")
+    click.echo("\n".join(lines))
+
+
+def main(argv: list[str] | None = None) -> Any:
+    """Console entry point: maps every expected failure to a message and exit code 1."""
+    try:
+        cli.main(args=argv, prog_name="trainform", standalone_mode=False)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else EXIT_ERROR
+        sys.exit(code)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        sys.exit(EXIT_ERROR)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(EXIT_ERROR)
+    except (SpecUsageError, SpecError, PlannerError) as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_ERROR)
+    except KeyboardInterrupt:
+        click.echo("Interrupted.", err=True)
+        sys.exit(130)
+    except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
+        if os.environ.get("TRAINFORM_DEBUG"):
+            traceback.print_exc()
+        click.echo(
+            f"internal error: {type(exc).__name__}: {exc}\n"
+            "This is a bug in trainform; rerun with TRAINFORM_DEBUG=1 and report it.",
+            err=True,
+        )
+        sys.exit(EXIT_ERROR)
+    sys.exit(EXIT_OK)
+
+
+if __name__ == "__main__":
+    main()
