@@ -24,8 +24,13 @@ from specs import SpecError, SpecLoadError, SpecSet, SpecUsageError, load_specs
 EXIT_OK, EXIT_ERROR = 0, 1
 
 
-def _load(spec_dir: str, environment: str | None, variables: tuple[str, ...],
-          var_files: tuple[str, ...], output_format: str) -> SpecSet:
+def _load(
+    spec_dir: str,
+    environment: str | None,
+    variables: tuple[str, ...],
+    var_files: tuple[str, ...],
+    output_format: str,
+) -> SpecSet:
     try:
         return load_specs(
             spec_dir, environment=environment, variables=variables, var_files=var_files
@@ -53,8 +58,13 @@ def cli() -> None:
 @spec_dir_argument
 @template_options
 @format_option("text", "json")
-def validate(spec_dir: str, environment: str | None, variables: tuple[str, ...],
-             var_files: tuple[str, ...], output_format: str) -> None:
+def validate(
+    spec_dir: str,
+    environment: str | None,
+    variables: tuple[str, ...],
+    var_files: tuple[str, ...],
+    output_format: str,
+) -> None:
     """Check that the specs in SPEC_DIR are well formed and every reference resolves."""
     specs = _load(spec_dir, environment, variables, var_files, output_format)
     extra = {"resourceCount": len(specs.resources), "fileCount": len(specs.files)}
@@ -73,8 +83,13 @@ def validate(spec_dir: str, environment: str | None, variables: tuple[str, ...],
 @spec_dir_argument
 @template_options
 @format_option("text", "dot", "mermaid", "json")
-def graph(spec_dir: str, environment: str | None, variables: tuple[str, ...],
-          var_files: tuple[str, ...], output_format: str) -> None:
+def graph(
+    spec_dir: str,
+    environment: str | None,
+    variables: tuple[str, ...],
+    var_files: tuple[str, ...],
+    output_format: str,
+) -> None:
     """Show what depends on what, in creation order (text, dot, mermaid or json)."""
     from planner.graph import build_graph
     from planner.render.graph import GRAPH_RENDERERS

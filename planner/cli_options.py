@@ -11,9 +11,9 @@ F = Callable[..., Any]
 
 
 def spec_dir_argument(func: F) -> F:
-    return click.argument(
-        "spec_dir", default=".", type=click.Path(file_okay=False, path_type=str)
-    )(func)
+    return click.argument("spec_dir", default=".", type=click.Path(file_okay=False, path_type=str))(
+        func
+    )
 
 
 def template_options(func: F) -> F:

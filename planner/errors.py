@@ -1,9 +1,9 @@
 """Errors of the engine.
 
-    PlannerError                 root of everything `planner` raises
-    +-- GraphError               the resource graph cannot be built
-        +-- DependencyCycleError     references form a cycle (addresses in order)
-        +-- MissingReferenceError    a dependency names an address that is not in the graph
+PlannerError                 root of everything `planner` raises
++-- GraphError               the resource graph cannot be built
+    +-- DependencyCycleError     references form a cycle (addresses in order)
+    +-- MissingReferenceError    a dependency names an address that is not in the graph
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ class DependencyCycleError(GraphError):
     def __init__(self, addresses: list[str]) -> None:
         self.addresses = addresses
         super().__init__(
-            "cannot order resources: reference cycle " + " -> ".join(addresses)
+            "cannot order resources: reference cycle "
+            + " -> ".join(addresses)
             + "; break the cycle by removing one of these references"
         )
 
@@ -30,6 +31,4 @@ class MissingReferenceError(GraphError):
     def __init__(self, source: str, target: str) -> None:
         self.source = source
         self.target = target
-        super().__init__(
-            f"cannot build graph: {source} depends on {target}, which is not declared"
-        )
+        super().__init__(f"cannot build graph: {source} depends on {target}, which is not declared")

@@ -37,7 +37,11 @@ def models_in(annotation: Any) -> list[type[BaseModel]]:
 def _step(annotation: Any, step: str | int) -> Any | None:
     for candidate in _candidates(annotation):
         origin = typing.get_origin(candidate)
-        if isinstance(candidate, type) and issubclass(candidate, BaseModel) and isinstance(step, str):
+        if (
+            isinstance(candidate, type)
+            and issubclass(candidate, BaseModel)
+            and isinstance(step, str)
+        ):
             info = fields_by_alias(candidate).get(step)
             if info is not None:
                 return info.annotation

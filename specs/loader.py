@@ -96,9 +96,7 @@ def load_specs(
     diagnostics: list[Diagnostic] = []
 
     config = _load_config(root, root_display, sources, diagnostics)
-    env_name, context = _template_context(
-        config, environment, variables, var_files, diagnostics
-    )
+    env_name, context = _template_context(config, environment, variables, var_files, diagnostics)
 
     resources: dict[str, Resource] = {}
     declared: set[tuple[str, str | None, str]] = set()
@@ -115,8 +113,16 @@ def load_specs(
             parsed.documents, parsed.indices, parsed.start_lines, strict=True
         ):
             _load_document(
-                document, display, index, start, templated, context,
-                sources, resources, declared, diagnostics,
+                document,
+                display,
+                index,
+                start,
+                templated,
+                context,
+                sources,
+                resources,
+                declared,
+                diagnostics,
             )
 
     def locate(resource: Resource, path: tuple[str | int, ...]) -> Location:
@@ -124,7 +130,9 @@ def load_specs(
 
     if config is not None:
         diagnostics += resolve_references(resources, Declared(frozenset(declared)), config, locate)
-        diagnostics += [cycle_diagnostic(cycle) for cycle in find_cycles(resources)]
+        diagnostics += [
+            cycle_diagnostic(cycle, resources, locate) for cycle in find_cycles(resources)
+        ]
     errors = [d for d in diagnostics if d.severity is Severity.ERROR]
     if errors or config is None:
         raise SpecLoadError(diagnostics)
@@ -147,7 +155,9 @@ def _load_config(
     if len(parsed.documents) != 1 or not isinstance(parsed.documents[0], dict):
         diagnostics.append(
             Diagnostic(
-                Severity.ERROR, "not-a-mapping", f"{CONFIG_FILE} must hold exactly one mapping",
+                Severity.ERROR,
+                "not-a-mapping",
+                f"{CONFIG_FILE} must hold exactly one mapping",
                 Location(display, 1, 1),
             )
         )
@@ -216,8 +226,11 @@ def _load_document(
     if not isinstance(document, dict):
         diagnostics.append(
             Diagnostic(
-                Severity.ERROR, "not-a-mapping", "a spec document must be a mapping",
-                Location(display, start, 1), expected="apiVersion, kind, metadata and spec",
+                Severity.ERROR,
+                "not-a-mapping",
+                "a spec document must be a mapping",
+                Location(display, start, 1),
+                expected="apiVersion, kind, metadata and spec",
                 found="a list" if isinstance(document, list) else repr(document)[:60],
             )
         )

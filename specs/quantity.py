@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 from typing import Any
 
 from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
@@ -33,7 +34,9 @@ _QUANTITY = re.compile(
     r"^(?P<number>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
     r"(?:(?P<binary>Ki|Mi|Gi|Ti|Pi|Ei)|[eE](?P<exponent>[+-]?[0-9]+)|(?P<decimal>[numkMGTPE]?))$"
 )
-QUANTITY_PATTERN = r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?[0-9]+|[numkMGTPE])?$"
+QUANTITY_PATTERN = (
+    r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?[0-9]+|[numkMGTPE])?$"
+)
 QUANTITY_HELP = "a quantity such as 500m, 16, 64Gi or 2Ti"
 
 _DURATION_UNITS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
@@ -98,8 +101,8 @@ class Quantity:
     def canonical(self) -> str:
         """Value without suffix or exponent, the form hashes and diffs use."""
         normalized = self.value.normalize()
-        return format(normalized, "f") if normalized == normalized.to_integral() else str(
-            normalized
+        return (
+            format(normalized, "f") if normalized == normalized.to_integral() else str(normalized)
         )
 
     @classmethod
@@ -108,11 +111,10 @@ class Quantity:
             return raw
         if isinstance(raw, bool) or not isinstance(raw, int | float | str):
             raise PydanticCustomError("quantity", f"expected {QUANTITY_HELP}")
-        text = raw if isinstance(raw, str) else repr(raw)
-        try:
-            return cls(text)
-        except (ValueError, InvalidOperation):
-            raise PydanticCustomError("quantity", f"expected {QUANTITY_HELP}") from None
+        quantity = _quantity_from_text(raw if isinstance(raw, str) else repr(raw))
+        if quantity is None:
+            raise PydanticCustomError("quantity", f"expected {QUANTITY_HELP}")
+        return quantity
 
     @classmethod
     def __get_pydantic_core_schema__(
@@ -175,11 +177,13 @@ class Duration:
         if isinstance(raw, Duration):
             return raw
         if not isinstance(raw, str):
-            raise PydanticCustomError("duration", f"expected {DURATION_HELP} (a string with a unit)")
-        try:
-            return cls(raw)
-        except ValueError:
-            raise PydanticCustomError("duration", f"expected {DURATION_HELP}") from None
+            raise PydanticCustomError(
+                "duration", f"expected {DURATION_HELP} (a string with a unit)"
+            )
+        duration = _duration_from_text(raw)
+        if duration is None:
+            raise PydanticCustomError("duration", f"expected {DURATION_HELP}")
+        return duration
 
     @classmethod
     def __get_pydantic_core_schema__(
@@ -199,3 +203,21 @@ class Duration:
             "pattern": DURATION_PATTERN,
             "description": f"Duration: {DURATION_HELP}.",
         }
+
+
+# Both types are immutable, so equal spellings can share one parsed instance: spec folders
+# repeat the same few values (`64`, `512Gi`, `24h`) thousands of times.
+@lru_cache(maxsize=4096)
+def _quantity_from_text(text: str) -> Quantity | None:
+    try:
+        return Quantity(text)
+    except (ValueError, InvalidOperation):
+        return None
+
+
+@lru_cache(maxsize=4096)
+def _duration_from_text(text: str) -> Duration | None:
+    try:
+        return Duration(text)
+    except ValueError:
+        return None

@@ -72,16 +72,16 @@ def resolve_references(
 
     for resource in resources.values():
         for ref in resource.document.references():
-            where = locate(resource, ref.path)
             target = next((a for a in _candidates(ref, resource) if a in resources), None)
             if target is not None:
-                resource.dependencies.append(Dependency(target, ref, where))
-                version_problem = _check_version(resources[target], ref, resource, where)
+                resource.dependencies.append(Dependency(target, ref))
+                version_problem = _check_version(resources[target], ref, resource, locate)
                 if version_problem:
                     diagnostics.append(version_problem)
                 continue
             if _declared_but_invalid(ref, resource, declared):
                 continue
+            where = locate(resource, ref.path)
             diagnostics.append(_unresolved(ref, resource, resources, by_name, where))
         diagnostics += _check_provider(resource, config, locate)
     return diagnostics
@@ -137,7 +137,7 @@ def _unresolved(
 
 
 def _check_version(
-    target: Resource, ref: Reference, referrer: Resource, where: Location
+    target: Resource, ref: Reference, referrer: Resource, locate: Locate
 ) -> Diagnostic | None:
     if ref.kind != "Dataset" or ref.version is None:
         return None
@@ -148,7 +148,7 @@ def _check_version(
         Severity.ERROR,
         "unknown-version",
         f"dataset `{ref.name}` declares no version `{ref.version}`",
-        where,
+        locate(referrer, ref.path),
         field=_describe(ref),
         expected="one of " + ", ".join(f"`{v}`" for v in versions),
         found=ref.version,
@@ -166,6 +166,8 @@ def _check_provider(resource: Resource, config: RootConfig, locate: Locate) -> l
     if not allowed or name is None:
         return []
     instance = config.provider(name)
+    if instance is not None and instance.type in allowed:
+        return []
     where = locate(resource, ("spec", "provider"))
     if instance is None:
         known = [provider.name for provider in config.providers]
@@ -277,23 +279,24 @@ def _cycle_in(members: list[str], resources: dict[str, Resource]) -> Cycle:
         node = dep.address
 
 
-def cycle_diagnostic(cycle: Cycle) -> Diagnostic:
+def cycle_diagnostic(cycle: Cycle, resources: dict[str, Resource], locate: Locate) -> Diagnostic:
     first_source = cycle[0][0]
     order = [first_source] + [dep.address for _, dep in cycle]
+    locations = [locate(resources[source], dep.reference.path) for source, dep in cycle]
     steps = [
-        f"{source} ({dep.location}) -> {dep.address} via {_describe(dep.reference)}"
-        for source, dep in cycle
+        f"{source} ({where}) -> {dep.address} via {_describe(dep.reference)}"
+        for (source, dep), where in zip(cycle, locations, strict=True)
     ]
     first = cycle[0][1]
     return Diagnostic(
         Severity.ERROR,
         "reference-cycle",
         "reference cycle: " + " -> ".join(order),
-        first.location,
+        locations[0],
         field=_describe(first.reference),
         expected="references that form no cycle",
         found=" -> ".join(order),
         address=first_source,
-        related=tuple(dep.location for _, dep in cycle[1:]),
+        related=tuple(locations[1:]),
         detail="\n".join(steps),
     )

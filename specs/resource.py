@@ -16,7 +16,6 @@ class Dependency:
 
     address: str
     reference: Reference
-    location: Location
 
 
 @dataclass(slots=True)

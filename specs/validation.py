@@ -53,7 +53,13 @@ def diagnostics_from_errors(
     result = []
     for error in errors:
         loc = list(error["loc"])
-        if strip_tag and loc and model is not None and isinstance(loc[0], str) and loc[0] == model.__name__:
+        if (
+            strip_tag
+            and loc
+            and model is not None
+            and isinstance(loc[0], str)
+            and loc[0] == model.__name__
+        ):
             loc = loc[1:]
         key_error = bool(loc) and loc[-1] == "[key]"
         if key_error:

@@ -42,9 +42,15 @@ class ParsedFile:
     diagnostics: list[Diagnostic] = field(default_factory=list)
 
 
-def _error(display: str, code: str, summary: str, line: int = 1, column: int = 1, **extra: str) -> Diagnostic:
+def _error(
+    display: str, code: str, summary: str, line: int = 1, column: int = 1, **extra: str
+) -> Diagnostic:
     return Diagnostic(
-        Severity.ERROR, code, summary, Location(display, line, column), **extra  # type: ignore[arg-type]
+        Severity.ERROR,
+        code,
+        summary,
+        Location(display, line, column),
+        **extra,  # type: ignore[arg-type]
     )
 
 
@@ -67,7 +73,9 @@ def _too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
         if depth > limit:
             return True
         if isinstance(item, dict):
-            stack.extend((child, depth + 1) for child in item.values() if isinstance(child, dict | list))
+            stack.extend(
+                (child, depth + 1) for child in item.values() if isinstance(child, dict | list)
+            )
         elif isinstance(item, list):
             stack.extend((child, depth + 1) for child in item if isinstance(child, dict | list))
     return False
@@ -100,11 +108,16 @@ def _decode_error(parsed: ParsedFile, message: str) -> Diagnostic:
     match = _POSITION.search(message)
     if match:
         return _error(
-            parsed.display, "yaml-syntax", f"invalid YAML: {first_line}",
-            int(match[1]), int(match[2]),
+            parsed.display,
+            "yaml-syntax",
+            f"invalid YAML: {first_line}",
+            int(match[1]),
+            int(match[2]),
         )
     line, column, problem = ruamel_error_position(parsed.text)
-    return _error(parsed.display, "yaml-syntax", f"invalid YAML: {problem or first_line}", line, column)
+    return _error(
+        parsed.display, "yaml-syntax", f"invalid YAML: {problem or first_line}", line, column
+    )
 
 
 def parse_file(path: Path, display: str) -> ParsedFile:
@@ -114,13 +127,20 @@ def parse_file(path: Path, display: str) -> ParsedFile:
         size = path.stat().st_size
         if size > MAX_FILE_BYTES:
             parsed.diagnostics.append(
-                _error(display, "file-too-large", "file is too large to be a spec file",
-                       expected=f"at most {MAX_FILE_BYTES} bytes", found=f"{size} bytes")
+                _error(
+                    display,
+                    "file-too-large",
+                    "file is too large to be a spec file",
+                    expected=f"at most {MAX_FILE_BYTES} bytes",
+                    found=f"{size} bytes",
+                )
             )
             return parsed
         raw = path.read_bytes()
     except OSError as exc:
-        parsed.diagnostics.append(_error(display, "unreadable", f"cannot read file: {exc.strerror}"))
+        parsed.diagnostics.append(
+            _error(display, "unreadable", f"cannot read file: {exc.strerror}")
+        )
         return parsed
     try:
         parsed.text = raw.decode("utf-8")
@@ -128,8 +148,14 @@ def parse_file(path: Path, display: str) -> ParsedFile:
         line = raw.count(b"\n", 0, exc.start) + 1
         column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
         parsed.diagnostics.append(
-            _error(display, "encoding", "file is not valid UTF-8", line, column,
-                   found=f"byte 0x{raw[exc.start]:02x}")
+            _error(
+                display,
+                "encoding",
+                "file is not valid UTF-8",
+                line,
+                column,
+                found=f"byte 0x{raw[exc.start]:02x}",
+            )
         )
         return parsed
     parse_text(parsed)
@@ -162,11 +188,16 @@ def parse_text(parsed: ParsedFile) -> None:
         index += 1
         if _too_deep(document):
             parsed.diagnostics.append(
-                _error(parsed.display, "nesting-too-deep", "document is nested too deeply",
-                       start, 1, expected=f"at most {MAX_DEPTH} levels")
+                _error(
+                    parsed.display,
+                    "nesting-too-deep",
+                    "document is nested too deeply",
+                    start,
+                    1,
+                    expected=f"at most {MAX_DEPTH} levels",
+                )
             )
             continue
         parsed.documents.append(document)
         parsed.start_lines.append(start)
         parsed.indices.append(index)
-

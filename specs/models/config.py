@@ -160,9 +160,7 @@ class RootConfig(SpecModel):
     default_environment: ResourceName | None = Field(
         default=None, description="Environment used when --env is not given."
     )
-    policies: PolicySettings = Field(
-        default_factory=PolicySettings, description="Policy settings."
-    )
+    policies: PolicySettings = Field(default_factory=PolicySettings, description="Policy settings.")
 
     @model_validator(mode="after")
     def _consistent(self) -> RootConfig:

@@ -8,7 +8,6 @@ gates, optionally relative to a baseline job.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, StringConstraints, model_validator
@@ -79,9 +78,7 @@ class ResumePolicy(SpecModel):
 
 class RetryPolicy(SpecModel):
     limit: int = Field(default=0, ge=0, le=100, description="Resubmissions after a failure.")
-    backoff: Duration = Field(
-        default_factory=lambda: Duration("1m"), description="Wait before a resubmission."
-    )
+    backoff: Duration = Field(default=Duration("1m"), description="Wait before a resubmission.")
 
 
 class EvaluationBinding(SpecModel):
