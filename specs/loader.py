@@ -112,6 +112,9 @@ def load_specs(
         for document, index, start in zip(
             parsed.documents, parsed.indices, parsed.start_lines, strict=True
         ):
+            if parsed.salvaged:
+                _declare(document, declared)
+                continue
             _load_document(
                 document,
                 display,
@@ -235,9 +238,8 @@ def _load_document(
             )
         )
         return
+    _declare(document, declared)
     kind, project, name = _identity(document)
-    if kind and name:
-        declared.add((kind, project, name))
     if templated:
         document, problems = render_document(document, context)
         if problems:
@@ -276,6 +278,15 @@ def _load_document(
         )
         return
     resources[resource.address] = resource
+
+
+def _declare(document: Any, declared: set[tuple[str, str | None, str]]) -> None:
+    """Remember the name a document declares, so references to it are not reported as
+    unknown when the document itself failed (its own diagnostic says why)."""
+    if isinstance(document, dict):
+        kind, project, name = _identity(document)
+        if kind and name:
+            declared.add((kind, project, name))
 
 
 def _identity(document: dict[str, Any]) -> tuple[str | None, str | None, str | None]:

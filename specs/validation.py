@@ -65,7 +65,21 @@ def diagnostics_from_errors(
         if key_error:
             loc = loc[:-1]
         result.append(_one(error, loc, model, locate, address, key_error))
-    return result
+    return _without_typo_echoes(result)
+
+
+def _without_typo_echoes(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+    """Drop "missing field X" when an unknown field beside it suggests X: one typo, one error."""
+    suggested = {
+        (d.field.rpartition(".")[0], d.suggestion)
+        for d in diagnostics
+        if d.code == "unknown-field" and d.suggestion
+    }
+    return [
+        d
+        for d in diagnostics
+        if not (d.code == "missing-field" and tuple(d.field.rpartition(".")[::2]) in suggested)
+    ]
 
 
 def _one(

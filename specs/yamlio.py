@@ -40,6 +40,9 @@ class ParsedFile:
     start_lines: list[int] = field(default_factory=list)
     indices: list[int] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    salvaged: bool = False
+    """True when the documents were recovered from a file with an error (duplicate keys,
+    last value wins): good enough to know which names the file declares, never loaded."""
 
 
 def _error(
@@ -162,18 +165,22 @@ def parse_file(path: Path, display: str) -> ParsedFile:
     return parsed
 
 
+def _loads(text: str, duplicates: yaml_rs.DuplicateKeyPolicy) -> Any:
+    return yaml_rs.loads(
+        text, parse_datetime=False, alias_limits=_ALIAS_LIMITS, duplicate_key_policy=duplicates
+    )
+
+
 def parse_text(parsed: ParsedFile) -> None:
     text = parsed.text
     try:
-        result = yaml_rs.loads(
-            text,
-            parse_datetime=False,
-            alias_limits=_ALIAS_LIMITS,
-            duplicate_key_policy=yaml_rs.DuplicateKeyPolicy.Error,
-        )
+        result = _loads(text, yaml_rs.DuplicateKeyPolicy.Error)
     except yaml_rs.YAMLDecodeError as exc:
         parsed.diagnostics.append(_decode_error(parsed, str(exc)))
-        return
+        if "duplicate mapping key" not in str(exc):
+            return
+        result = _loads(text, yaml_rs.DuplicateKeyPolicy.LastWins)
+        parsed.salvaged = True
     except (RecursionError, OverflowError, ValueError) as exc:
         parsed.diagnostics.append(_error(parsed.display, "yaml-syntax", f"invalid YAML: {exc}"))
         return
