@@ -16,10 +16,12 @@ from typing import Any
 import click
 
 from planner.cli_options import format_option, spec_dir_argument, template_options
+from planner.cli_output import load_or_exit
 from planner.errors import PlannerError
 from planner.render.diagnostics import render_diagnostics_json, render_diagnostics_text
 from planner.render.style import use_color
-from specs import SpecError, SpecLoadError, SpecSet, SpecUsageError, load_specs
+from providers.errors import ProviderError
+from specs import SpecError, SpecSet, SpecUsageError, load_specs
 
 EXIT_OK, EXIT_ERROR = 0, 1
 
@@ -31,21 +33,12 @@ def _load(
     var_files: tuple[str, ...],
     output_format: str,
 ) -> SpecSet:
-    try:
-        return load_specs(
+    return load_or_exit(
+        lambda: load_specs(
             spec_dir, environment=environment, variables=variables, var_files=var_files
-        )
-    except SpecLoadError as exc:
-        _print_diagnostics(exc, output_format)
-        raise SystemExit(EXIT_ERROR) from None
-
-
-def _print_diagnostics(exc: SpecLoadError, output_format: str) -> None:
-    if output_format == "json":
-        click.echo(render_diagnostics_json(exc.diagnostics), nl=False)
-    else:
-        files = len({d.location.file for d in exc.diagnostics if d.location})
-        click.echo(render_diagnostics_text(exc.diagnostics, files, use_color()), nl=False)
+        ),
+        output_format,
+    )
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -144,6 +137,17 @@ def explain(target: str, output_format: str) -> None:
     click.echo("\n".join(lines))
 
 
+def _register_engine_commands() -> None:
+    from planner.cli_engine import COMMANDS
+    from planner.cli_state import STATE_COMMANDS
+
+    for command in [*COMMANDS, *STATE_COMMANDS]:
+        cli.add_command(command)
+
+
+_register_engine_commands()
+
+
 def main(argv: list[str] | None = None) -> Any:
     """Console entry point: maps every expected failure to a message and exit code 1."""
     try:
@@ -157,7 +161,7 @@ def main(argv: list[str] | None = None) -> Any:
     except click.ClickException as exc:
         exc.show()
         sys.exit(EXIT_ERROR)
-    except (SpecUsageError, SpecError, PlannerError) as exc:
+    except (SpecUsageError, SpecError, PlannerError, ProviderError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_ERROR)
     except KeyboardInterrupt:

@@ -69,18 +69,15 @@ def _document_starts(text: str) -> list[int]:
     return markers
 
 
-def _too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > limit:
+def _too_deep(value: Any, budget: int = MAX_DEPTH) -> bool:
+    """True if containers nest deeper than `budget`; recursion is bounded by the budget."""
+    if budget == 0:
+        return True
+    children = value.values() if type(value) is dict else value
+    for child in children:
+        kind = type(child)
+        if (kind is dict or kind is list) and _too_deep(child, budget - 1):
             return True
-        if isinstance(item, dict):
-            stack.extend(
-                (child, depth + 1) for child in item.values() if isinstance(child, dict | list)
-            )
-        elif isinstance(item, list):
-            stack.extend((child, depth + 1) for child in item if isinstance(child, dict | list))
     return False
 
 
@@ -193,7 +190,7 @@ def parse_text(parsed: ParsedFile) -> None:
         if document is None:
             continue
         index += 1
-        if _too_deep(document):
+        if isinstance(document, dict | list) and _too_deep(document):
             parsed.diagnostics.append(
                 _error(
                     parsed.display,

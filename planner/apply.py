@@ -1,0 +1,309 @@
+"""apply_plan: execute a plan against providers, recording every step durably.
+
+The walk follows `apply_graph`: a change starts once everything it waits for succeeded;
+a failure skips only what depends on it, independent branches finish. At most
+`parallelism` provider calls run at once. Before each mutating call a journal intent is
+recorded, after it the outcome, so a crash leaves a pending record that the next plan
+resolves by observing. Transient provider errors are retried with backoff. On Ctrl-C no
+new change starts, calls in flight finish, state is saved and the run ends non-zero.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any
+
+from planner.backends.base import StateBackend
+from planner.errors import PlannerError
+from planner.plan import apply_graph, tool_version
+from planner.plan_model import Action, Plan, PlanFileError, ResourceChange
+from planner.session import ProviderSet
+from planner.state import ResourceState, State
+from providers.base import DesiredResource
+from providers.errors import ProviderError, TransientProviderError
+
+
+class StalePlanError(PlanFileError):
+    """The state changed since the plan was made."""
+
+
+class OutcomeStatus(enum.StrEnum):
+    APPLIED = "applied"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    NOT_STARTED = "not started"
+
+
+@dataclass
+class Outcome:
+    address: str
+    action: Action
+    status: OutcomeStatus
+    message: str = ""
+    seconds: float = 0.0
+
+
+@dataclass
+class ApplyResult:
+    outcomes: list[Outcome] = field(default_factory=list)
+    interrupted: bool = False
+
+    @property
+    def failed(self) -> bool:
+        return self.interrupted or any(o.status is not OutcomeStatus.APPLIED for o in self.outcomes)
+
+    def count(self, status: OutcomeStatus) -> int:
+        return sum(1 for o in self.outcomes if o.status is status)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    attempts: int = 5
+    base_delay: float = 0.5
+    max_delay: float = 30.0
+
+
+Event = Callable[[str, ResourceChange, str], None]
+
+
+def check_fresh(plan: Plan, state: State | None, location: str) -> None:
+    if plan.tool_version != tool_version():
+        raise StalePlanError(
+            f"cannot apply plan {location}: made by trainform {plan.tool_version}, this is "
+            f"{tool_version()}. Create a new plan"
+        )
+    if plan.lineage is None:
+        if state is not None and state.resources:
+            raise StalePlanError(
+                f"cannot apply plan {location}: it was made before any state existed, but "
+                f"state now exists (serial {state.serial}). Create a new plan"
+            )
+        return
+    if state is None or state.lineage != plan.lineage:
+        raise StalePlanError(
+            f"cannot apply plan {location}: it belongs to state lineage {plan.lineage}, but "
+            f"the state is {state.lineage if state else 'missing'}. Create a new plan"
+        )
+    if state.serial != plan.serial:
+        raise StalePlanError(
+            f"cannot apply plan {location}: state changed since the plan was made (serial "
+            f"{plan.serial} -> {state.serial}). Create a new plan"
+        )
+
+
+class _Walk:
+    def __init__(
+        self,
+        plan: Plan,
+        state: State,
+        backend: StateBackend,
+        providers: ProviderSet,
+        retry: RetryPolicy,
+        on_event: Event | None,
+    ) -> None:
+        self.plan = plan
+        self.state = state
+        self.backend = backend
+        self.providers = providers
+        self.retry = retry
+        self.on_event = on_event
+        self.record_lock = threading.Lock()
+
+    def record(self, entry: dict[str, Any]) -> None:
+        with self.record_lock:
+            self.backend.record(self.state, entry)
+
+    def event(self, kind: str, change: ResourceChange, detail: str = "") -> None:
+        if self.on_event is not None:
+            self.on_event(kind, change, detail)
+
+    def call(self, what: str, function: Callable[[], Any]) -> Any:
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return function()
+            except TransientProviderError as exc:
+                if attempt >= self.retry.attempts:
+                    raise
+                delay = exc.retry_after
+                if delay is None:
+                    delay = min(self.retry.max_delay, self.retry.base_delay * 2 ** (attempt - 1))
+                time.sleep(delay)
+
+    def desired(self, change: ResourceChange) -> DesiredResource:
+        parts = change.address.split("/")
+        with self.record_lock:
+            dependency_outputs = {
+                d: dict(self.state.resources[d].outputs)
+                for d in change.dependencies
+                if d in self.state.resources
+            }
+        return DesiredResource(
+            address=change.address,
+            kind=change.kind,
+            name=parts[-1],
+            project=parts[1] if len(parts) == 3 else None,
+            document=change.after or {},
+            outputs_of_dependencies=dependency_outputs,
+        )
+
+    def execute(self, change: ResourceChange) -> None:
+        with self.record_lock:
+            previous = self.state.resources.get(change.address)
+        outputs: dict[str, Any] = dict(previous.outputs) if previous else {}
+        self.record(
+            {
+                "type": "intent",
+                "address": change.address,
+                "operation": change.action.value,
+                "kind": change.kind,
+                "providers": change.providers,
+            }
+        )
+        if change.action is Action.DELETE:
+            for name in change.providers:
+                provider = self.providers.get(name)
+                if provider.supports(change.kind):
+                    self.call(
+                        "delete",
+                        lambda p=provider, n=name: p.delete(
+                            change.address, change.kind, outputs.get(n, {})
+                        ),
+                    )
+            self.record({"type": "outcome", "address": change.address, "resource": None})
+            return
+        desired = self.desired(change)
+        for name in change.providers:
+            provider = self.providers.get(name)
+            if change.action is Action.REPLACE and previous is not None:
+                self.call(
+                    "delete",
+                    lambda p=provider, n=name: p.delete(
+                        change.address, change.kind, outputs.get(n, {})
+                    ),
+                )
+                outputs[name] = self.call("create", lambda p=provider: p.create(desired))
+            elif change.action is Action.UPDATE and previous is not None and previous.spec:
+                outputs[name] = self.call(
+                    "update", lambda p=provider, n=name: p.update(desired, outputs.get(n, {}))
+                )
+            else:
+                outputs[name] = self.call("create", lambda p=provider: p.create(desired))
+        resource = ResourceState(
+            address=change.address,
+            kind=change.kind,
+            providers=change.providers,
+            spec=change.after or {},
+            spec_hash=change.after_hash,
+            outputs=outputs,
+            dependencies=change.dependencies,
+        )
+        self.record({"type": "outcome", "address": change.address, "resource": resource.to_json()})
+
+
+def apply_plan(
+    plan: Plan,
+    backend: StateBackend,
+    providers: ProviderSet,
+    *,
+    parallelism: int = 10,
+    retry: RetryPolicy = RetryPolicy(),  # noqa: B008 - frozen value
+    on_event: Event | None = None,
+    location: str = "plan",
+    stop: threading.Event | None = None,
+) -> ApplyResult:
+    """Apply `plan`; the caller holds the state lock. Returns one outcome per change."""
+    state = backend.read()
+    check_fresh(plan, state, location)
+    if state is None:
+        state = State.new()
+    state.tool_version = tool_version()
+    walk = _Walk(plan, state, backend, providers, retry, on_event)
+    graph = apply_graph(plan.changes)
+    changes = {c.address: c for c in plan.actionable}
+    waiting = {address: set(graph.predecessors(address)) for address in graph.nodes}
+    outcomes: dict[str, Outcome] = {}
+    stop = stop or threading.Event()
+    result = ApplyResult()
+
+    def skip_dependents(address: str) -> None:
+        import networkx as nx
+
+        for dependent in sorted(nx.descendants(graph, address)):
+            if dependent not in outcomes:
+                outcomes[dependent] = Outcome(
+                    dependent,
+                    changes[dependent].action,
+                    OutcomeStatus.SKIPPED,
+                    f"skipped: {address} failed",
+                )
+
+    running: dict[Future[None], tuple[str, float]] = {}
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, parallelism)) as pool:
+            while True:
+                if not stop.is_set():
+                    ready = sorted(
+                        a
+                        for a, preds in waiting.items()
+                        if not preds
+                        and a not in outcomes
+                        and a not in {addr for addr, _ in running.values()}
+                    )
+                    for address in ready:
+                        if len(running) >= max(1, parallelism):
+                            break
+                        walk.event("start", changes[address])
+                        future = pool.submit(walk.execute, changes[address])
+                        running[future] = (address, time.monotonic())
+                if not running:
+                    break
+                try:
+                    done, _ = wait(list(running), timeout=0.5, return_when=FIRST_COMPLETED)
+                except KeyboardInterrupt:
+                    stop.set()
+                    result.interrupted = True
+                    continue
+                for future in done:
+                    address, started = running.pop(future)
+                    seconds = time.monotonic() - started
+                    error = future.exception()
+                    change = changes[address]
+                    if error is None:
+                        outcomes[address] = Outcome(
+                            address, change.action, OutcomeStatus.APPLIED, "", seconds
+                        )
+                        walk.event("done", change, f"{seconds:.1f}s")
+                        for successor in graph.successors(address):
+                            waiting[successor].discard(address)
+                    else:
+                        message = _describe_error(error)
+                        outcomes[address] = Outcome(
+                            address, change.action, OutcomeStatus.FAILED, message, seconds
+                        )
+                        walk.event("failed", change, message)
+                        skip_dependents(address)
+    except KeyboardInterrupt:
+        result.interrupted = True
+    finally:
+        backend.compact(state)
+    if stop.is_set():
+        result.interrupted = True
+    for address, change in changes.items():
+        if address not in outcomes:
+            outcomes[address] = Outcome(address, change.action, OutcomeStatus.NOT_STARTED)
+    order = {c.address: i for i, c in enumerate(plan.changes)}
+    result.outcomes = sorted(outcomes.values(), key=lambda o: order[o.address])
+    return result
+
+
+def _describe_error(error: BaseException) -> str:
+    if isinstance(error, ProviderError | PlannerError):
+        return str(error)
+    return f"{type(error).__name__}: {error}"

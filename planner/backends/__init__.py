@@ -1,0 +1,1 @@
+"""State backends: where the state document, its journal and its lock live."""

@@ -1,0 +1,101 @@
+"""The state backend interface and the lock record every backend writes.
+
+A backend reads the state (replaying its journal), records journal entries durably one at
+a time, compacts the journal into the state document atomically, and holds an exclusive
+lock that names its holder. `record` must be durable when it returns: apply calls it
+before and after every mutating provider call.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import socket
+import time
+import uuid
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from planner.state import State, StateError
+
+
+@dataclass(frozen=True)
+class LockInfo:
+    id: str
+    holder: str
+    host: str
+    pid: int
+    operation: str
+    time: str
+
+    @classmethod
+    def create(cls, operation: str) -> LockInfo:
+        try:
+            user = getpass.getuser()
+        except (KeyError, OSError):
+            user = str(os.getuid())
+        return cls(
+            id=str(uuid.uuid4()),
+            holder=user,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            operation=operation,
+            time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def process_alive(self) -> bool | None:
+        """Whether the holding process still runs; None when it is on another host."""
+        if self.host != socket.gethostname():
+            return None
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+
+class StateLockedError(StateError):
+    def __init__(self, info: LockInfo) -> None:
+        self.info = info
+        alive = info.process_alive()
+        liveness = " (that process is no longer running)" if alive is False else ""
+        super().__init__(
+            f"cannot lock state: held by {info.holder}@{info.host} pid {info.pid}{liveness} "
+            f"for `{info.operation}` since {info.time} (lock id {info.id}). Wait for it to "
+            f"finish, or if it is gone run `trainform force-unlock {info.id}`"
+        )
+
+
+class StateBackend(ABC):
+    """Where state lives. Implementations: local file (planner.backends.local)."""
+
+    location: str
+
+    @abstractmethod
+    def read(self) -> State | None:
+        """The current state with the journal replayed; None if no state exists yet."""
+
+    @abstractmethod
+    def record(self, state: State, entry: dict[str, Any]) -> None:
+        """Append one journal entry durably and apply it to `state`."""
+
+    @abstractmethod
+    def compact(self, state: State) -> None:
+        """Write `state` as the new state document atomically and empty the journal."""
+
+    @abstractmethod
+    def lock(self, operation: str) -> LockInfo:
+        """Take the exclusive lock or raise StateLockedError naming the holder."""
+
+    @abstractmethod
+    def unlock(self, info: LockInfo) -> None: ...
+
+    @abstractmethod
+    def force_unlock(self, lock_id: str) -> LockInfo:
+        """Remove the lock if its id is `lock_id`; returns what was removed."""

@@ -1,0 +1,192 @@
+"""Local-file state backend: state.json, an append-only journal beside it, and a lock file.
+
+Durability without quadratic cost: every recorded entry is one appended, fsynced line of
+`state.json.journal`; the state document is rewritten only on compaction (end of an
+operation, and every `compact_every` entries), through a temporary file, fsync and rename.
+Before a rename the previous document becomes backup generation 1 (hard link, so a state
+file exists at every instant). The journal opens with a header binding it to the lineage
+and serial of the document it extends; a journal that does not match (a crash between
+rename and truncation) is already contained in the document and is discarded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from planner.backends.base import LockInfo, StateBackend, StateLockedError
+from planner.state import State, StateCorruptError, StateError, canonical_json
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class LocalBackend(StateBackend):
+    def __init__(self, path: str | os.PathLike[str], backups: int = 5) -> None:
+        self.path = Path(path)
+        self.location = str(self.path)
+        self.journal_path = self.path.with_name(self.path.name + ".journal")
+        self.lock_path = self.path.with_name(self.path.name + ".lock")
+        self.backups = backups
+        self._journal: Any = None
+        self.compact_every = 1000
+        self._entries_since_compaction = 0
+
+    # reading -------------------------------------------------------------------------
+
+    def _read_document(self) -> State | None:
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StateError(f"cannot read state {self.path}: {exc.strerror}") from None
+        if not raw.strip():
+            raise StateCorruptError(str(self.path), "the file is empty")
+        try:
+            data = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise StateCorruptError(str(self.path), f"not valid JSON ({exc})") from None
+        return State.from_json(data, str(self.path))
+
+    def _journal_entries(self) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+        try:
+            lines = self.journal_path.read_bytes().splitlines()
+        except FileNotFoundError:
+            return None, []
+        parsed: list[dict[str, Any]] = []
+        for number, line in enumerate(lines):
+            try:
+                parsed.append(json.loads(line))
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                if number == len(lines) - 1:
+                    break  # a torn last line: its write never completed
+                raise StateCorruptError(
+                    str(self.journal_path), f"line {number + 1} is not valid JSON"
+                ) from None
+        if not parsed:
+            return None, []
+        return parsed[0], parsed[1:]
+
+    def read(self) -> State | None:
+        state = self._read_document()
+        header, entries = self._journal_entries()
+        if header is None:
+            return state
+        if state is None:
+            if header.get("baseSerial") != 0:
+                raise StateCorruptError(
+                    str(self.journal_path), "a journal exists but the state file is missing"
+                )
+            state = State(lineage=header["lineage"], serial=0)
+        elif header.get("lineage") != state.lineage or header.get("baseSerial") != state.serial:
+            return state  # already compacted into the document
+        for entry in entries:
+            state.apply_entry(entry)
+        return state
+
+    # writing -------------------------------------------------------------------------
+
+    def _open_journal(self, state: State) -> Any:
+        if self._journal is None:
+            if self.journal_path.exists():
+                self.compact(state)  # fold a crashed run's entries in before starting anew
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            handle = open(self.journal_path, "wb")  # noqa: SIM115 - kept open across records
+            base = {"lineage": state.lineage, "baseSerial": state.serial}
+            handle.write(canonical_json(base).encode() + b"\n")
+            self._journal = handle
+        return self._journal
+
+    def record(self, state: State, entry: dict[str, Any]) -> None:
+        handle = self._open_journal(state)
+        handle.write(canonical_json(entry).encode("utf-8") + b"\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+        state.apply_entry(entry)
+        self._entries_since_compaction += 1
+        if self._entries_since_compaction >= self.compact_every:
+            self.compact(state)
+
+    def _rotate_backups(self) -> None:
+        if not self.path.exists() or self.backups == 0:
+            return
+        for generation in range(self.backups, 1, -1):
+            older = self.path.with_name(f"{self.path.name}.backup.{generation - 1}")
+            if older.exists():
+                os.replace(older, self.path.with_name(f"{self.path.name}.backup.{generation}"))
+        first = self.path.with_name(f"{self.path.name}.backup.1")
+        try:
+            os.link(self.path, first)
+        except OSError:
+            first.write_bytes(self.path.read_bytes())
+
+    def compact(self, state: State) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        data = json.dumps(state.to_json(), indent=2, sort_keys=False).encode("utf-8") + b"\n"
+        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        with open(temporary, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        self._rotate_backups()
+        os.replace(temporary, self.path)
+        _fsync_dir(self.path.parent)
+        if self._journal is not None:
+            self._journal.close()
+            self._journal = None
+        self.journal_path.unlink(missing_ok=True)
+        self._entries_since_compaction = 0
+
+    # locking -------------------------------------------------------------------------
+
+    def _read_lock(self) -> LockInfo | None:
+        try:
+            return LockInfo(**json.loads(self.lock_path.read_text()))
+        except FileNotFoundError:
+            return None
+        except (json.JSONDecodeError, TypeError, UnicodeDecodeError):
+            return LockInfo("unknown", "unknown", "unknown", 0, "unknown", "unknown")
+
+    def lock(self, operation: str) -> LockInfo:
+        self.lock_path.parent.mkdir(parents=True, exist_ok=True)
+        info = LockInfo.create(operation)
+        try:
+            fd = os.open(self.lock_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            held = self._read_lock()
+            if held is None:
+                return self.lock(operation)
+            raise StateLockedError(held) from None
+        with os.fdopen(fd, "w") as handle:
+            handle.write(json.dumps(info.to_json()))
+            handle.flush()
+            os.fsync(handle.fileno())
+        return info
+
+    def unlock(self, info: LockInfo) -> None:
+        held = self._read_lock()
+        if held is not None and held.id == info.id:
+            self.lock_path.unlink(missing_ok=True)
+        if self._journal is not None:
+            self._journal.close()
+            self._journal = None
+
+    def force_unlock(self, lock_id: str) -> LockInfo:
+        held = self._read_lock()
+        if held is None:
+            raise StateError(f"cannot force-unlock {lock_id}: the state is not locked")
+        if held.id != lock_id:
+            raise StateError(
+                f"cannot force-unlock {lock_id}: the lock is held under id {held.id} "
+                f"by {held.holder}@{held.host}"
+            )
+        self.lock_path.unlink(missing_ok=True)
+        return held

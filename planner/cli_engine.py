@@ -1,0 +1,327 @@
+"""CLI commands that plan and change platforms: plan, apply, destroy, show, drift."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from planner.apply import ApplyResult, OutcomeStatus, apply_plan
+from planner.backends.base import StateBackend
+from planner.cli_options import format_option, spec_dir_argument, template_options
+from planner.cli_output import load_or_exit
+from planner.drift import detect_drift
+from planner.plan import PlanOptions, make_plan
+from planner.plan_model import Plan, ResourceChange
+from planner.render.drift_text import render_drift_json, render_drift_text
+from planner.render.plan_json import render_plan_json
+from planner.render.plan_markdown import render_plan_markdown
+from planner.render.plan_text import render_plan_text
+from planner.render.style import use_color
+from planner.session import ProviderSet, config_from_data
+from planner.workspace import Workspace, make_backend, open_workspace
+
+EXIT_CHANGES = 2
+
+
+def _render_plan(plan: Plan, output_format: str) -> str:
+    if output_format == "json":
+        return render_plan_json(plan)
+    if output_format == "markdown":
+        return render_plan_markdown(plan)
+    return render_plan_text(plan, use_color())
+
+
+def _plan_options(
+    workspace: Workspace,
+    refresh: bool,
+    targets: tuple[str, ...],
+    destroy: bool,
+    allow_mass_delete: bool,
+) -> PlanOptions:
+    return PlanOptions(
+        refresh=refresh,
+        targets=targets,
+        destroy=destroy,
+        allow_mass_delete=allow_mass_delete,
+        lock_digest=workspace.lock_digest(),
+    )
+
+
+def plan_options(func):  # type: ignore[no-untyped-def]
+    func = click.option(
+        "--target",
+        "targets",
+        multiple=True,
+        metavar="ADDRESS",
+        help="Only this resource and what it depends on (repeatable).",
+    )(func)
+    func = click.option(
+        "--refresh/--no-refresh",
+        default=True,
+        show_default=True,
+        help="Observe live objects before planning.",
+    )(func)
+    func = click.option(
+        "--allow-mass-delete", is_flag=True, help="Allow a plan that deletes most of the platform."
+    )(func)
+    return func
+
+
+def _locked_plan(workspace: Workspace, options: PlanOptions, operation: str) -> Plan:
+    info = workspace.backend.lock(operation)
+    try:
+        return make_plan(workspace.specs, workspace.backend.read(), workspace.providers, options)
+    finally:
+        workspace.backend.unlock(info)
+
+
+@click.command()
+@spec_dir_argument
+@template_options
+@plan_options
+@click.option(
+    "-out",
+    "--out",
+    "out",
+    type=click.Path(dir_okay=False),
+    help="Save the plan to FILE for `trainform apply FILE`.",
+)
+@click.option("--destroy", is_flag=True, help="Plan to delete everything in state.")
+@click.option(
+    "--detailed-exitcode",
+    is_flag=True,
+    help="Exit 0 when there are no changes, 2 when there are, 1 on error.",
+)
+@format_option("text", "json", "markdown")
+def plan(
+    spec_dir: str,
+    environment: str | None,
+    variables: tuple[str, ...],
+    var_files: tuple[str, ...],
+    targets: tuple[str, ...],
+    refresh: bool,
+    allow_mass_delete: bool,
+    out: str | None,
+    destroy: bool,
+    detailed_exitcode: bool,
+    output_format: str,
+) -> None:
+    """Show what apply would change to make the platform match the specs."""
+    workspace = load_or_exit(
+        lambda: open_workspace(spec_dir, environment, variables, var_files), output_format
+    )
+    try:
+        result = _locked_plan(
+            workspace,
+            _plan_options(workspace, refresh, targets, destroy, allow_mass_delete),
+            "plan",
+        )
+    finally:
+        workspace.providers.close()
+    click.echo(_render_plan(result, output_format), nl=False)
+    if out:
+        Path(out).write_bytes(result.to_file_bytes(Path(spec_dir).resolve()))
+        if output_format == "text":
+            click.echo(f"\nSaved the plan to {out}. Apply exactly it with: trainform apply {out}")
+    if detailed_exitcode and result.has_changes:
+        sys.exit(EXIT_CHANGES)
+
+
+def _print_event(kind: str, change: ResourceChange, detail: str) -> None:
+    verbs = {
+        "create": "creating",
+        "update": "updating",
+        "replace": "replacing",
+        "delete": "deleting",
+    }
+    if kind == "start":
+        click.echo(f"{change.address}: {verbs.get(change.action.value, change.action.value)}...")
+    elif kind == "done":
+        click.echo(f"{change.address}: {change.action.value} complete after {detail}")
+    elif kind == "failed":
+        click.echo(f"{change.address}: {change.action.value} FAILED: {detail}", err=True)
+
+
+def _print_outcomes(result: ApplyResult) -> None:
+    if result.failed:
+        click.echo("\nOutcome:")
+        for outcome in result.outcomes:
+            message = f": {outcome.message}" if outcome.message else ""
+            click.echo(
+                f"  {outcome.status.value:<11} {outcome.action.value:<8} {outcome.address}{message}"
+            )
+    applied = result.count(OutcomeStatus.APPLIED)
+    failed = result.count(OutcomeStatus.FAILED)
+    skipped = result.count(OutcomeStatus.SKIPPED) + result.count(OutcomeStatus.NOT_STARTED)
+    if result.interrupted:
+        click.echo(
+            f"\nInterrupted: {applied} applied, {failed} failed, {skipped} not done. "
+            "State is saved; run plan to see what is left.",
+            err=True,
+        )
+    elif result.failed:
+        click.echo(
+            f"\nApply failed: {applied} applied, {failed} failed, {skipped} skipped.", err=True
+        )
+    else:
+        click.echo(f"\nApply complete: {applied} changes applied.")
+
+
+def _run_apply(
+    plan_to_apply: Plan,
+    backend: StateBackend,
+    providers: ProviderSet,
+    parallelism: int,
+    location: str,
+) -> None:
+    info = backend.lock("apply")
+    try:
+        result = apply_plan(
+            plan_to_apply,
+            backend,
+            providers,
+            parallelism=parallelism,
+            on_event=_print_event,
+            location=location,
+        )
+    finally:
+        backend.unlock(info)
+        providers.close()
+    _print_outcomes(result)
+    if result.failed:
+        sys.exit(130 if result.interrupted else 1)
+
+
+def _confirm(auto_approve: bool, verb: str) -> None:
+    if auto_approve:
+        return
+    if not sys.stdin.isatty():
+        raise click.UsageError(
+            f"refusing to {verb} without confirmation: no terminal to ask "
+            "on; pass --auto-approve or apply a saved plan"
+        )
+    if (
+        click.prompt(
+            f"Do you want to {verb}? Only 'yes' will be accepted", default="", show_default=False
+        )
+        != "yes"
+    ):
+        click.echo("Apply cancelled.")
+        sys.exit(1)
+
+
+@click.command()
+@click.argument("target", default=".", type=click.Path(exists=True))
+@template_options
+@plan_options
+@click.option("--auto-approve", is_flag=True, help="Skip the confirmation prompt.")
+@click.option(
+    "--parallelism",
+    default=10,
+    show_default=True,
+    type=click.IntRange(1, 256),
+    help="Provider calls in flight at once.",
+)
+def apply(
+    target: str,
+    environment: str | None,
+    variables: tuple[str, ...],
+    var_files: tuple[str, ...],
+    targets: tuple[str, ...],
+    refresh: bool,
+    allow_mass_delete: bool,
+    auto_approve: bool,
+    parallelism: int,
+) -> None:
+    """Apply a saved plan FILE exactly, or plan SPEC_DIR and apply after confirmation."""
+    if os.path.isfile(target):
+        saved, spec_root = Plan.from_file(target)
+        config = config_from_data(saved.config)
+        backend = make_backend(config, spec_root)
+        click.echo(render_plan_text(saved, use_color()), nl=False)
+        if saved.has_changes:
+            _run_apply(saved, backend, ProviderSet(config, spec_root), parallelism, target)
+        return
+    workspace = load_or_exit(
+        lambda: open_workspace(target, environment, variables, var_files), "text"
+    )
+    fresh = _locked_plan(
+        workspace, _plan_options(workspace, refresh, targets, False, allow_mass_delete), "plan"
+    )
+    click.echo(render_plan_text(fresh, use_color()), nl=False)
+    if not fresh.has_changes:
+        workspace.providers.close()
+        return
+    _confirm(auto_approve, "apply these changes")
+    _run_apply(fresh, workspace.backend, workspace.providers, parallelism, "the plan")
+
+
+@click.command()
+@spec_dir_argument
+@template_options
+@click.option("--auto-approve", is_flag=True, help="Skip the confirmation prompt.")
+@click.option("--parallelism", default=10, show_default=True, type=click.IntRange(1, 256))
+def destroy(
+    spec_dir: str,
+    environment: str | None,
+    variables: tuple[str, ...],
+    var_files: tuple[str, ...],
+    auto_approve: bool,
+    parallelism: int,
+) -> None:
+    """Delete everything trainform manages for SPEC_DIR (data is kept unless asked)."""
+    workspace = load_or_exit(
+        lambda: open_workspace(spec_dir, environment, variables, var_files), "text"
+    )
+    doomed = _locked_plan(workspace, _plan_options(workspace, True, (), True, True), "plan")
+    click.echo(render_plan_text(doomed, use_color()), nl=False)
+    if not doomed.has_changes:
+        workspace.providers.close()
+        return
+    _confirm(auto_approve, "destroy these resources")
+    _run_apply(doomed, workspace.backend, workspace.providers, parallelism, "the plan")
+
+
+@click.command()
+@click.argument("plan_file", type=click.Path(exists=True, dir_okay=False))
+@format_option("text", "json", "markdown")
+def show(plan_file: str, output_format: str) -> None:
+    """Show a saved plan."""
+    saved, _ = Plan.from_file(plan_file)
+    click.echo(_render_plan(saved, output_format), nl=False)
+
+
+@click.command()
+@spec_dir_argument
+@template_options
+@format_option("text", "json")
+def drift(
+    spec_dir: str,
+    environment: str | None,
+    variables: tuple[str, ...],
+    var_files: tuple[str, ...],
+    output_format: str,
+) -> None:
+    """Report what changed outside trainform: modified, missing, orphaned, data mutated.
+
+    Exit 0 when nothing drifted, 2 when something did, 1 on error.
+    """
+    workspace = load_or_exit(
+        lambda: open_workspace(spec_dir, environment, variables, var_files), output_format
+    )
+    try:
+        report = detect_drift(workspace.backend.read(), workspace.providers)
+    finally:
+        workspace.providers.close()
+    if output_format == "json":
+        click.echo(render_drift_json(report), nl=False)
+    else:
+        click.echo(render_drift_text(report, use_color()), nl=False)
+    if report.drifted:
+        sys.exit(EXIT_CHANGES)
+
+
+COMMANDS = [plan, apply, destroy, show, drift]

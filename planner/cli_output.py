@@ -1,0 +1,32 @@
+"""Output helpers shared by the CLI commands: printing diagnostics and exiting."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+import click
+
+from planner.render.diagnostics import render_diagnostics_json, render_diagnostics_text
+from planner.render.style import use_color
+from specs import SpecLoadError
+
+T = TypeVar("T")
+EXIT_ERROR = 1
+
+
+def print_diagnostics(error: SpecLoadError, output_format: str) -> None:
+    if output_format == "json":
+        click.echo(render_diagnostics_json(error.diagnostics), nl=False)
+    else:
+        files = len({d.location.file for d in error.diagnostics if d.location})
+        click.echo(render_diagnostics_text(error.diagnostics, files, use_color()), nl=False)
+
+
+def load_or_exit(opener: Callable[[], T], output_format: str) -> T:
+    """Run a loader; on spec errors print every diagnostic and exit 1."""
+    try:
+        return opener()
+    except SpecLoadError as error:
+        print_diagnostics(error, output_format)
+        raise SystemExit(EXIT_ERROR) from None

@@ -1,0 +1,119 @@
+"""CLI commands on state itself: state list/show/rm, force-unlock, import."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from planner.cli_options import spec_dir_argument, template_options
+from planner.cli_output import load_or_exit
+from planner.errors import PlannerError
+from planner.importing import import_resource
+from planner.state import State
+from planner.workspace import make_backend, open_workspace
+from specs import load_specs
+
+
+def _backend(spec_dir: str):  # type: ignore[no-untyped-def]
+    from pathlib import Path
+
+    specs = load_or_exit(lambda: load_specs(spec_dir), "text")
+    return make_backend(specs.config, Path(spec_dir))
+
+
+def _read(spec_dir: str) -> State:
+    state = _backend(spec_dir).read()
+    if state is None:
+        raise PlannerError(f"cannot read state: no state exists yet for {spec_dir}")
+    return state
+
+
+@click.group()
+def state() -> None:
+    """Inspect or edit state (list, show, rm)."""
+
+
+@state.command("list")
+@spec_dir_argument
+def state_list(spec_dir: str) -> None:
+    """List the addresses in state."""
+    current = _read(spec_dir)
+    for address in sorted(current.resources):
+        pending = current.resources[address].pending
+        click.echo(address + (f"  (pending {pending})" if pending else ""))
+
+
+@state.command("show")
+@click.argument("address")
+@spec_dir_argument
+def state_show(address: str, spec_dir: str) -> None:
+    """Show one resource as recorded in state."""
+    current = _read(spec_dir)
+    resource = current.resources.get(address)
+    if resource is None:
+        raise PlannerError(f"cannot show {address}: not in state")
+    click.echo(json.dumps({"address": address, **resource.to_json()}, indent=2, sort_keys=True))
+
+
+@state.command("rm")
+@click.argument("addresses", nargs=-1, required=True)
+@click.option("--dir", "spec_dir", default=".", type=click.Path(file_okay=False))
+def state_rm(addresses: tuple[str, ...], spec_dir: str) -> None:
+    """Forget resources without deleting them (they become orphaned on the provider)."""
+    backend = _backend(spec_dir)
+    info = backend.lock("state rm")
+    try:
+        current = backend.read()
+        missing = [a for a in addresses if current is None or a not in current.resources]
+        if missing or current is None:
+            raise PlannerError(f"cannot remove {', '.join(missing)}: not in state")
+        for address in addresses:
+            backend.record(current, {"type": "outcome", "address": address, "resource": None})
+            click.echo(f"Removed {address} from state (the live object is untouched).")
+        backend.compact(current)
+    finally:
+        backend.unlock(info)
+
+
+@click.command("force-unlock")
+@click.argument("lock_id")
+@spec_dir_argument
+def force_unlock(lock_id: str, spec_dir: str) -> None:
+    """Release a state lock left by a process that is gone."""
+    held = _backend(spec_dir).force_unlock(lock_id)
+    click.echo(
+        f"Released lock {held.id} held by {held.holder}@{held.host} pid {held.pid} "
+        f"for `{held.operation}` since {held.time}."
+    )
+
+
+@click.command("import")
+@click.argument("address")
+@click.argument("identifier", metavar="ID")
+@spec_dir_argument
+@template_options
+def import_command(
+    address: str,
+    identifier: str,
+    spec_dir: str,
+    environment: str | None,
+    variables: tuple[str, ...],
+    var_files: tuple[str, ...],
+) -> None:
+    """Adopt the live object ID as the resource ADDRESS declared in the specs."""
+    workspace = load_or_exit(
+        lambda: open_workspace(spec_dir, environment, variables, var_files), "text"
+    )
+    info = workspace.backend.lock("import")
+    try:
+        import_resource(workspace, address, identifier)
+    finally:
+        workspace.backend.unlock(info)
+        workspace.providers.close()
+    click.echo(
+        f"Imported {identifier} as {address}. Run plan to see how it differs from the specs."
+    )
+
+
+STATE_COMMANDS = [state, force_unlock, import_command]

@@ -1,0 +1,149 @@
+"""The desired platform: every loaded resource normalized and assigned to provider instances.
+
+Assignment rules: a ResourcePool names its provider; a Queue lives where its pools are (one
+provider instance per queue); a Quota and a TrainingJob live with their queue; a Project
+lives on every compute provider its quotas and jobs use (all compute providers if none);
+a Dataset or Image names its provider or gets one by scheme or runtime; an EvalSuite lives
+with the jobs that use it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from planner.errors import PlannerError
+from planner.normalize import normalize_document, spec_hash
+from planner.state import digest
+from specs import SpecSet
+from specs.resource import Resource
+
+COMPUTE_TYPES = ("local", "kubernetes", "slurm")
+
+
+class AssignmentError(PlannerError):
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("cannot assign providers:\n  " + "\n  ".join(problems))
+
+
+@dataclass
+class DesiredItem:
+    address: str
+    kind: str
+    name: str
+    project: str | None
+    providers: list[str]
+    document: dict[str, Any]
+    spec_hash: str
+    dependencies: list[str]
+    prevent_destroy: bool
+    location: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _first_of(specs: SpecSet, types: tuple[str, ...]) -> str | None:
+    return next((p.name for p in specs.config.providers if p.type in types), None)
+
+
+def _assign(specs: SpecSet) -> tuple[dict[str, list[str]], list[str]]:
+    problems: list[str] = []
+    where: dict[str, list[str]] = {}
+    resources = specs.resources
+    by_kind: dict[str, list[Resource]] = {}
+    for resource in resources.values():
+        by_kind.setdefault(resource.kind, []).append(resource)
+
+    def deps_of(resource: Resource, kind: str) -> list[str]:
+        return [d.address for d in resource.dependencies if d.reference.kind == kind]
+
+    for pool in by_kind.get("ResourcePool", []):
+        where[pool.address] = [pool.document.spec.provider]  # type: ignore[attr-defined]
+    for queue in by_kind.get("Queue", []):
+        instances = sorted({p for a in deps_of(queue, "ResourcePool") for p in where.get(a, [])})
+        if len(instances) > 1:
+            problems.append(
+                f"{queue.address} ({queue.location}): its pools are on provider instances "
+                f"{', '.join(instances)}; a queue admits onto pools of one provider instance"
+            )
+        where[queue.address] = instances[:1]
+    for kind in ("Quota", "TrainingJob"):
+        for resource in by_kind.get(kind, []):
+            queues = deps_of(resource, "Queue")
+            where[resource.address] = list(where.get(queues[0], [])) if queues else []
+    compute = [p.name for p in specs.config.providers if p.type in COMPUTE_TYPES]
+    for project in by_kind.get("Project", []):
+        used = sorted(
+            {
+                p
+                for r in resources.values()
+                if r.project == project.name and r.kind in ("Quota", "TrainingJob")
+                for p in where.get(r.address, [])
+            }
+        )
+        where[project.address] = used or compute
+    for dataset in by_kind.get("Dataset", []):
+        spec = dataset.document.spec  # type: ignore[attr-defined]
+        chosen = spec.provider or (
+            _first_of(specs, ("objectstore",))
+            if spec.source.startswith("s3://")
+            else _first_of(specs, ("local",))
+        )
+        where[dataset.address] = [chosen] if chosen else []
+    for image in by_kind.get("Image", []):
+        spec = image.document.spec  # type: ignore[attr-defined]
+        chosen = spec.provider or _first_of(
+            specs, ("local",) if spec.runtime == "host" else ("registry",)
+        )
+        where[image.address] = [chosen] if chosen else []
+    for suite in by_kind.get("EvalSuite", []):
+        users = sorted(
+            {
+                p
+                for r in by_kind.get("TrainingJob", [])
+                if suite.address in deps_of(r, "EvalSuite")
+                for p in where.get(r.address, [])
+            }
+        )
+        where[suite.address] = users or compute[:1]
+    for address, instances in where.items():
+        if not instances:
+            resource = resources[address]
+            problems.append(
+                f"{address} ({resource.location}): no provider instance in trainform.yaml "
+                f"can hold a {resource.kind}"
+            )
+    return where, problems
+
+
+def build_desired(specs: SpecSet) -> dict[str, DesiredItem]:
+    """Normalized desired resources keyed by address, in source order."""
+    where, problems = _assign(specs)
+    if problems:
+        raise AssignmentError(problems)
+    desired = {}
+    for address, resource in specs.resources.items():
+        document = normalize_document(resource.document)
+        desired[address] = DesiredItem(
+            address=address,
+            kind=resource.kind,
+            name=resource.name,
+            project=resource.project,
+            providers=where[address],
+            document=document,
+            spec_hash=spec_hash(document),
+            dependencies=sorted({d.address for d in resource.dependencies}),
+            prevent_destroy=resource.document.lifecycle.prevent_destroy,
+            location=str(resource.location),
+        )
+    return desired
+
+
+def spec_digest(desired: dict[str, DesiredItem], config: dict[str, Any]) -> str:
+    """Digest of everything a plan was computed from on the spec side."""
+    return digest(
+        {
+            "config": config,
+            "resources": {a: (d.spec_hash, d.providers) for a, d in sorted(desired.items())},
+        }
+    )

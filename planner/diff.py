@@ -1,0 +1,75 @@
+"""Field-level differences between two normalized documents.
+
+Paths read like the YAML (`spec.pools[0].nominalQuota.gpu`). Lists of equal length are
+compared item by item; otherwise extra or missing items are reported by index. A field is
+ignored when its path falls under one of the kind's ignored prefixes, and forces
+replacement when it falls under a replacement prefix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class FieldChange:
+    path: str
+    before: Any
+    after: Any
+    forces_replacement: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "before": None if self.before is _MISSING else self.before,
+            "after": None if self.after is _MISSING else self.after,
+            "forcesReplacement": self.forces_replacement,
+        }
+
+
+def _under(path: str, prefixes: Sequence[str]) -> bool:
+    for prefix in prefixes:
+        if path == prefix or path.startswith((prefix + ".", prefix + "[")):
+            return True
+    return False
+
+
+def _walk(before: Any, after: Any, path: str, out: list[tuple[str, Any, Any]]) -> None:
+    if isinstance(before, dict) and isinstance(after, dict):
+        for key in sorted(set(before) | set(after)):
+            child = f"{path}.{key}" if path else str(key)
+            _walk(before.get(key, _MISSING), after.get(key, _MISSING), child, out)
+        return
+    if isinstance(before, list) and isinstance(after, list) and before != after:
+        if len(before) == len(after):
+            for index, (left, right) in enumerate(zip(before, after, strict=True)):
+                _walk(left, right, f"{path}[{index}]", out)
+            return
+        out.append((path, before, after))
+        return
+    if before != after or type(before) is not type(after):
+        out.append((path, before, after))
+
+
+def diff_documents(
+    before: dict[str, Any] | None,
+    after: dict[str, Any] | None,
+    ignored: Sequence[str] = (),
+    forces_replacement: Sequence[str] = (),
+) -> list[FieldChange]:
+    """Every changed leaf between `before` and `after`, ignored prefixes left out."""
+    raw: list[tuple[str, Any, Any]] = []
+    _walk(before if before is not None else {}, after if after is not None else {}, "", raw)
+    return [
+        FieldChange(path, left, right, _under(path, forces_replacement))
+        for path, left, right in raw
+        if not _under(path, ignored)
+    ]
+
+
+def is_missing(value: Any) -> bool:
+    return value is _MISSING

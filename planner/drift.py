@@ -1,0 +1,155 @@
+"""detect_drift: compare what providers report with what state says was applied.
+
+Classes of findings: modified (with the field diff), missing, orphaned (owned by
+trainform but unknown to state), data-mutated and data-missing (from the provider), and
+pending (an apply was interrupted). Read-only: nothing is changed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from planner.diff import FieldChange, diff_documents
+from planner.refresh import Target, observe_all
+from planner.session import ProviderSet
+from planner.state import State
+from providers.base import KindSchema, ObserveRequest
+
+
+@dataclass
+class DriftFinding:
+    address: str
+    kind: str
+    drift: str
+    message: str
+    provider: str = ""
+    changes: list[FieldChange] = field(default_factory=list)
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "address": self.address,
+            "kind": self.kind,
+            "drift": self.drift,
+            "provider": self.provider,
+            "message": self.message,
+            "changes": [change.to_json() for change in self.changes],
+            "evidence": self.evidence,
+        }
+
+
+@dataclass
+class DriftReport:
+    lineage: str | None
+    serial: int
+    checked: int
+    findings: list[DriftFinding]
+
+    @property
+    def drifted(self) -> bool:
+        return bool(self.findings)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "formatVersion": 1,
+            "lineage": self.lineage,
+            "serial": self.serial,
+            "checked": self.checked,
+            "drifted": self.drifted,
+            "findings": [finding.to_json() for finding in self.findings],
+        }
+
+
+def detect_drift(state: State | None, providers: ProviderSet) -> DriftReport:
+    if state is None:
+        return DriftReport(None, 0, 0, [])
+    targets = []
+    for address, resource in sorted(state.resources.items()):
+        parts = address.split("/")
+        for name in resource.providers:
+            if not providers.get(name).supports(resource.kind):
+                continue
+            targets.append(
+                Target(
+                    name,
+                    ObserveRequest(
+                        address,
+                        resource.kind,
+                        parts[-1],
+                        parts[1] if len(parts) == 3 else None,
+                        resource.spec,
+                        resource.outputs.get(name, {}),
+                    ),
+                )
+            )
+    observations = observe_all(providers, targets)
+    findings: list[DriftFinding] = []
+    for (address, name), observation in sorted(observations.items()):
+        resource = state.resources[address]
+        schema = providers.get(name).schemas.get(resource.kind, KindSchema(resource.kind))
+        if resource.pending:
+            findings.append(
+                DriftFinding(
+                    address,
+                    resource.kind,
+                    "pending",
+                    f"an apply was interrupted during {resource.pending}; run plan to converge",
+                    name,
+                )
+            )
+        if not observation.exists:
+            findings.append(
+                DriftFinding(
+                    address,
+                    resource.kind,
+                    "missing",
+                    "recorded in state but not found on the provider",
+                    name,
+                )
+            )
+            continue
+        if observation.live is not None and resource.spec:
+            changes = diff_documents(resource.spec, observation.live, schema.ignored)
+            if changes:
+                findings.append(
+                    DriftFinding(
+                        address,
+                        resource.kind,
+                        "modified",
+                        f"changed outside trainform: {', '.join(c.path for c in changes[:5])}",
+                        name,
+                        changes,
+                    )
+                )
+        for finding in observation.findings:
+            findings.append(
+                DriftFinding(
+                    address,
+                    resource.kind,
+                    finding.kind,
+                    finding.message,
+                    name,
+                    evidence=finding.evidence,
+                )
+            )
+    for name in sorted({t.provider for t in targets} | _compute_instances(providers)):
+        for address, kind in providers.get(name).list_owned():
+            if address not in state.resources:
+                findings.append(
+                    DriftFinding(
+                        address,
+                        kind,
+                        "orphaned",
+                        "owned by trainform on the provider but unknown to state "
+                        "(adopt it with `trainform import` or delete it)",
+                        name,
+                    )
+                )
+    return DriftReport(state.lineage, state.serial, len(state.resources), findings)
+
+
+def _compute_instances(providers: ProviderSet) -> set[str]:
+    from providers.registry import PROVIDER_CLASSES
+
+    return {p.name for p in providers.config.providers if p.type in PROVIDER_CLASSES}

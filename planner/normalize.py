@@ -1,0 +1,78 @@
+"""Normalized specs: the exact, comparable form of a document that state, diffs and hashes use.
+
+Quantities become canonical numbers (`2Ti` -> "2199023255552"), durations canonical
+spellings (`90m` -> "1h30m"), and defaults are filled in, so two spellings of the same
+intent never show up as a change. `humanize` turns canonical values back into what a
+person reads in a plan.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from planner.state import digest
+from specs import Duration, Quantity
+from specs.models.base import DocumentBase
+
+_DURATION_UNITS = (("w", 604800), ("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
+_BINARY = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
+
+
+def canonical_duration(seconds: int) -> str:
+    if seconds == 0:
+        return "0s"
+    parts = []
+    for unit, size in _DURATION_UNITS[1:]:
+        amount, seconds = divmod(seconds, size)
+        if amount:
+            parts.append(f"{amount}{unit}")
+    return "".join(parts)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Quantity):
+        return value.canonical
+    if isinstance(value, Duration):
+        return canonical_duration(value.seconds)
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    if isinstance(value, Decimal):
+        return str(value)
+    return value
+
+
+def normalize_document(document: DocumentBase) -> dict[str, Any]:
+    """{metadata: {labels, annotations}, spec: {...}} with canonical values, defaults filled."""
+    spec = document.spec.model_dump(mode="python", by_alias=True)  # type: ignore[attr-defined]
+    metadata = document.metadata
+    return {
+        "metadata": {"labels": dict(metadata.labels), "annotations": dict(metadata.annotations)},
+        "spec": _plain(spec),
+    }
+
+
+def spec_hash(normalized: dict[str, Any]) -> str:
+    return digest(normalized)
+
+
+def humanize(value: Any) -> str:
+    """A canonical value as a person writes it: 2199023255552 -> 2Ti."""
+    if isinstance(value, str) and value.isdigit() and len(value) >= 4:
+        number = int(value)
+        for suffix, size in _BINARY:
+            if number % size == 0:
+                return f"{number // size}{suffix}"
+    if isinstance(value, str):
+        return value if value and value.strip() == value and " " not in value else repr(value)
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | dict):
+        import json
+
+        return json.dumps(value, sort_keys=True)
+    return str(value)

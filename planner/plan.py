@@ -1,0 +1,389 @@
+"""make_plan: desired platform + state (+ what providers observe) -> ordered changes.
+
+For each address in the specs or in state: no-op, create, update in place, replace (a
+field that forces replacement changed), or delete. A refreshed plan compares against what
+providers report, so changes made by hand are corrected and vanished objects recreated.
+Every change carries its reasons. Changes are ordered so dependencies are created first
+and deleted last (see `order_changes`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from planner.desired import DesiredItem, build_desired, spec_digest
+from planner.diff import FieldChange, diff_documents
+from planner.errors import PlannerError
+from planner.normalize import humanize
+from planner.plan_model import Action, Plan, PlanFinding, ResourceChange
+from planner.refresh import Target, observe_all
+from planner.session import ProviderSet, config_as_data
+from planner.state import ResourceState, State
+from providers.base import DesiredResource, KindSchema, Observation, ObserveRequest
+from specs import SpecSet
+
+
+class PlanError(PlannerError):
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("cannot plan:\n  " + "\n  ".join(problems))
+
+
+def tool_version() -> str:
+    try:
+        return version("trainform")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    refresh: bool = True
+    targets: tuple[str, ...] = ()
+    destroy: bool = False
+    allow_mass_delete: bool = False
+    mass_delete_share: float = 0.5
+    mass_delete_minimum: int = 5
+    lock_digest: str = ""
+
+
+def _schema(providers: ProviderSet, names: Sequence[str], kind: str) -> KindSchema | None:
+    for name in names:
+        provider = providers.get(name)
+        if provider.supports(kind):
+            return provider.schemas[kind]
+    return None
+
+
+def _with_dependencies(
+    roots: Iterable[str], edges: dict[str, list[str]], known: set[str]
+) -> set[str]:
+    selected: set[str] = set()
+    stack = [root for root in roots]
+    while stack:
+        address = stack.pop()
+        if address in selected or address not in known:
+            continue
+        selected.add(address)
+        stack.extend(edges.get(address, []))
+    return selected
+
+
+def make_plan(
+    specs: SpecSet | None,
+    state: State | None,
+    providers: ProviderSet,
+    options: PlanOptions = PlanOptions(),  # noqa: B008 - frozen value
+) -> Plan:
+    """The plan that makes the platform match `specs` (or removes everything: destroy)."""
+    problems: list[str] = []
+    findings: list[PlanFinding] = []
+    desired: dict[str, DesiredItem] = {} if specs is None else build_desired(specs)
+    if options.destroy:
+        desired = {}
+    recorded = dict(state.resources) if state else {}
+
+    unsupported = [
+        item for item in desired.values() if _schema(providers, item.providers, item.kind) is None
+    ]
+    for item in unsupported:
+        findings.append(
+            PlanFinding(
+                item.address,
+                "not-reconciled",
+                "warning",
+                f"provider {', '.join(item.providers)} does not reconcile {item.kind} "
+                "resources in this release; it is validated but not applied",
+            )
+        )
+        del desired[item.address]
+
+    if options.targets:
+        unknown = [t for t in options.targets if t not in desired and t not in recorded]
+        if unknown:
+            raise PlanError([f"--target {t}: no such resource in specs or state" for t in unknown])
+        edges = {a: d.dependencies for a, d in desired.items()}
+        keep = _with_dependencies(options.targets, edges, set(desired))
+        keep |= {t for t in options.targets if t in recorded}
+        desired = {a: d for a, d in desired.items() if a in keep}
+        recorded = {a: r for a, r in recorded.items() if a in keep}
+
+    for item in desired.values():
+        for name in item.providers:
+            provider = providers.get(name)
+            if not provider.supports(item.kind):
+                continue
+            for problem in provider.validate(_desired_resource(item, recorded)):
+                problems.append(
+                    f"{problem.address} ({item.location}): {problem.field}: {problem.message}"
+                )
+    if problems:
+        raise PlanError(problems)
+
+    observations: dict[tuple[str, str], Observation] = {}
+    if options.refresh:
+        observations = observe_all(providers, _observe_targets(desired, recorded, providers))
+        findings += _observation_findings(observations)
+
+    changes = []
+    for address in sorted(set(desired) | set(recorded)):
+        item = desired.get(address)
+        previous = recorded.get(address)
+        names = item.providers if item else previous.providers  # type: ignore[union-attr]
+        kind = item.kind if item else previous.kind  # type: ignore[union-attr]
+        schema = _schema(providers, names, kind) or KindSchema(kind)
+        seen = [observations.get((address, n)) for n in names] if options.refresh else []
+        change = _change_for(address, item, previous, schema, seen, options.refresh)
+        if change.action in (Action.DELETE, Action.REPLACE) and (item and item.prevent_destroy):
+            problems.append(
+                f"{address} ({item.location if item else ''}): lifecycle.preventDestroy is set, "
+                f"but the plan would {change.action.value} it: " + "; ".join(change.reasons)
+            )
+        changes.append(change)
+
+    deletes = sum(1 for c in changes if c.action is Action.DELETE)
+    if (
+        not options.destroy
+        and not options.allow_mass_delete
+        and recorded
+        and deletes >= options.mass_delete_minimum
+        and deletes > options.mass_delete_share * len(recorded)
+    ):
+        problems.append(
+            f"the plan deletes {deletes} of {len(recorded)} resources in state (more than "
+            f"{options.mass_delete_share:.0%}); if that is intended, pass --allow-mass-delete"
+        )
+    if problems:
+        raise PlanError(problems)
+
+    config = config_as_data(providers.config)
+    return Plan(
+        tool_version=tool_version(),
+        lineage=state.lineage if state else None,
+        serial=state.serial if state else 0,
+        spec_digest=spec_digest(desired, config),
+        lock_digest=options.lock_digest,
+        config=config,
+        refresh=options.refresh,
+        destroy=options.destroy,
+        targets=list(options.targets),
+        changes=order_changes(changes),
+        findings=sorted(findings, key=lambda f: (f.address, f.kind, f.message)),
+    )
+
+
+def _desired_resource(item: DesiredItem, recorded: dict[str, ResourceState]) -> DesiredResource:
+    return DesiredResource(
+        address=item.address,
+        kind=item.kind,
+        name=item.name,
+        project=item.project,
+        document=item.document,
+        outputs_of_dependencies={
+            d: recorded[d].outputs for d in item.dependencies if d in recorded
+        },
+    )
+
+
+def _observe_targets(
+    desired: dict[str, DesiredItem], recorded: dict[str, ResourceState], providers: ProviderSet
+) -> list[Target]:
+    targets = []
+    for address in sorted(set(desired) | set(recorded)):
+        item, previous = desired.get(address), recorded.get(address)
+        names = sorted(
+            set(item.providers if item else []) | set(previous.providers if previous else [])
+        )
+        kind = item.kind if item else previous.kind  # type: ignore[union-attr]
+        document = previous.spec if previous and previous.spec else item.document if item else {}
+        name = address.rsplit("/", 1)[-1]
+        project = (
+            item.project if item else (address.split("/")[1] if address.count("/") == 2 else None)
+        )
+        for provider in names:
+            if not providers.get(provider).supports(kind):
+                continue
+            outputs = previous.outputs.get(provider, {}) if previous else {}
+            targets.append(
+                Target(provider, ObserveRequest(address, kind, name, project, document, outputs))
+            )
+    return targets
+
+
+def _observation_findings(observations: dict[tuple[str, str], Observation]) -> list[PlanFinding]:
+    return [
+        PlanFinding(address, finding.kind, "warning", f"{provider}: {finding.message}")
+        for (address, provider), observation in sorted(observations.items())
+        for finding in observation.findings
+    ]
+
+
+def _reason_for(change: FieldChange) -> str:
+    from planner.diff import is_missing
+
+    if is_missing(change.before):
+        text = f"{change.path}: (unset) -> {humanize(change.after)}"
+    elif is_missing(change.after):
+        text = f"{change.path}: {humanize(change.before)} -> (unset)"
+    else:
+        text = f"{change.path}: {humanize(change.before)} -> {humanize(change.after)}"
+    return text + (" (forces replacement)" if change.forces_replacement else "")
+
+
+def _change_for(
+    address: str,
+    item: DesiredItem | None,
+    previous: ResourceState | None,
+    schema: KindSchema,
+    seen: list[Observation | None],
+    refreshed: bool,
+) -> ResourceChange:
+    kind = schema.kind
+    if item is None:
+        assert previous is not None
+        keeps_data = (
+            schema.data_bearing
+            and previous.spec.get("spec", {}).get("deletionPolicy", "Abandon") != "Delete"
+        )
+        reasons = ["no longer in the specs"]
+        if keeps_data:
+            reasons.append("deletionPolicy Abandon: the data itself is kept")
+        if previous.pending:
+            reasons.append(f"an earlier {previous.pending} was interrupted")
+        return ResourceChange(
+            address,
+            kind,
+            Action.DELETE,
+            previous.providers,
+            reasons,
+            before=previous.spec,
+            previous_dependencies=previous.dependencies,
+            data_kept=keeps_data,
+        )
+    common: dict[str, Any] = {
+        "after": item.document,
+        "after_hash": item.spec_hash,
+        "dependencies": item.dependencies,
+        "location": item.location,
+        "replace_order": schema.replace_order.value,
+    }
+    if previous is None or (not previous.spec and previous.pending):
+        exists = refreshed and any(o is not None and o.exists for o in seen)
+        reasons = ["not yet created"]
+        if previous is not None:
+            reasons = [f"an earlier {previous.pending} was interrupted; converging"]
+        elif exists:
+            reasons = ["exists on the provider but not in state: adopting it"]
+        return ResourceChange(
+            address,
+            kind,
+            Action.CREATE,
+            item.providers,
+            reasons,
+            known_after_apply=list(schema.computed),
+            **common,
+        )
+    common["previous_dependencies"] = previous.dependencies
+    base = previous.spec
+    reasons: list[str] = []
+    if refreshed:
+        if any(o is None or not o.exists for o in seen):
+            return ResourceChange(
+                address,
+                kind,
+                Action.CREATE,
+                item.providers,
+                ["missing on the provider: deleted outside trainform"],
+                before=previous.spec,
+                known_after_apply=list(schema.computed),
+                **common,
+            )
+        live = next((o.live for o in seen if o is not None and o.live is not None), None)
+        if live is not None:
+            drift = diff_documents(previous.spec, live, schema.ignored)
+            if drift:
+                base = live
+                reasons.append(
+                    "modified outside trainform: " + ", ".join(c.path for c in drift[:5])
+                )
+    changes = diff_documents(base, item.document, schema.ignored, schema.forces_replacement)
+    if sorted(item.providers) != sorted(previous.providers):
+        changes.append(
+            FieldChange("providers", previous.providers, item.providers, forces_replacement=True)
+        )
+    if previous.pending:
+        reasons.append(f"an earlier {previous.pending} was interrupted; converging")
+    if not changes:
+        if previous.pending or previous.spec_hash != item.spec_hash:
+            return ResourceChange(
+                address,
+                kind,
+                Action.UPDATE,
+                item.providers,
+                reasons or ["state is out of date"],
+                before=previous.spec,
+                **common,
+            )
+        return ResourceChange(
+            address,
+            kind,
+            Action.NOOP,
+            item.providers,
+            **{k: v for k, v in common.items() if k in ("after_hash", "dependencies", "location")},
+        )
+    reasons += [_reason_for(change) for change in changes]
+    action = Action.REPLACE if any(c.forces_replacement for c in changes) else Action.UPDATE
+    return ResourceChange(
+        address,
+        kind,
+        action,
+        item.providers,
+        reasons,
+        changes,
+        before=base,
+        **common,
+    )
+
+
+def order_changes(changes: list[ResourceChange]) -> list[ResourceChange]:
+    """Actionable changes in apply order (lexicographic among equals), then no-ops.
+
+    Creates, updates and replaces follow dependencies; deletes run before whatever they
+    depended on is deleted, and after whatever referenced them has been updated away.
+    """
+    import networkx as nx
+
+    graph = apply_graph(changes)
+    ordered = list(nx.lexicographical_topological_sort(graph))
+    by_address = {c.address: c for c in changes}
+    noops = sorted((c for c in changes if c.action is Action.NOOP), key=lambda c: c.address)
+    return [by_address[a] for a in ordered] + noops
+
+
+def apply_graph(changes: list[ResourceChange]) -> Any:
+    """DiGraph over actionable changes; an edge u -> v means u must finish before v starts."""
+    import networkx as nx
+
+    actionable = {c.address: c for c in changes if c.action is not Action.NOOP}
+    graph = nx.DiGraph()
+    graph.add_nodes_from(sorted(actionable))
+    constructive = (Action.CREATE, Action.UPDATE, Action.REPLACE)
+    for change in actionable.values():
+        if change.action in constructive:
+            for dependency in change.dependencies:
+                other = actionable.get(dependency)
+                if other is not None and other.action in constructive:
+                    graph.add_edge(dependency, change.address)
+            for dependency in change.previous_dependencies:
+                other = actionable.get(dependency)
+                if other is not None and other.action is Action.DELETE:
+                    graph.add_edge(change.address, dependency)
+        elif change.action is Action.DELETE:
+            for dependency in change.previous_dependencies:
+                other = actionable.get(dependency)
+                if other is not None and other.action is Action.DELETE:
+                    graph.add_edge(change.address, dependency)
+    return graph

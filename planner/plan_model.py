@@ -1,0 +1,213 @@
+"""The plan: ordered resource changes with reasons, bound to the state and specs it came from.
+
+A plan is data. Renderers (text, JSON, Markdown) read it; `apply` executes it. A saved
+plan carries the lineage and serial of the state it was computed against, the digest of
+the specs and of the lock file, the tool version, the provider configuration, and a
+checksum over all of it, so a stale or altered plan is refused.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from planner.diff import FieldChange
+from planner.errors import PlannerError
+from planner.state import canonical_json
+
+PLAN_FORMAT_VERSION = 1
+
+
+class Action(enum.StrEnum):
+    CREATE = "create"
+    UPDATE = "update"
+    REPLACE = "replace"
+    DELETE = "delete"
+    NOOP = "no-op"
+
+    @property
+    def symbol(self) -> str:
+        return {"create": "+", "update": "~", "replace": "-/+", "delete": "-", "no-op": " "}[
+            self.value
+        ]
+
+
+class PlanFileError(PlannerError):
+    """A saved plan cannot be used: unreadable, altered, or stale."""
+
+
+@dataclass
+class ResourceChange:
+    address: str
+    kind: str
+    action: Action
+    providers: list[str]
+    reasons: list[str] = field(default_factory=list)
+    changes: list[FieldChange] = field(default_factory=list)
+    before: dict[str, Any] | None = None
+    after: dict[str, Any] | None = None
+    after_hash: str = ""
+    dependencies: list[str] = field(default_factory=list)
+    previous_dependencies: list[str] = field(default_factory=list)
+    replace_order: str = "delete-first"
+    data_kept: bool = False
+    known_after_apply: list[str] = field(default_factory=list)
+    location: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "address": self.address,
+            "kind": self.kind,
+            "action": self.action.value,
+            "providers": self.providers,
+            "reasons": self.reasons,
+            "changes": [change.to_json() for change in self.changes],
+            "before": self.before,
+            "after": self.after,
+            "afterHash": self.after_hash,
+            "dependencies": self.dependencies,
+            "previousDependencies": self.previous_dependencies,
+            "replaceOrder": self.replace_order,
+            "dataKept": self.data_kept,
+            "knownAfterApply": self.known_after_apply,
+            "location": self.location,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ResourceChange:
+        return cls(
+            address=data["address"],
+            kind=data["kind"],
+            action=Action(data["action"]),
+            providers=list(data["providers"]),
+            reasons=list(data["reasons"]),
+            changes=[
+                FieldChange(c["path"], c["before"], c["after"], c["forcesReplacement"])
+                for c in data["changes"]
+            ],
+            before=data["before"],
+            after=data["after"],
+            after_hash=data["afterHash"],
+            dependencies=list(data["dependencies"]),
+            previous_dependencies=list(data["previousDependencies"]),
+            replace_order=data["replaceOrder"],
+            data_kept=data["dataKept"],
+            known_after_apply=list(data["knownAfterApply"]),
+            location=data["location"],
+        )
+
+
+@dataclass
+class PlanFinding:
+    """Something the plan found that is not a change: data mutated, observe warnings."""
+
+    address: str
+    kind: str
+    severity: str
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "address": self.address,
+            "kind": self.kind,
+            "severity": self.severity,
+            "message": self.message,
+        }
+
+
+@dataclass
+class Plan:
+    tool_version: str
+    lineage: str | None
+    serial: int
+    spec_digest: str
+    lock_digest: str
+    config: dict[str, Any]
+    refresh: bool
+    destroy: bool = False
+    targets: list[str] = field(default_factory=list)
+    changes: list[ResourceChange] = field(default_factory=list)
+    findings: list[PlanFinding] = field(default_factory=list)
+
+    @property
+    def actionable(self) -> list[ResourceChange]:
+        return [c for c in self.changes if c.action is not Action.NOOP]
+
+    @property
+    def has_changes(self) -> bool:
+        return bool(self.actionable)
+
+    def summary(self) -> dict[str, int]:
+        counts = {"create": 0, "update": 0, "replace": 0, "delete": 0, "no-op": 0}
+        for change in self.changes:
+            counts[change.action.value] += 1
+        return counts
+
+    def to_json(self) -> dict[str, Any]:
+        body = {
+            "formatVersion": PLAN_FORMAT_VERSION,
+            "toolVersion": self.tool_version,
+            "lineage": self.lineage,
+            "serial": self.serial,
+            "specDigest": self.spec_digest,
+            "lockDigest": self.lock_digest,
+            "refresh": self.refresh,
+            "destroy": self.destroy,
+            "targets": self.targets,
+            "summary": self.summary(),
+            "changes": [change.to_json() for change in self.changes],
+            "findings": [finding.to_json() for finding in self.findings],
+            "config": self.config,
+        }
+        return body
+
+    def to_file_bytes(self, spec_root: Path) -> bytes:
+        body = {**self.to_json(), "specRoot": str(spec_root)}
+        checksum = "sha256:" + hashlib.sha256(canonical_json(body).encode()).hexdigest()
+        return json.dumps({**body, "checksum": checksum}, indent=2).encode() + b"\n"
+
+    @classmethod
+    def from_file(cls, path: str) -> tuple[Plan, Path]:
+        """The saved plan at `path` and the spec folder it was made from."""
+        try:
+            raw = Path(path).read_bytes()
+        except OSError as exc:
+            raise PlanFileError(f"cannot read plan {path}: {exc.strerror}") from None
+        return cls.from_file_bytes(raw, path)
+
+    @classmethod
+    def from_file_bytes(cls, raw: bytes, location: str) -> tuple[Plan, Path]:
+        try:
+            data = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise PlanFileError(f"cannot read plan {location}: not a plan file ({exc})") from None
+        if not isinstance(data, dict) or data.get("formatVersion") != PLAN_FORMAT_VERSION:
+            raise PlanFileError(f"cannot read plan {location}: unsupported plan format")
+        checksum = data.pop("checksum", None)
+        expected = "sha256:" + hashlib.sha256(canonical_json(data).encode()).hexdigest()
+        if checksum != expected:
+            raise PlanFileError(
+                f"cannot apply plan {location}: its checksum does not match its content; "
+                "the file was altered after `trainform plan -out` wrote it. Create a new plan"
+            )
+        try:
+            plan = cls(
+                tool_version=data["toolVersion"],
+                lineage=data["lineage"],
+                serial=int(data["serial"]),
+                spec_digest=data["specDigest"],
+                lock_digest=data["lockDigest"],
+                config=data["config"],
+                refresh=bool(data["refresh"]),
+                destroy=bool(data["destroy"]),
+                targets=list(data["targets"]),
+                changes=[ResourceChange.from_json(c) for c in data["changes"]],
+                findings=[PlanFinding(**f) for f in data["findings"]],
+            )
+            return plan, Path(data["specRoot"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise PlanFileError(f"cannot read plan {location}: malformed ({exc!r})") from None

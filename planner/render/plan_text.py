@@ -1,0 +1,97 @@
+"""Plans as text, the way Terraform users read them: symbols, reasons, a summary line."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from planner.diff import FieldChange
+from planner.normalize import humanize
+from planner.plan_model import Action, Plan, ResourceChange
+from planner.render.style import paint
+
+_VERB = {
+    Action.CREATE: "will be created",
+    Action.UPDATE: "will be updated in place",
+    Action.REPLACE: "must be replaced",
+    Action.DELETE: "will be deleted",
+}
+_TONE = {
+    Action.CREATE: "green",
+    Action.UPDATE: "yellow",
+    Action.REPLACE: "red",
+    Action.DELETE: "red",
+}
+MAX_CREATE_FIELDS = 40
+
+
+def _leaves(value: Any, path: str, out: list[tuple[str, Any]]) -> None:
+    if isinstance(value, dict):
+        for key in sorted(value):
+            _leaves(value[key], f"{path}.{key}" if path else key, out)
+    elif isinstance(value, list) and value and any(isinstance(v, dict | list) for v in value):
+        for index, item in enumerate(value):
+            _leaves(item, f"{path}[{index}]", out)
+    elif value not in (None, [], {}, ""):
+        out.append((path, value))
+
+
+def _field_line(change: FieldChange) -> str:
+    from planner.diff import is_missing
+
+    before = "(unset)" if is_missing(change.before) else humanize(change.before)
+    after = "(unset)" if is_missing(change.after) else humanize(change.after)
+    marker = "  # forces replacement" if change.forces_replacement else ""
+    return f"      ~ {change.path}: {before} -> {after}{marker}"
+
+
+def render_change(change: ResourceChange, color: bool = False) -> list[str]:
+    tone = _TONE.get(change.action, "bold")
+    title = f"  # {change.address} {_VERB[change.action]}"
+    lines = [paint(title, "bold", color)]
+    lines.append(paint(f"{change.action.symbol:>3} {change.address}", tone, color))
+    if change.action is Action.CREATE and change.after is not None:
+        leaves: list[tuple[str, Any]] = []
+        _leaves(change.after, "", leaves)
+        for path, value in leaves[:MAX_CREATE_FIELDS]:
+            lines.append(f"      + {path}: {humanize(value)}")
+        if len(leaves) > MAX_CREATE_FIELDS:
+            lines.append(f"      ... {len(leaves) - MAX_CREATE_FIELDS} more fields")
+        for name in change.known_after_apply:
+            lines.append(f"      + outputs.{name}: (known after apply)")
+    elif change.action in (Action.UPDATE, Action.REPLACE):
+        lines += [_field_line(field) for field in change.changes]
+    reasons = [
+        r for r in change.reasons if not any(r.startswith(f.path + ":") for f in change.changes)
+    ]
+    for reason in reasons:
+        lines.append(paint(f"      reason: {reason}", "dim", color))
+    return lines
+
+
+def summary_line(plan: Plan) -> str:
+    counts = plan.summary()
+    if not plan.has_changes:
+        return "No changes. The platform matches the specs."
+    return (
+        f"Plan: {counts['create']} to create, {counts['update']} to update, "
+        f"{counts['replace']} to replace, {counts['delete']} to delete."
+    )
+
+
+def render_plan_text(plan: Plan, color: bool = False) -> str:
+    lines: list[str] = []
+    if plan.has_changes:
+        lines.append("trainform will perform the following actions:")
+        lines.append("")
+        for change in plan.actionable:
+            lines += render_change(change, color)
+            lines.append("")
+    if plan.findings:
+        lines.append(paint("Findings:", "yellow", color))
+        for finding in plan.findings:
+            lines.append(
+                f"  - {finding.severity} [{finding.kind}] {finding.address}: {finding.message}"
+            )
+        lines.append("")
+    lines.append(paint(summary_line(plan), "bold", color))
+    return "\n".join(lines) + "\n"

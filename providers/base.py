@@ -1,0 +1,162 @@
+"""The provider interface: how the engine reads and changes a platform.
+
+Contract (every provider passes tests/providers/contract/ against its real backend):
+
+- `configure(instance, context)` once, before anything else; may check connectivity.
+- `validate(resource)` and `render(resource)` are pure: no I/O. `validate` returns
+  problems the spec language cannot see (capacity beyond this machine, say); `render`
+  returns the concrete objects a resource becomes, for plans and reviews.
+- `observe(resources)` is read-only and batched: one call for many resources, one
+  Observation per address. "Not found" is a value (`exists=False`), never an error. A
+  failed read raises a ProviderError: the engine must never mistake it for "missing".
+- `create`, `update`, `delete` are idempotent: creating what exists converges it, deleting
+  what is gone succeeds. They return the outputs to keep in state. They never block on
+  long work (a job's create submits it; its progress is observed).
+- A provider only changes objects that carry its ownership mark (manager and address).
+"""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+
+class ReplaceOrder(enum.StrEnum):
+    DELETE_FIRST = "delete-first"
+    CREATE_FIRST = "create-first"
+
+
+@dataclass(frozen=True)
+class KindSchema:
+    """How the engine treats a kind's fields on one provider.
+
+    Paths are dotted prefixes of the normalized document (`spec.source`); a change under a
+    `forces_replacement` prefix replaces the object, under `ignored` is not compared,
+    anything else updates in place. `computed` names outputs known only after apply,
+    `sensitive` output names are never written to state or shown.
+    """
+
+    kind: str
+    forces_replacement: tuple[str, ...] = ()
+    ignored: tuple[str, ...] = ()
+    computed: tuple[str, ...] = ()
+    sensitive: tuple[str, ...] = ()
+    replace_order: ReplaceOrder = ReplaceOrder.DELETE_FIRST
+    data_bearing: bool = False
+
+
+@dataclass(frozen=True)
+class DesiredResource:
+    """What the engine asks a provider to make true, in normalized form."""
+
+    address: str
+    kind: str
+    name: str
+    project: str | None
+    document: dict[str, Any]
+    outputs_of_dependencies: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        return self.document["spec"]  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class ObserveRequest:
+    """One resource to observe: its normalized document and the outputs recorded in state."""
+
+    address: str
+    kind: str
+    name: str
+    project: str | None
+    document: dict[str, Any]
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What a provider saw of one resource."""
+
+    exists: bool
+    live: dict[str, Any] | None = None
+    outputs: dict[str, Any] = field(default_factory=dict)
+    status: dict[str, Any] = field(default_factory=dict)
+    findings: tuple[Finding, ...] = ()
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Something observed that is wrong besides a field difference (data mutated...)."""
+
+    kind: str
+    message: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ProviderContext:
+    """What a provider may know of its surroundings: the spec folder and the manager name."""
+
+    spec_root: Path
+    manager: str = "trainform"
+
+
+@dataclass(frozen=True)
+class ValidationProblem:
+    address: str
+    field: str
+    message: str
+
+
+class Provider(ABC):
+    """Base of every provider; see the module docstring for the contract."""
+
+    type: ClassVar[str]
+    schemas: ClassVar[dict[str, KindSchema]]
+
+    def __init__(self) -> None:
+        self.name = ""
+
+    def configure(self, name: str, connection: Any, context: ProviderContext) -> None:
+        self.name = name
+
+    def supports(self, kind: str) -> bool:
+        return kind in self.schemas
+
+    def validate(self, resource: DesiredResource) -> list[ValidationProblem]:
+        return []
+
+    def render(self, resource: DesiredResource) -> list[dict[str, Any]]:
+        return []
+
+    @abstractmethod
+    def observe(self, requests: list[ObserveRequest]) -> dict[str, Observation]:
+        """Observations keyed by address, for every address asked."""
+
+    @abstractmethod
+    def create(self, resource: DesiredResource) -> dict[str, Any]: ...
+
+    @abstractmethod
+    def update(self, resource: DesiredResource, outputs: dict[str, Any]) -> dict[str, Any]: ...
+
+    @abstractmethod
+    def delete(self, address: str, kind: str, outputs: dict[str, Any]) -> None: ...
+
+    def adopt(self, request: ObserveRequest, identifier: str) -> Observation:
+        """Take the live object `identifier` under `request.address` (trainform import).
+
+        The object gets this instance's ownership mark; returns its observation.
+        """
+        from providers.errors import PermanentProviderError
+
+        raise PermanentProviderError(f"provider type {self.type} cannot import objects")
+
+    def list_owned(self) -> list[tuple[str, str]]:
+        """(address, kind) of every object this provider instance marks as trainform's."""
+        return []
+
+    def close(self) -> None:  # noqa: B027 - optional hook, most providers hold nothing
+        """Release connections; called once at the end of a run."""

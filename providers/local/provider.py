@@ -1,0 +1,286 @@
+"""The `local` provider: a whole training platform on this machine, with no servers.
+
+Platform objects (projects, pools, queues, quotas, images, evaluation suites, datasets)
+live in a SQLite database under the local root (default `.trainform/` in the spec
+folder). Pools are this machine: declared capacity is checked against its CPUs, memory
+and GPUs. Datasets are folders; each version's manifest (files, sizes, sha256) is
+recorded, and any change under a recorded or pinned version is reported as data mutated.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import shutil
+import sys
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, ClassVar
+
+from providers.base import (
+    DesiredResource,
+    Finding,
+    KindSchema,
+    Observation,
+    ObserveRequest,
+    Provider,
+    ProviderContext,
+    ValidationProblem,
+)
+from providers.errors import PermanentProviderError, ProviderConfigError
+from providers.local.database import PlatformDatabase
+from providers.local.datasets import (
+    Manifest,
+    build_manifest,
+    manifest_from_json,
+    manifest_to_json,
+    resolve_source,
+)
+from providers.local.machine import MachineFacts, read_machine_facts
+
+DATABASE_FILE = "platform.db"
+
+
+class LocalProvider(Provider):
+    type = "local"
+    schemas: ClassVar[dict[str, KindSchema]] = {
+        "Project": KindSchema("Project"),
+        "ResourcePool": KindSchema("ResourcePool", forces_replacement=("spec.provider",)),
+        "Queue": KindSchema("Queue"),
+        "Quota": KindSchema("Quota", forces_replacement=("spec.queue",)),
+        "Dataset": KindSchema(
+            "Dataset",
+            forces_replacement=("spec.source", "spec.format"),
+            computed=("versions",),
+            data_bearing=True,
+        ),
+        "Image": KindSchema("Image", forces_replacement=("spec.reference", "spec.runtime")),
+        "EvalSuite": KindSchema("EvalSuite"),
+    }
+
+    def __init__(self, facts: MachineFacts | None = None) -> None:
+        super().__init__()
+        self._facts = facts
+        self._database: PlatformDatabase | None = None
+        self.root = Path(".trainform")
+        self.spec_root = Path(".")
+        self.manager = "trainform"
+
+    def configure(self, name: str, connection: Any, context: ProviderContext) -> None:
+        super().configure(name, connection, context)
+        root = Path(getattr(connection, "root", ".trainform"))
+        self.root = root if root.is_absolute() else context.spec_root / root
+        self.spec_root = context.spec_root
+        self.manager = context.manager
+        if self._facts is None:
+            self._facts = read_machine_facts()
+
+    @property
+    def facts(self) -> MachineFacts:
+        if self._facts is None:
+            self._facts = read_machine_facts()
+        return self._facts
+
+    @property
+    def database(self) -> PlatformDatabase:
+        if self._database is None:
+            try:
+                self._database = PlatformDatabase(self.root / DATABASE_FILE)
+            except OSError as exc:
+                raise ProviderConfigError(
+                    f"cannot open the local platform database under {self.root}: {exc}"
+                ) from None
+        return self._database
+
+    def close(self) -> None:
+        if self._database is not None:
+            self._database.close()
+            self._database = None
+
+    # pure ----------------------------------------------------------------------------
+
+    def validate(self, resource: DesiredResource) -> list[ValidationProblem]:
+        spec = resource.spec
+        problems = []
+
+        def problem(field: str, message: str) -> None:
+            problems.append(ValidationProblem(resource.address, field, message))
+
+        if resource.kind == "ResourcePool":
+            facts = self.facts
+            if spec["nodes"] != 1:
+                problem("spec.nodes", "the local provider has exactly one node: this machine")
+            if Decimal(spec["cpu"]) > facts.cpu:
+                problem("spec.cpu", f"declares {spec['cpu']} CPUs; this machine has {facts.cpus}")
+            if Decimal(spec["memory"]) > facts.memory_bytes:
+                problem(
+                    "spec.memory",
+                    f"declares {spec['memory']} bytes; this machine has {facts.memory_bytes}",
+                )
+            accelerator = spec.get("accelerator")
+            if accelerator and accelerator["count"] > len(facts.gpus):
+                problem(
+                    "spec.accelerator.count",
+                    f"declares {accelerator['count']} accelerators; this machine has "
+                    f"{len(facts.gpus)}",
+                )
+        if resource.kind == "Image" and spec.get("runtime") != "host":
+            problem("spec.runtime", "the local provider runs `runtime: host` images only")
+        return problems
+
+    def render(self, resource: DesiredResource) -> list[dict[str, Any]]:
+        return [{"table": "objects", "address": resource.address, "document": resource.document}]
+
+    # reads ---------------------------------------------------------------------------
+
+    def observe(self, requests: list[ObserveRequest]) -> dict[str, Observation]:
+        rows = self.database.get_many(request.address for request in requests)
+        observations = {}
+        for request in requests:
+            row = rows.get(request.address)
+            if row is None or row["manager"] != self.manager:
+                observations[request.address] = Observation(exists=False)
+                continue
+            live = json.loads(row["document"])
+            stored_outputs = json.loads(row["outputs"])
+            if request.kind == "Dataset":
+                observations[request.address] = self._observe_dataset(request, live, stored_outputs)
+            else:
+                observations[request.address] = Observation(
+                    exists=True, live=live, outputs=_public(stored_outputs)
+                )
+        return observations
+
+    def _observe_dataset(
+        self, request: ObserveRequest, live: dict[str, Any], stored: dict[str, Any]
+    ) -> Observation:
+        findings = []
+        source = resolve_source(live["spec"]["source"], self.spec_root)
+        recorded = stored.get("manifests", {})
+        for version in live["spec"]["versions"]:
+            name = version["name"]
+            folder = source / (version.get("path") or name)
+            if not folder.is_dir():
+                findings.append(Finding("data-missing", f"version {name}: {folder} does not exist"))
+                continue
+            current = build_manifest(folder)
+            pinned = version.get("manifestDigest")
+            previous = manifest_from_json(recorded[name]) if name in recorded else None
+            reference = previous.digest if previous else pinned
+            if reference and current.digest != reference:
+                against = "the recorded manifest" if previous else "the pinned manifestDigest"
+                changes = current.differences(previous) if previous else []
+                shown = ", ".join(changes[:5]) + ("..." if len(changes) > 5 else "")
+                findings.append(
+                    Finding(
+                        "data-mutated",
+                        f"version {name}: content differs from {against}"
+                        + (f" ({shown})" if changes else ""),
+                        {
+                            "version": name,
+                            "expected": reference,
+                            "found": current.digest,
+                            "changes": changes,
+                        },
+                    )
+                )
+        return Observation(
+            exists=True, live=live, outputs=_public(stored), findings=tuple(findings)
+        )
+
+    def adopt(self, request: ObserveRequest, identifier: str) -> Observation:
+        if not self.database.adopt(identifier, request.address, request.kind, self.manager):
+            return Observation(exists=False)
+        return self.observe([request])[request.address]
+
+    def list_owned(self) -> list[tuple[str, str]]:
+        return self.database.owned(self.manager)
+
+    # writes --------------------------------------------------------------------------
+
+    def create(self, resource: DesiredResource) -> dict[str, Any]:
+        return self._put(resource)
+
+    def update(self, resource: DesiredResource, outputs: dict[str, Any]) -> dict[str, Any]:
+        return self._put(resource)
+
+    def _put(self, resource: DesiredResource) -> dict[str, Any]:
+        problems = self.validate(resource)
+        if problems:
+            raise PermanentProviderError("; ".join(f"{p.field}: {p.message}" for p in problems))
+        outputs: dict[str, Any] = {}
+        if resource.kind == "Dataset":
+            outputs = self._record_dataset(resource)
+        elif resource.kind == "Image":
+            outputs = {
+                "runtime": "host",
+                "python": platform.python_version(),
+                "implementation": platform.python_implementation(),
+                "platform": platform.platform(),
+                "executable": sys.executable,
+            }
+        try:
+            self.database.upsert(
+                resource.address,
+                resource.kind,
+                resource.name,
+                resource.project,
+                self.manager,
+                resource.document,
+                outputs,
+            )
+        except PermissionError as exc:
+            raise PermanentProviderError(str(exc)) from None
+        return _public(outputs)
+
+    def _record_dataset(self, resource: DesiredResource) -> dict[str, Any]:
+        source = resolve_source(resource.spec["source"], self.spec_root)
+        existing = self.database.get_many([resource.address]).get(resource.address)
+        recorded = json.loads(existing["outputs"]).get("manifests", {}) if existing else {}
+        manifests: dict[str, Any] = {}
+        versions: dict[str, Any] = {}
+        for version in resource.spec["versions"]:
+            name = version["name"]
+            folder = source / (version.get("path") or name)
+            if not folder.is_dir():
+                raise PermanentProviderError(f"version {name}: {folder} is not a folder")
+            manifest: Manifest = build_manifest(folder)
+            pinned = version.get("manifestDigest")
+            if pinned and manifest.digest != pinned:
+                raise PermanentProviderError(
+                    f"version {name}: content has digest {manifest.digest}, but the spec pins "
+                    f"{pinned}; the data was changed under a pinned version"
+                )
+            if name in recorded:
+                previous = manifest_from_json(recorded[name])
+                if previous.digest != manifest.digest:
+                    raise PermanentProviderError(
+                        f"version {name}: content changed since it was recorded "
+                        f"({', '.join(manifest.differences(previous)[:5])}); versions are "
+                        "immutable, declare a new version instead"
+                    )
+            manifests[name] = manifest_to_json(manifest)
+            versions[name] = manifest.summary()
+        return {"versions": versions, "manifests": manifests}
+
+    def delete(self, address: str, kind: str, outputs: dict[str, Any]) -> None:
+        rows = self.database.get_many([address])
+        row = rows.get(address)
+        if row is None:
+            return
+        if row["manager"] != self.manager:
+            raise PermanentProviderError(f"{address} is not managed by {self.manager}")
+        if kind == "Dataset":
+            document = json.loads(row["document"])
+            if document["spec"].get("deletionPolicy") == "Delete":
+                source = resolve_source(document["spec"]["source"], self.spec_root)
+                for version in document["spec"]["versions"]:
+                    shutil.rmtree(
+                        source / (version.get("path") or version["name"]), ignore_errors=True
+                    )
+        self.database.delete(address, self.manager)
+
+
+def _public(outputs: dict[str, Any]) -> dict[str, Any]:
+    """Outputs worth keeping in state: per-file manifests stay in the platform database."""
+    return {key: value for key, value in outputs.items() if key != "manifests"}
