@@ -65,7 +65,7 @@ def validate(
         click.echo(render_diagnostics_json(specs.warnings, extra), nl=False)
         return
     if specs.warnings:
-        click.echo(render_diagnostics_text(specs.warnings, None, use_color()))
+        click.echo(render_diagnostics_text(specs.warnings, None, use_color()), color=use_color())
     click.echo(
         f"Success: {len(specs.resources)} resources in {len(specs.files)} files are valid"
         + (f" (environment {specs.environment})." if specs.environment else ".")

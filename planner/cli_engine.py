@@ -121,7 +121,7 @@ def plan(
         )
     finally:
         workspace.providers.close()
-    click.echo(_render_plan(result, output_format), nl=False)
+    click.echo(_render_plan(result, output_format), nl=False, color=use_color())
     if out:
         Path(out).write_bytes(result.to_file_bytes(Path(spec_dir).resolve()))
         if output_format == "text":
@@ -241,7 +241,7 @@ def apply(
         saved, spec_root = Plan.from_file(target)
         config = config_from_data(saved.config)
         backend = make_backend(config, spec_root)
-        click.echo(render_plan_text(saved, use_color()), nl=False)
+        click.echo(render_plan_text(saved, use_color()), nl=False, color=use_color())
         if saved.has_changes:
             _run_apply(saved, backend, ProviderSet(config, spec_root), parallelism, target)
         return
@@ -251,7 +251,7 @@ def apply(
     fresh = _locked_plan(
         workspace, _plan_options(workspace, refresh, targets, False, allow_mass_delete), "plan"
     )
-    click.echo(render_plan_text(fresh, use_color()), nl=False)
+    click.echo(render_plan_text(fresh, use_color()), nl=False, color=use_color())
     if not fresh.has_changes:
         workspace.providers.close()
         return
@@ -277,7 +277,7 @@ def destroy(
         lambda: open_workspace(spec_dir, environment, variables, var_files), "text"
     )
     doomed = _locked_plan(workspace, _plan_options(workspace, True, (), True, True), "plan")
-    click.echo(render_plan_text(doomed, use_color()), nl=False)
+    click.echo(render_plan_text(doomed, use_color()), nl=False, color=use_color())
     if not doomed.has_changes:
         workspace.providers.close()
         return
@@ -291,7 +291,7 @@ def destroy(
 def show(plan_file: str, output_format: str) -> None:
     """Show a saved plan."""
     saved, _ = Plan.from_file(plan_file)
-    click.echo(_render_plan(saved, output_format), nl=False)
+    click.echo(_render_plan(saved, output_format), nl=False, color=use_color())
 
 
 @click.command()
@@ -319,7 +319,7 @@ def drift(
     if output_format == "json":
         click.echo(render_drift_json(report), nl=False)
     else:
-        click.echo(render_drift_text(report, use_color()), nl=False)
+        click.echo(render_drift_text(report, use_color()), nl=False, color=use_color())
     if report.drifted:
         sys.exit(EXIT_CHANGES)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -20,13 +21,20 @@ def print_diagnostics(error: SpecLoadError, output_format: str) -> None:
         click.echo(render_diagnostics_json(error.diagnostics), nl=False)
     else:
         files = len({d.location.file for d in error.diagnostics if d.location})
-        click.echo(render_diagnostics_text(error.diagnostics, files, use_color()), nl=False)
+        click.echo(
+            render_diagnostics_text(error.diagnostics, files, use_color()),
+            nl=False,
+            color=use_color(),
+        )
 
 
 def load_or_exit(opener: Callable[[], T], output_format: str) -> T:
     """Run a loader; on spec errors print every diagnostic and exit 1."""
     try:
-        return opener()
+        loaded = opener()
     except SpecLoadError as error:
         print_diagnostics(error, output_format)
         raise SystemExit(EXIT_ERROR) from None
+    # What was loaded lives until the command ends: keep the collector from rescanning it.
+    gc.freeze()
+    return loaded

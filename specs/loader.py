@@ -8,6 +8,7 @@ together in one `SpecLoadError`, sorted by file and line. On success it returns 
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -88,6 +89,23 @@ def load_specs(
     var_files: Sequence[str | os.PathLike[str]] = (),
 ) -> SpecSet:
     """Load, validate and resolve the specs under `folder`; raise SpecLoadError on errors."""
+    # Everything loaded stays alive until the end, so cyclic garbage collection would only
+    # rescan a growing heap (a third of the run time at 10,000 resources).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _load_specs(folder, environment, variables, var_files)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _load_specs(
+    folder: str | os.PathLike[str],
+    environment: str | None,
+    variables: Iterable[str] | Mapping[str, Any],
+    var_files: Sequence[str | os.PathLike[str]],
+) -> SpecSet:
     root = Path(folder)
     if not root.is_dir():
         raise SpecUsageError(f"cannot load specs: {folder} is not a folder")
@@ -108,9 +126,8 @@ def load_specs(
         parsed = parse_file(path, display)
         sources.add(parsed)
         diagnostics += parsed.diagnostics
-        templated = has_template(parsed.text)
-        for document, index, start in zip(
-            parsed.documents, parsed.indices, parsed.start_lines, strict=True
+        for document, index, start, templated in zip(
+            parsed.documents, parsed.indices, parsed.start_lines, parsed.templated, strict=True
         ):
             if parsed.salvaged:
                 _declare(document, declared)
@@ -238,14 +255,16 @@ def _load_document(
             )
         )
         return
-    _declare(document, declared)
-    kind, project, name = _identity(document)
     if templated:
         document, problems = render_document(document, context)
+        _declare(document, declared)
         if problems:
             for problem in problems:
                 diagnostics.append(_template_diagnostic(problem, context, locate))
             return
+    else:
+        _declare(document, declared)
+    kind, project, name = _identity(document)
     model = KINDS.get(kind) if isinstance(kind, str) else None
     try:
         resource_model = DOCUMENT_ADAPTER.validate_python(document)
@@ -262,18 +281,21 @@ def _load_document(
         return
     existing = resources.get(resource.address)
     if existing is not None:
+        first_at = sources.locate(
+            existing.location.file, existing.document_index, ("metadata", "name"), False
+        )
         diagnostics.append(
             Diagnostic(
                 Severity.ERROR,
                 "duplicate-name",
-                f"{resource.address} is declared twice (first at {existing.location})",
+                f"{resource.address} is declared twice",
                 locate(("metadata", "name")),
                 field="metadata.name",
                 expected=f"one {resource.kind} named `{resource.name}`"
                 + (f" in project `{resource.project}`" if resource.project else ""),
-                found=f"a second declaration; the first is at {existing.location}",
+                found=f"a second declaration (the first is at {first_at})",
                 address=resource.address,
-                related=(existing.location,),
+                related=(first_at,),
             )
         )
         return
@@ -285,7 +307,7 @@ def _declare(document: Any, declared: set[tuple[str, str | None, str]]) -> None:
     unknown when the document itself failed (its own diagnostic says why)."""
     if isinstance(document, dict):
         kind, project, name = _identity(document)
-        if kind and name:
+        if kind and name and not has_template(name) and not has_template(project or ""):
             declared.add((kind, project, name))
 
 

@@ -1,7 +1,8 @@
 """Resolving references by name: typed, project-first then global; cycles found here.
 
 Rules: a reference from a project-scoped resource looks in its own project first, then
-among global resources; `project/name` names another project's resource explicitly. A
+among global resources. A name written `project/name` (accepted where a field allows it,
+such as an evaluation gate's baseline job) names another project's resource explicitly. A
 reference to a name that exists under another kind is "wrong kind"; a reference to a
 resource that was declared but failed validation is not reported again (its own error
 says what is wrong).
@@ -36,25 +37,17 @@ class Declared:
     names: frozenset[tuple[str, str | None, str]]
 
 
-def _candidates(ref: Reference, referrer: Resource) -> list[str]:
-    if "/" in ref.name:
-        project, name = ref.name.split("/", 1)
-        return [f"{ref.kind}/{project}/{name}"]
-    scope = KINDS[ref.kind].scope
-    found = []
-    if referrer.project and scope is not Scope.GLOBAL:
-        found.append(f"{ref.kind}/{referrer.project}/{ref.name}")
-    if scope is not Scope.PROJECT:
-        found.append(f"{ref.kind}/{ref.name}")
-    return found
-
-
 def _visible_names(kind: str, referrer: Resource, resources: dict[str, Resource]) -> list[str]:
     names = []
     for resource in resources.values():
         if resource.kind == kind and resource.project in (None, referrer.project):
             names.append(resource.name)
     return names
+
+
+def article(kind: str) -> str:
+    """`a Queue`, `an Image`: the kind with its indefinite article."""
+    return f"{'an' if kind[0] in 'AEIOU' else 'a'} {kind}"
 
 
 def _describe(ref: Reference) -> str:
@@ -66,24 +59,42 @@ def resolve_references(
 ) -> list[Diagnostic]:
     """Fill `dependencies` of every resource; return diagnostics for what does not resolve."""
     diagnostics: list[Diagnostic] = []
-    by_name: dict[tuple[str | None, str], list[Resource]] = {}
+    versions: dict[str, frozenset[str]] = {}
+    project_capable = {kind: model.scope is not Scope.GLOBAL for kind, model in KINDS.items()}
+    global_capable = {kind: model.scope is not Scope.PROJECT for kind, model in KINDS.items()}
     for resource in resources.values():
-        by_name.setdefault((resource.project, resource.name), []).append(resource)
-
-    for resource in resources.values():
+        project = resource.project
         for ref in resource.document.references():
-            target = next((a for a in _candidates(ref, resource) if a in resources), None)
+            kind, name = ref.kind, ref.name
+            target = None
+            if "/" in name:
+                candidate = f"{kind}/{name}"
+                target = candidate if candidate in resources else None
+            else:
+                if project and project_capable[kind]:
+                    candidate = f"{kind}/{project}/{name}"
+                    target = candidate if candidate in resources else None
+                if target is None and global_capable[kind]:
+                    candidate = f"{kind}/{name}"
+                    target = candidate if candidate in resources else None
             if target is not None:
                 resource.dependencies.append(Dependency(target, ref))
-                version_problem = _check_version(resources[target], ref, resource, locate)
-                if version_problem:
-                    diagnostics.append(version_problem)
+                if ref.version is not None:
+                    known = versions.get(target)
+                    if known is None:
+                        known = versions[target] = frozenset(
+                            resources[target].document.spec.version_names()  # type: ignore[attr-defined]
+                        )
+                    if ref.version not in known:
+                        diagnostics.append(
+                            _unknown_version(resources[target], ref, resource, locate)
+                        )
                 continue
             if _declared_but_invalid(ref, resource, declared):
                 continue
-            where = locate(resource, ref.path)
-            diagnostics.append(_unresolved(ref, resource, resources, by_name, where))
-        diagnostics += _check_provider(resource, config, locate)
+            diagnostics.append(_unresolved(ref, resource, resources, locate(resource, ref.path)))
+        if resource.kind in PROVIDER_TYPES:
+            diagnostics += _check_provider(resource, config, locate)
     return diagnostics
 
 
@@ -99,30 +110,36 @@ def _declared_but_invalid(ref: Reference, referrer: Resource, declared: Declared
 
 
 def _unresolved(
-    ref: Reference,
-    referrer: Resource,
-    resources: dict[str, Resource],
-    by_name: dict[tuple[str | None, str], list[Resource]],
-    where: Location,
+    ref: Reference, referrer: Resource, resources: dict[str, Resource], where: Location
 ) -> Diagnostic:
     field = _describe(ref)
-    others = by_name.get((referrer.project, ref.name), []) + by_name.get((None, ref.name), [])
-    others = [other for other in others if other.kind != ref.kind]
+    others = [
+        other
+        for other in resources.values()
+        if other.name == ref.name
+        and other.project in (None, referrer.project)
+        and other.kind != ref.kind
+    ]
     if others:
         other = others[0]
         return Diagnostic(
             Severity.ERROR,
             "wrong-kind",
-            f"`{ref.name}` is a {other.kind}, but {field} must name a {ref.kind}",
+            f"`{ref.name}` is {article(other.kind)}, but {field} must name {article(ref.kind)}",
             where,
             field=field,
-            expected=f"the name of a {ref.kind}",
+            expected=f"the name of {article(ref.kind)}",
             found=f"{other.address} ({other.location})",
             address=referrer.address,
             related=(other.location,),
         )
     suggestion = closest_name(ref.name, _visible_names(ref.kind, referrer, resources))
-    scope_note = f" in project `{referrer.project}` or globally" if referrer.project else ""
+    project_capable = KINDS[ref.kind].scope is not Scope.GLOBAL
+    scope_note = (
+        f" in project `{referrer.project}` or globally"
+        if referrer.project and project_capable
+        else ""
+    )
     return Diagnostic(
         Severity.ERROR,
         "unknown-reference",
@@ -136,14 +153,10 @@ def _unresolved(
     )
 
 
-def _check_version(
+def _unknown_version(
     target: Resource, ref: Reference, referrer: Resource, locate: Locate
-) -> Diagnostic | None:
-    if ref.kind != "Dataset" or ref.version is None:
-        return None
+) -> Diagnostic:
     versions = target.document.spec.version_names()  # type: ignore[attr-defined]
-    if ref.version in versions:
-        return None
     return Diagnostic(
         Severity.ERROR,
         "unknown-version",
@@ -189,7 +202,7 @@ def _check_provider(resource: Resource, config: RootConfig, locate: Locate) -> l
             Diagnostic(
                 Severity.ERROR,
                 "wrong-provider-type",
-                f"provider `{name}` is of type {instance.type}; a {resource.kind} needs "
+                f"provider `{name}` is of type {instance.type}; {article(resource.kind)} needs "
                 + " or ".join(allowed),
                 where,
                 field="spec.provider",
@@ -294,8 +307,7 @@ def cycle_diagnostic(cycle: Cycle, resources: dict[str, Resource], locate: Locat
         "reference cycle: " + " -> ".join(order),
         locations[0],
         field=_describe(first.reference),
-        expected="references that form no cycle",
-        found=" -> ".join(order),
+        expected="references that form no cycle; remove one of them",
         address=first_source,
         related=tuple(locations[1:]),
         detail="\n".join(steps),

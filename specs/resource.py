@@ -27,18 +27,14 @@ class Resource:
     location: Location
     document_index: int
     dependencies: list[Dependency] = field(default_factory=list)
+    kind: str = field(init=False)
+    name: str = field(init=False)
+    project: str | None = field(init=False)
 
-    @property
-    def kind(self) -> str:
-        return self.document.kind  # type: ignore[attr-defined,no-any-return]
-
-    @property
-    def name(self) -> str:
-        return self.document.metadata.name
-
-    @property
-    def project(self) -> str | None:
-        return self.document.metadata.project
+    def __post_init__(self) -> None:
+        self.kind = self.document.kind  # type: ignore[attr-defined]
+        self.name = self.document.metadata.name
+        self.project = self.document.metadata.project
 
 
 @dataclass(slots=True)

@@ -29,15 +29,15 @@ def document_schema(kind: str | None = None) -> dict[str, Any]:
     else:
         model = _models().get(kind)
         if model is None:
-            raise SpecUsageError(_unknown_kind(kind))
+            raise SpecUsageError(_unknown_kind(kind, "export a schema for"))
         schema = model.model_json_schema(by_alias=True)
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": SCHEMA_ID, **schema}
 
 
-def _unknown_kind(kind: str) -> str:
+def _unknown_kind(kind: str, verb: str = "explain") -> str:
     suggestion = closest_name(kind, _models())
     hint = f" (did you mean `{suggestion}`?)" if suggestion else ""
-    return f"cannot explain `{kind}`: unknown kind{hint}; kinds: {', '.join(_models())}"
+    return f"cannot {verb} `{kind}`: unknown kind{hint}; kinds: {', '.join(_models())}"
 
 
 @dataclass

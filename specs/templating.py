@@ -3,7 +3,8 @@
 Templates are rendered after YAML parsing, on string values only, so line numbers stay
 exact and a template can never inject YAML structure. Rendering happens once; the result
 is never rendered again. Undefined variables are errors (StrictUndefined); the sandbox
-refuses attribute access to internals and any mutation, so nothing in a spec runs as code.
+(specs.template_sandbox) allows expressions only, bounded in time and size, so nothing in
+a spec runs as code.
 """
 
 from __future__ import annotations
@@ -11,14 +12,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-_MARKERS = ("{{", "{%", "{#")
 _UNDEFINED_NAME = re.compile(r"'([^']+)' is undefined")
+_SUBSTITUTION = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+_ANY_MARKER = re.compile(r"\{[{%#]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,54 +26,71 @@ class TemplateProblem:
     undefined: str = ""
 
 
-@lru_cache(maxsize=1)
-def _environment() -> ImmutableSandboxedEnvironment:
-    from jinja2 import StrictUndefined
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-    return ImmutableSandboxedEnvironment(
-        undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True
-    )
-
-
 def has_template(text: str) -> bool:
-    return any(marker in text for marker in _MARKERS)
+    return "{" in text and _ANY_MARKER.search(text) is not None
 
 
 def _render(text: str, variables: Mapping[str, Any]) -> str:
-    return _environment().from_string(text).render(variables)
+    from specs.template_sandbox import render
+
+    return render(text, dict(variables))
 
 
 def render_document(
     document: Any, variables: Mapping[str, Any]
 ) -> tuple[Any, list[TemplateProblem]]:
     """Render every templated string in `document`; returns the result and the problems."""
-    from jinja2 import TemplateError, TemplateSyntaxError, UndefinedError
-    from jinja2.exceptions import SecurityError
-
     problems: list[TemplateProblem] = []
 
-    def visit(value: Any, path: tuple[str | int, ...]) -> Any:
-        if isinstance(value, str):
-            if not has_template(value):
-                return value
-            try:
-                return _render(value, variables)
-            except UndefinedError as exc:
-                match = _UNDEFINED_NAME.search(str(exc))
-                name = match[1] if match else ""
-                problems.append(TemplateProblem(path, str(exc), name))
-            except TemplateSyntaxError as exc:
-                problems.append(TemplateProblem(path, f"template syntax error: {exc.message}"))
-            except SecurityError as exc:
-                problems.append(TemplateProblem(path, f"template refused by the sandbox: {exc}"))
-            except (TemplateError, ArithmeticError, TypeError, ValueError) as exc:
-                problems.append(TemplateProblem(path, f"template failed: {exc}"))
+    def render_string(value: str, path: tuple[str | int, ...]) -> str:
+        # Plain `{{ name }}` substitutions (most templates) need no template engine.
+        if not _ANY_MARKER.search(_SUBSTITUTION.sub("", value)):
+            names = _SUBSTITUTION.findall(value)
+            missing = next((name for name in names if name not in variables), None)
+            if missing is None:
+                return _SUBSTITUTION.sub(lambda m: str(variables[m[1]]), value)
+            problems.append(TemplateProblem(path, f"'{missing}' is undefined", missing))
             return value
+        from jinja2 import TemplateError, TemplateSyntaxError, UndefinedError
+        from jinja2.exceptions import SecurityError
+
+        try:
+            return _render(value, variables)
+        except UndefinedError as exc:
+            match = _UNDEFINED_NAME.search(str(exc))
+            problems.append(TemplateProblem(path, str(exc), match[1] if match else ""))
+        except TemplateSyntaxError as exc:
+            problems.append(TemplateProblem(path, f"template syntax error: {exc.message}"))
+        except SecurityError as exc:
+            problems.append(TemplateProblem(path, f"template refused by the sandbox: {exc}"))
+        except (MemoryError, RecursionError):
+            problems.append(TemplateProblem(path, "template is too large to render"))
+        except (TemplateError, ArithmeticError, TypeError, ValueError) as exc:
+            problems.append(TemplateProblem(path, f"template failed: {exc}"))
+        return value
+
+    def visit(value: Any, path: tuple[str | int, ...]) -> Any:
+        """The value with templates rendered; the same object when nothing changed."""
+        if isinstance(value, str):
+            return render_string(value, path) if has_template(value) else value
         if isinstance(value, dict):
-            return {key: visit(child, (*path, key)) for key, child in value.items()}
+            changed = None
+            for key, child in value.items():
+                if isinstance(child, str | dict | list):
+                    new = visit(child, (*path, key))
+                    if new is not child:
+                        changed = changed if changed is not None else dict(value)
+                        changed[key] = new
+            return value if changed is None else changed
         if isinstance(value, list):
-            return [visit(child, (*path, index)) for index, child in enumerate(value)]
+            items = None
+            for index, child in enumerate(value):
+                if isinstance(child, str | dict | list):
+                    new = visit(child, (*path, index))
+                    if new is not child:
+                        items = items if items is not None else list(value)
+                        items[index] = new
+            return value if items is None else items
         return value
 
     return visit(document, ()), problems

@@ -24,8 +24,9 @@ MAX_ALIAS_EVENTS = 100_000
 _ALIAS_LIMITS = yaml_rs.AliasLimits(
     max_total_replayed_events=MAX_ALIAS_EVENTS, max_replay_stack_depth=MAX_DEPTH
 )
-_DOC_START = re.compile(r"^---(?:[ \t]|$)", re.MULTILINE)
-_CONTENT_LINE = re.compile(r"^(?![ \t]*(?:#|$)|%)", re.MULTILINE)
+_MARKER_LINE = re.compile(r"^(---|\.\.\.)(?=[ \t]|$)(.*)$", re.MULTILINE)
+_CONTENT_LINE = re.compile(r"^(?![ \t]*(?:#|$))", re.MULTILINE)
+_TEMPLATE_MARKER = re.compile(r"\{[{%#]")
 _POSITION = re.compile(r"line (\d+), column (\d+)")
 
 
@@ -39,6 +40,7 @@ class ParsedFile:
     documents: list[Any] = field(default_factory=list)
     start_lines: list[int] = field(default_factory=list)
     indices: list[int] = field(default_factory=list)
+    templated: list[bool] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
     salvaged: bool = False
     """True when the documents were recovered from a file with an error (duplicate keys,
@@ -57,16 +59,45 @@ def _error(
     )
 
 
-def _document_starts(text: str) -> list[int]:
-    """1-based start line of each document, counting `---` markers as a YAML parser does."""
-    markers = [text.count("\n", 0, m.start()) + 1 for m in _DOC_START.finditer(text)]
-    first_marker = _DOC_START.search(text)
-    head = text[: first_marker.start()] if first_marker else text
-    leading = _CONTENT_LINE.search(head)
-    if leading or not markers:
-        first_line = text.count("\n", 0, leading.start()) + 1 if leading else 1
-        return [first_line, *markers]
-    return markers
+def _document_starts(text: str) -> list[tuple[int, int]]:
+    """(1-based line, offset) of each document's first content, counting documents as YAML does.
+
+    `---` opens a document (content may follow on the same line), `...` closes one, and
+    content outside any document opens a bare one. A document with no content (it loads
+    as null) is placed on its marker line, so the list stays aligned with what the parser
+    returns. Regular-expression scans from marker to marker keep this linear in the text.
+    """
+    starts: list[tuple[int, int]] = []
+    counted = [0, 1]  # a position and its line, advanced monotonically
+
+    def at(position: int) -> tuple[int, int]:
+        counted[1] += text.count("\n", counted[0], position)
+        counted[0] = position
+        return counted[1], position
+
+    def first_content(begin: int, end: int) -> int | None:
+        for match in _CONTENT_LINE.finditer(text, begin, end):
+            if text.startswith("%", match.start()):
+                continue  # a directive, before a document's `---`
+            return match.start()
+        return None
+
+    markers = list(_MARKER_LINE.finditer(text))
+    bounds = [m.start() for m in markers] + [len(text)]
+    bare = first_content(0, bounds[0])
+    if bare is not None:
+        starts.append(at(bare))
+    for index, marker in enumerate(markers):
+        here = at(marker.start())
+        after = first_content(marker.end(), bounds[index + 1])
+        rest = marker[2].strip()
+        if marker[1] == "---" and rest and not rest.startswith("#"):
+            starts.append(here)
+        elif marker[1] == "---":
+            starts.append(here if after is None else at(after))
+        elif after is not None:
+            starts.append(at(after))
+    return starts or [(1, 0)]
 
 
 def _too_deep(value: Any, budget: int = MAX_DEPTH) -> bool:
@@ -181,12 +212,15 @@ def parse_text(parsed: ParsedFile) -> None:
     except (RecursionError, OverflowError, ValueError) as exc:
         parsed.diagnostics.append(_error(parsed.display, "yaml-syntax", f"invalid YAML: {exc}"))
         return
-    starts = _document_starts(text)
-    documents = result if len(starts) > 1 and isinstance(result, list) else [result]
-    if len(starts) != len(documents):
-        starts = (starts + [1] * len(documents))[: len(documents)]
+    found = _document_starts(text)
+    documents = result if len(found) > 1 and isinstance(result, list) else [result]
+    if len(found) != len(documents):
+        found = (found + [found[-1]] * len(documents))[: len(documents)]
+    offsets = [offset for _, offset in found] + [len(text)]
+    markers = "{" in text and _TEMPLATE_MARKER.search(text) is not None
+    starts = [line for line, _ in found]
     index = -1
-    for document, start in zip(documents, starts, strict=True):
+    for position, (document, start) in enumerate(zip(documents, starts, strict=True)):
         if document is None:
             continue
         index += 1
@@ -205,3 +239,7 @@ def parse_text(parsed: ParsedFile) -> None:
         parsed.documents.append(document)
         parsed.start_lines.append(start)
         parsed.indices.append(index)
+        parsed.templated.append(
+            markers
+            and _TEMPLATE_MARKER.search(text, offsets[position], offsets[position + 1]) is not None
+        )

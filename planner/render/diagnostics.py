@@ -33,8 +33,8 @@ def render_diagnostic_text(diagnostic: Diagnostic, color: bool = False) -> str:
         ("found", diagnostic.found),
     ]
     lines += [f"   {label + ':':<10}{value}" for label, value in rows if value]
-    for related in diagnostic.related:
-        lines.append(f"   {'see:':<10}{related}")
+    if diagnostic.related and not diagnostic.detail:
+        lines += [f"   {'see:':<10}{related}" for related in diagnostic.related]
     if diagnostic.detail:
         lines += [f"   {line}" for line in diagnostic.detail.splitlines()]
     if diagnostic.suggestion:

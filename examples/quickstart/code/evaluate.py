@@ -30,7 +30,7 @@ def main() -> int:
     for pair, count in counts.items():
         totals[pair[0]] = totals.get(pair[0], 0) + count
     log_likelihood = 0.0
-    for left, right in zip(text, text[1:]):
+    for left, right in zip(text, text[1:], strict=False):
         numerator = counts.get(left + right, 0) + smoothing
         denominator = totals.get(left, 0) + smoothing * len(alphabet)
         log_likelihood += math.log(numerator / denominator)

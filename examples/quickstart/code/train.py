@@ -35,7 +35,9 @@ def write_checkpoint(root: Path, step: int, counts: dict[str, int]) -> Path:
     data = model.read_bytes()
     manifest = {
         "step": step,
-        "files": [{"path": "model.json", "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}],
+        "files": [
+            {"path": "model.json", "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+        ],
     }
     # The manifest is written last: a checkpoint without one is incomplete by definition.
     (folder / "manifest.json").write_text(json.dumps(manifest, sort_keys=True))
@@ -63,7 +65,7 @@ def main() -> int:
     last_checkpoint = time.monotonic()
     while step < steps:
         text = corpus[step * chunk : (step + 1) * chunk + 1]
-        for left, right in zip(text, text[1:]):
+        for left, right in zip(text, text[1:], strict=False):
             counts[left + right] = counts.get(left + right, 0) + 1
         step += 1
         print(f"step {step}/{steps} bigrams={len(counts)}", flush=True)

@@ -1,0 +1,1 @@
+"""Benchmarks (never timed tests); see bench/README.md."""
