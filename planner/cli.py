@@ -41,7 +41,39 @@ def _load(
     )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class LazyGroup(click.Group):
+    """A group whose heavier commands are imported only when they run (keeps `validate`
+    start-up to the spec language)."""
+
+    lazy: dict[str, str] = {
+        "plan": "planner.cli_engine:plan",
+        "apply": "planner.cli_engine:apply",
+        "destroy": "planner.cli_engine:destroy",
+        "show": "planner.cli_engine:show",
+        "drift": "planner.cli_engine:drift",
+        "state": "planner.cli_state:state",
+        "force-unlock": "planner.cli_state:force_unlock",
+        "import": "planner.cli_state:import_command",
+    }
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.lazy])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = self.lazy.get(cmd_name)
+        if target is None:
+            return super().get_command(ctx, cmd_name)
+        import importlib
+
+        module, _, attribute = target.partition(":")
+        command: click.Command = getattr(importlib.import_module(module), attribute)
+        return command
+
+
+@click.group(
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(package_name="trainform", prog_name="trainform")
 def cli() -> None:
     """Declarative plan/apply/drift for GPU training platforms."""
@@ -135,17 +167,6 @@ def explain(target: str, output_format: str) -> None:
             if doc.description:
                 lines.append(f"      {doc.description}")
     click.echo("\n".join(lines))
-
-
-def _register_engine_commands() -> None:
-    from planner.cli_engine import COMMANDS
-    from planner.cli_state import STATE_COMMANDS
-
-    for command in [*COMMANDS, *STATE_COMMANDS]:
-        cli.add_command(command)
-
-
-_register_engine_commands()
 
 
 def main(argv: list[str] | None = None) -> Any:

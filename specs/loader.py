@@ -51,20 +51,26 @@ class _Sources:
 
     def __init__(self) -> None:
         self.files: dict[str, ParsedFile] = {}
-        self._maps: dict[str, SourceMap] = {}
+        self._maps: dict[tuple[str, int], SourceMap] = {}
 
     def add(self, parsed: ParsedFile) -> None:
         self.files[parsed.display] = parsed
 
     def locate(self, display: str, index: int, path: Sequence[str | int], key: bool) -> Location:
+        """Position of `path` in document `index` of a file, re-reading only that document."""
         parsed = self.files[display]
-        source_map = self._maps.get(display)
+        if index not in parsed.indices:
+            whole = self._maps.setdefault((display, -1), SourceMap(parsed.text))
+            line, column = whole.locate(index, path, key, 1)
+            return Location(display, line, column)
+        position = parsed.indices.index(index)
+        start_line = parsed.start_lines[position]
+        source_map = self._maps.get((display, index))
         if source_map is None:
-            source_map = SourceMap(parsed.text)
-            self._maps[display] = source_map
-        start = parsed.start_lines[parsed.indices.index(index)] if index in parsed.indices else 1
-        line, column = source_map.locate(index, path, key, start)
-        return Location(display, line, column)
+            begin, end = parsed.spans[position]
+            source_map = self._maps[(display, index)] = SourceMap(parsed.text[begin:end])
+        line, column = source_map.locate(0, path, key, 1)
+        return Location(display, line + start_line - 1, column)
 
 
 def _display(root_display: str, path: Path, root: Path) -> str:

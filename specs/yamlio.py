@@ -41,6 +41,7 @@ class ParsedFile:
     start_lines: list[int] = field(default_factory=list)
     indices: list[int] = field(default_factory=list)
     templated: list[bool] = field(default_factory=list)
+    spans: list[tuple[int, int]] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
     salvaged: bool = False
     """True when the documents were recovered from a file with an error (duplicate keys,
@@ -239,6 +240,7 @@ def parse_text(parsed: ParsedFile) -> None:
         parsed.documents.append(document)
         parsed.start_lines.append(start)
         parsed.indices.append(index)
+        parsed.spans.append((offsets[position], offsets[position + 1]))
         parsed.templated.append(
             markers
             and _TEMPLATE_MARKER.search(text, offsets[position], offsets[position + 1]) is not None
