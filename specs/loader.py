@@ -20,13 +20,12 @@ from specs.errors import Diagnostic, Location, Severity, SpecLoadError, SpecUsag
 from specs.models.base import Scope
 from specs.models.config import RootConfig
 from specs.models.kinds import DOCUMENT_ADAPTER, KINDS
-from specs.positions import SourceMap
 from specs.references import Declared, cycle_diagnostic, find_cycles, resolve_references
 from specs.resource import Resource, SpecSet
 from specs.suggest import closest_name
 from specs.templating import has_template, render_document
 from specs.validation import diagnostics_from_errors, format_path
-from specs.yamlio import ParsedFile, parse_file
+from specs.yamlio import ParsedFile, nesting_error, parse_file, too_deep
 
 CONFIG_FILE = "trainform.yaml"
 SPEC_SUFFIXES = (".yaml", ".yml")
@@ -51,13 +50,15 @@ class _Sources:
 
     def __init__(self) -> None:
         self.files: dict[str, ParsedFile] = {}
-        self._maps: dict[tuple[str, int], SourceMap] = {}
+        self._maps: dict[tuple[str, int], Any] = {}
 
     def add(self, parsed: ParsedFile) -> None:
         self.files[parsed.display] = parsed
 
     def locate(self, display: str, index: int, path: Sequence[str | int], key: bool) -> Location:
         """Position of `path` in document `index` of a file, re-reading only that document."""
+        from specs.positions import SourceMap
+
         parsed = self.files[display]
         if index not in parsed.indices:
             whole = self._maps.setdefault((display, -1), SourceMap(parsed.text))
@@ -178,6 +179,9 @@ def _load_config(
     diagnostics += parsed.diagnostics
     if parsed.diagnostics:
         return None
+    if parsed.documents and too_deep(parsed.documents[0]):
+        diagnostics.append(nesting_error(display, parsed.start_lines[0]))
+        return None
     if len(parsed.documents) != 1 or not isinstance(parsed.documents[0], dict):
         diagnostics.append(
             Diagnostic(
@@ -226,6 +230,8 @@ def _template_context(
         parsed = parse_file(Path(var_file), os.fspath(var_file))
         diagnostics += parsed.diagnostics
         for document in parsed.documents:
+            if too_deep(document):
+                raise SpecUsageError(f"cannot read --var-file {var_file}: nested too deeply")
             if not isinstance(document, dict):
                 raise SpecUsageError(f"cannot read --var-file {var_file}: expected a mapping")
             context.update(document)
@@ -262,6 +268,9 @@ def _load_document(
         )
         return
     if templated:
+        if too_deep(document):
+            diagnostics.append(nesting_error(display, start))
+            return
         document, problems = render_document(document, context)
         _declare(document, declared)
         if problems:
@@ -275,6 +284,9 @@ def _load_document(
     try:
         resource_model = DOCUMENT_ADAPTER.validate_python(document)
     except ValidationError as exc:
+        if too_deep(document):
+            diagnostics.append(nesting_error(display, start))
+            return
         address = f"{kind}/{project}/{name}" if project else f"{kind}/{name}"
         diagnostics += diagnostics_from_errors(
             exc.errors(include_url=False), model, locate, address if model else ""

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 
 def closest_name(word: str, candidates: Iterable[str]) -> str:
     """The candidate closest to `word`, or "" when nothing is close enough to help."""
+    import difflib
+
     pool = sorted(set(candidates))
     if not pool:
         return ""

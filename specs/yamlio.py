@@ -101,14 +101,21 @@ def _document_starts(text: str) -> list[tuple[int, int]]:
     return starts or [(1, 0)]
 
 
-def _too_deep(value: Any, budget: int = MAX_DEPTH) -> bool:
-    """True if containers nest deeper than `budget`; recursion is bounded by the budget."""
+def too_deep(value: Any, budget: int = MAX_DEPTH) -> bool:
+    """True if containers nest deeper than `budget`; recursion is bounded by the budget.
+
+    The loader asks this of every document that is not validated by a schema of bounded
+    depth: trainform.yaml, variable files, templated documents and documents that fail
+    validation (a spec document that validates is as shallow as its kind's schema).
+    """
+    if not isinstance(value, dict | list):
+        return False
     if budget == 0:
         return True
     children = value.values() if type(value) is dict else value
     for child in children:
         kind = type(child)
-        if (kind is dict or kind is list) and _too_deep(child, budget - 1):
+        if (kind is dict or kind is list) and too_deep(child, budget - 1):
             return True
     return False
 
@@ -149,6 +156,17 @@ def _decode_error(parsed: ParsedFile, message: str) -> Diagnostic:
     line, column, problem = ruamel_error_position(parsed.text)
     return _error(
         parsed.display, "yaml-syntax", f"invalid YAML: {problem or first_line}", line, column
+    )
+
+
+def nesting_error(display: str, line: int) -> Diagnostic:
+    return _error(
+        display,
+        "nesting-too-deep",
+        "document is nested too deeply",
+        line,
+        1,
+        expected=f"at most {MAX_DEPTH} levels",
     )
 
 
@@ -225,18 +243,6 @@ def parse_text(parsed: ParsedFile) -> None:
         if document is None:
             continue
         index += 1
-        if isinstance(document, dict | list) and _too_deep(document):
-            parsed.diagnostics.append(
-                _error(
-                    parsed.display,
-                    "nesting-too-deep",
-                    "document is nested too deeply",
-                    start,
-                    1,
-                    expected=f"at most {MAX_DEPTH} levels",
-                )
-            )
-            continue
         parsed.documents.append(document)
         parsed.start_lines.append(start)
         parsed.indices.append(index)
