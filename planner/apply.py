@@ -25,7 +25,7 @@ from planner.plan_model import Action, Plan, PlanFileError, ResourceChange
 from planner.session import ProviderSet
 from planner.state import ResourceState, State
 from providers.base import DesiredResource
-from providers.errors import ProviderError, TransientProviderError
+from providers.errors import PermanentProviderError, ProviderError, TransientProviderError
 
 
 class StalePlanError(PlanFileError):
@@ -113,6 +113,7 @@ class _Walk:
         self.retry = retry
         self.on_event = on_event
         self.record_lock = threading.Lock()
+        self.local = threading.local()
 
     def record(self, entry: dict[str, Any]) -> None:
         with self.record_lock:
@@ -127,7 +128,9 @@ class _Walk:
         while True:
             attempt += 1
             try:
-                return function()
+                result = function()
+                self.local.changed = True
+                return result
             except TransientProviderError as exc:
                 if attempt >= self.retry.attempts:
                     raise
@@ -166,6 +169,17 @@ class _Walk:
                 "providers": change.providers,
             }
         )
+        self.local.changed = False
+        try:
+            self._execute(change, previous, outputs)
+        except PermanentProviderError:
+            if not self.local.changed:
+                self.record({"type": "abandon", "address": change.address})
+            raise
+
+    def _execute(
+        self, change: ResourceChange, previous: ResourceState | None, outputs: dict[str, Any]
+    ) -> None:
         if change.action is Action.DELETE:
             for name in change.providers:
                 provider = self.providers.get(name)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from planner.apply import ApplyResult, OutcomeStatus, apply_plan
+from planner.apply import ApplyResult, OutcomeStatus, apply_plan, check_fresh
 from planner.backends.base import StateBackend
 from planner.cli_options import format_option, spec_dir_argument, template_options
 from planner.cli_output import load_or_exit
@@ -199,7 +199,7 @@ def _confirm(auto_approve: bool, verb: str) -> None:
     if auto_approve:
         return
     if not sys.stdin.isatty():
-        raise click.UsageError(
+        raise click.ClickException(
             f"refusing to {verb} without confirmation: no terminal to ask "
             "on; pass --auto-approve or apply a saved plan"
         )
@@ -241,6 +241,7 @@ def apply(
         saved, spec_root = Plan.from_file(target)
         config = config_from_data(saved.config)
         backend = make_backend(config, spec_root)
+        check_fresh(saved, backend.read(), target)
         click.echo(render_plan_text(saved, use_color()), nl=False, color=use_color())
         if saved.has_changes:
             _run_apply(saved, backend, ProviderSet(config, spec_root), parallelism, target)

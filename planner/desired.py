@@ -9,7 +9,9 @@ with the jobs that use it.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from planner.errors import PlannerError
@@ -116,6 +118,13 @@ def _assign(specs: SpecSet) -> tuple[dict[str, list[str]], list[str]]:
     return where, problems
 
 
+def _relative(resource: Resource, specs: SpecSet) -> str:
+    """`file:line:column` relative to the spec folder, however the folder was spelled."""
+    where = resource.location
+    relative = os.path.relpath(where.file, os.path.normpath(str(specs.root)))
+    return f"{Path(relative).as_posix()}:{where.line}:{where.column}"
+
+
 def build_desired(specs: SpecSet) -> dict[str, DesiredItem]:
     """Normalized desired resources keyed by address, in source order."""
     where, problems = _assign(specs)
@@ -134,7 +143,7 @@ def build_desired(specs: SpecSet) -> dict[str, DesiredItem]:
             spec_hash=spec_hash(document),
             dependencies=sorted({d.address for d in resource.dependencies}),
             prevent_destroy=resource.document.lifecycle.prevent_destroy,
-            location=str(resource.location),
+            location=_relative(resource, specs),
         )
     return desired
 

@@ -82,6 +82,7 @@ def make_plan(
     problems: list[str] = []
     findings: list[PlanFinding] = []
     desired: dict[str, DesiredItem] = {} if specs is None else build_desired(specs)
+    protected = {a: d.location for a, d in desired.items() if d.prevent_destroy}
     if options.destroy:
         desired = {}
     recorded = dict(state.resources) if state else {}
@@ -136,10 +137,12 @@ def make_plan(
         kind = item.kind if item else previous.kind  # type: ignore[union-attr]
         schema = _schema(providers, names, kind) or KindSchema(kind)
         seen = [observations.get((address, n)) for n in names] if options.refresh else []
-        change = _change_for(address, item, previous, schema, seen, options.refresh)
-        if change.action in (Action.DELETE, Action.REPLACE) and (item and item.prevent_destroy):
+        change = _change_for(
+            address, item, previous, schema, seen, options.refresh, options.destroy
+        )
+        if change.action in (Action.DELETE, Action.REPLACE) and address in protected:
             problems.append(
-                f"{address} ({item.location if item else ''}): lifecycle.preventDestroy is set, "
+                f"{address} ({protected[address]}): lifecycle.preventDestroy is set, "
                 f"but the plan would {change.action.value} it: " + "; ".join(change.reasons)
             )
         changes.append(change)
@@ -240,6 +243,7 @@ def _change_for(
     schema: KindSchema,
     seen: list[Observation | None],
     refreshed: bool,
+    destroying: bool = False,
 ) -> ResourceChange:
     kind = schema.kind
     if item is None:
@@ -248,7 +252,7 @@ def _change_for(
             schema.data_bearing
             and previous.spec.get("spec", {}).get("deletionPolicy", "Abandon") != "Delete"
         )
-        reasons = ["no longer in the specs"]
+        reasons = ["destroy requested" if destroying else "no longer in the specs"]
         if keeps_data:
             reasons.append("deletionPolicy Abandon: the data itself is kept")
         if previous.pending:
@@ -385,5 +389,17 @@ def apply_graph(changes: list[ResourceChange]) -> Any:
             for dependency in change.previous_dependencies:
                 other = actionable.get(dependency)
                 if other is not None and other.action is Action.DELETE:
+                    graph.add_edge(change.address, dependency)
+    # A replacement deletes first: what depended on the old object and is being deleted
+    # goes before it, unless the replacement must already precede that delete.
+    for change in actionable.values():
+        if change.action is Action.DELETE:
+            for dependency in change.previous_dependencies:
+                other = actionable.get(dependency)
+                if (
+                    other is not None
+                    and other.action is Action.REPLACE
+                    and not nx.has_path(graph, dependency, change.address)
+                ):
                     graph.add_edge(change.address, dependency)
     return graph

@@ -147,6 +147,8 @@ class State:
                 self.resources[address] = ResourceState.from_json(address, entry["resource"])
         elif entry["type"] == "abandon":
             current = self.resources.get(address)
-            if current is not None:
+            if current is not None and not current.spec:
+                del self.resources[address]  # a create that never happened
+            elif current is not None:
                 current.pending = None
         self.serial += 1

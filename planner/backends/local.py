@@ -171,6 +171,12 @@ class LocalBackend(StateBackend):
             os.fsync(handle.fileno())
         return info
 
+    def close(self) -> None:
+        """Close the journal file; records after this reopen it."""
+        if self._journal is not None:
+            self._journal.close()
+            self._journal = None
+
     def unlock(self, info: LockInfo) -> None:
         held = self._read_lock()
         if held is not None and held.id == info.id:

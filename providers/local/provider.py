@@ -189,6 +189,11 @@ class LocalProvider(Provider):
         )
 
     def adopt(self, request: ObserveRequest, identifier: str) -> Observation:
+        if identifier != request.address and self.database.get_many([request.address]):
+            raise PermanentProviderError(
+                f"cannot adopt {identifier} as {request.address}: an object already exists at "
+                f"{request.address}; delete it first or import it under its own address"
+            )
         if not self.database.adopt(identifier, request.address, request.kind, self.manager):
             return Observation(exists=False)
         return self.observe([request])[request.address]

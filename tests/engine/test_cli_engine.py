@@ -1,0 +1,150 @@
+"""The engine commands end to end: the installed `trainform` script on a copy of the quickstart.
+
+Each test runs a short session of commands the way a user would, in a fresh copy, with
+colour off and no terminal on stdin. No output may contain a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from planner.backends.local import LocalBackend
+from tests.engine.support import SpecFolder, run_trainform
+
+QUEUE = "Queue/default-queue"
+QUOTA = "Quota/research/research-default"
+
+
+def trainform(folder: SpecFolder, *args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
+    result = run_trainform(*args, cwd=folder.root)
+    output = result.stdout + result.stderr
+    assert "Traceback" not in output, output
+    assert result.returncode == code, (
+        f"trainform {' '.join(args)} exited {result.returncode}:\n{output}"
+    )
+    return result
+
+
+def queue_cpu(folder: SpecFolder) -> str:
+    return str(folder.document_of(QUEUE)["spec"]["pools"][0]["nominalQuota"]["cpu"])
+
+
+def test_plan_exit_codes_and_saved_plans(quickstart: SpecFolder) -> None:
+    plain = trainform(quickstart, "plan", ".")
+    assert plain.stdout.endswith("Plan: 8 to create, 0 to update, 0 to replace, 0 to delete.\n")
+
+    made = trainform(quickstart, "plan", ".", "-out", "p.json", "--format", "json", code=0)
+    shown = trainform(quickstart, "show", "p.json", "--format", "json")
+    assert json.loads(shown.stdout)["summary"]["create"] == 8
+    assert shown.stdout == made.stdout
+    markdown = trainform(quickstart, "show", "p.json", "--format", "markdown")
+    assert markdown.stdout.startswith("### trainform plan\n\n**Plan: 8 to create,")
+
+    # The saved plan is applied exactly, whatever the specs say now.
+    quickstart.edit("specs/platform.yaml", "nominalQuota: {cpu: 2,", "nominalQuota: {cpu: 1,")
+    applied = trainform(quickstart, "apply", "p.json")
+    assert "Apply complete: 8 changes applied." in applied.stdout
+    assert queue_cpu(quickstart) == "2"
+
+    again = trainform(quickstart, "apply", "p.json", code=1)
+    assert "cannot apply plan p.json: it was made before any state existed" in again.stderr
+    assert "Create a new plan" in again.stderr
+
+    update = trainform(quickstart, "plan", ".", "--detailed-exitcode", "-out", "p2.json", code=2)
+    assert "~ spec.pools[0].nominalQuota.cpu: 2 -> 1" in update.stdout
+    assert "Saved the plan to p2.json. Apply exactly it with: trainform apply p2.json" in (
+        update.stdout
+    )
+    trainform(quickstart, "apply", "p2.json")
+    assert queue_cpu(quickstart) == "1"
+
+    stale = trainform(quickstart, "apply", "p2.json", code=1)
+    assert "state changed since the plan was made" in stale.stderr
+    assert stale.stderr.startswith("error: cannot apply plan p2.json")
+
+    settled = trainform(quickstart, "plan", ".", "--detailed-exitcode")
+    assert "No changes. The platform matches the specs." in settled.stdout
+
+
+def test_a_stale_saved_plan_is_refused_before_it_is_shown(quickstart: SpecFolder) -> None:
+    trainform(quickstart, "plan", ".", "-out", "p.json")
+    trainform(quickstart, "apply", ".", "--auto-approve")
+
+    stale = trainform(quickstart, "apply", "p.json", code=1)
+
+    assert "cannot apply plan p.json" in stale.stderr
+    assert "will be created" not in stale.stdout, "the stale plan was printed as if to be applied"
+
+
+def test_state_commands_import_and_destroy(quickstart: SpecFolder) -> None:
+    trainform(quickstart, "apply", ".", "--auto-approve")
+
+    listed = trainform(quickstart, "state", "list", ".")
+    assert listed.stdout.splitlines() == sorted(quickstart.reconciled_addresses())
+
+    shown = trainform(quickstart, "state", "show", QUEUE, ".")
+    record = json.loads(shown.stdout)
+    assert record["address"] == QUEUE and record["kind"] == "Queue"
+    assert record["spec"]["spec"]["pools"][0]["pool"] == "this-machine"
+    unknown = trainform(quickstart, "state", "show", "Queue/nope", ".", code=1)
+    assert "cannot show Queue/nope: not in state" in unknown.stderr
+
+    removed = trainform(quickstart, "state", "rm", QUOTA, "--dir", ".")
+    assert f"Removed {QUOTA} from state (the live object is untouched)." in removed.stdout
+    state = quickstart.state()
+    assert state is not None and QUOTA not in state.resources
+    assert quickstart.rows_per_address()[QUOTA] == 1
+    orphaned = trainform(quickstart, "drift", ".", code=2)
+    assert f"orphaned: {QUOTA} (local)" in orphaned.stdout
+
+    imported = trainform(quickstart, "import", QUOTA, QUOTA, ".")
+    assert f"Imported {QUOTA} as {QUOTA}." in imported.stdout
+    trainform(quickstart, "plan", ".", "--detailed-exitcode")
+    twice = trainform(quickstart, "import", QUOTA, QUOTA, ".", code=1)
+    assert f"cannot import {QUOTA}: it is already in state" in twice.stderr
+
+    destroyed = trainform(quickstart, "destroy", ".", "--auto-approve")
+    assert "Apply complete: 8 changes applied." in destroyed.stdout
+    assert trainform(quickstart, "state", "list", ".").stdout == ""
+    assert quickstart.rows_per_address() == {}
+    assert (quickstart.root / "data" / "tiny-corpus" / "v1" / "part-000.txt").is_file()
+
+
+def test_import_of_an_unknown_object_or_undeclared_address_is_refused(
+    quickstart: SpecFolder,
+) -> None:
+    missing = trainform(quickstart, "import", QUOTA, "no-such-object", ".", code=1)
+    assert "provider `local` has no object no-such-object" in missing.stderr
+
+    undeclared = trainform(quickstart, "import", "Queue/undeclared", "x", ".", code=1)
+    assert "declare it in the specs first" in undeclared.stderr
+
+
+def test_apply_and_destroy_refuse_to_run_unconfirmed_without_a_terminal(
+    quickstart: SpecFolder,
+) -> None:
+    refused = trainform(quickstart, "apply", ".", code=1)
+    assert "refusing to apply these changes without confirmation" in refused.stderr
+    assert "pass --auto-approve or apply a saved plan" in refused.stderr
+    assert quickstart.state() is None
+    assert not quickstart.database_path.exists() or quickstart.rows_per_address() == {}
+
+    quickstart.converge()
+    kept = trainform(quickstart, "destroy", ".", code=1)
+    assert "refusing to destroy these resources without confirmation" in kept.stderr
+    state = quickstart.state()
+    assert state is not None and set(state.resources) == quickstart.reconciled_addresses()
+
+
+def test_a_locked_state_stops_the_cli_with_the_holder_named(quickstart: SpecFolder) -> None:
+    backend = LocalBackend(quickstart.root / ".trainform" / "state.json")
+    held = backend.lock("apply")
+    try:
+        blocked = trainform(quickstart, "plan", ".", code=1)
+    finally:
+        backend.unlock(held)
+
+    assert f"cannot lock state: held by {held.holder}@{held.host} pid {held.pid}" in blocked.stderr
+    assert f"trainform force-unlock {held.id}" in blocked.stderr
+    assert "no longer running" not in blocked.stderr
