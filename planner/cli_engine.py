@@ -46,6 +46,7 @@ def _plan_options(
         targets=targets,
         destroy=destroy,
         allow_mass_delete=allow_mass_delete,
+        mass_delete_share=workspace.config.policies.mass_delete_share,
         lock_digest=workspace.lock_digest(),
     )
 

@@ -138,6 +138,13 @@ class PolicySettings(SpecModel):
         default_factory=dict, description="Parameters of built-in policies."
     )
     disabled: list[str] = Field(default_factory=list, description="Policy ids turned off.")
+    mass_delete_share: float = Field(
+        default=0.5,
+        gt=0,
+        le=1,
+        description="A plan deleting more than this share of the resources in state (and at "
+        "least five) needs --allow-mass-delete.",
+    )
 
 
 class RootConfig(SpecModel):
