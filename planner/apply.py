@@ -26,6 +26,7 @@ from planner.session import ProviderSet
 from planner.state import ResourceState, State
 from providers.base import DesiredResource
 from providers.errors import PermanentProviderError, ProviderError, TransientProviderError
+from providers.jobs import DatasetInput, JobLaunch, JobProvider
 
 
 class StalePlanError(PlanFileError):
@@ -183,6 +184,10 @@ class _Walk:
         if change.action is Action.DELETE:
             for name in change.providers:
                 provider = self.providers.get(name)
+                run_id = outputs.get(name, {}).get("runId")
+                if change.kind == "TrainingJob" and run_id and isinstance(provider, JobProvider):
+                    self.call("cancel", lambda p=provider, r=run_id: p.cancel(change.address, r))
+                    continue
                 if provider.supports(change.kind):
                     self.call(
                         "delete",
@@ -191,6 +196,13 @@ class _Walk:
                         ),
                     )
             self.record({"type": "outcome", "address": change.address, "resource": None})
+            return
+        if change.kind == "TrainingJob" and change.job:
+            for name in change.providers:
+                outputs[name] = self.run_job(
+                    change, self.providers.get(name), outputs.get(name, {})
+                )
+            self.record_applied(change, outputs)
             return
         desired = self.desired(change)
         for name in change.providers:
@@ -209,6 +221,9 @@ class _Walk:
                 )
             else:
                 outputs[name] = self.call("create", lambda p=provider: p.create(desired))
+        self.record_applied(change, outputs)
+
+    def record_applied(self, change: ResourceChange, outputs: dict[str, Any]) -> None:
         resource = ResourceState(
             address=change.address,
             kind=change.kind,
@@ -219,6 +234,32 @@ class _Walk:
             dependencies=change.dependencies,
         )
         self.record({"type": "outcome", "address": change.address, "resource": resource.to_json()})
+
+    def run_job(
+        self, change: ResourceChange, provider: Any, recorded: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Submit, resume, evaluate or cancel through a JobProvider; outputs for state."""
+        if not isinstance(provider, JobProvider):
+            raise PermanentProviderError(f"provider {provider.name} cannot run jobs")
+        job = change.job
+        if job.get("cancel"):
+            self.call("cancel", lambda: provider.cancel(change.address, job["cancel"]))
+        if job.get("launch"):
+            launch = launch_from_json(job["launch"])
+            self.call("submit", lambda: provider.submit(launch))
+        for data in job.get("evaluations", []):
+            evaluation = launch_from_json(data)
+            self.call("submit", lambda e=evaluation: provider.submit(e))
+        keep = ("runId", "inputs", "attempt", "history", "resumeFrom")
+        outputs = {key: job[key] for key in keep if key in job}
+        outputs["lockDigest"] = self.plan.lock_digest
+        if change.action is Action.EVALUATE:
+            outputs["evaluated"] = sorted(
+                {*recorded.get("evaluated", []), *(e["suite"] for e in job["evaluations"])}
+            )
+        elif "evaluated" in recorded and change.action is Action.UPDATE:
+            outputs["evaluated"] = recorded["evaluated"]
+        return outputs
 
 
 def apply_plan(
@@ -315,6 +356,12 @@ def apply_plan(
     order = {c.address: i for i, c in enumerate(plan.changes)}
     result.outcomes = sorted(outcomes.values(), key=lambda o: order[o.address])
     return result
+
+
+def launch_from_json(data: dict[str, Any]) -> JobLaunch:
+    fields = dict(data)
+    fields["datasets"] = [DatasetInput(**d) for d in data["datasets"]]
+    return JobLaunch(**fields)
 
 
 def _describe_error(error: BaseException) -> str:

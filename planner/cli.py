@@ -54,6 +54,8 @@ class LazyGroup(click.Group):
         "state": "planner.cli_state:state",
         "force-unlock": "planner.cli_state:force_unlock",
         "import": "planner.cli_state:import_command",
+        "lock": "planner.cli_jobs:lock",
+        "status": "planner.cli_jobs:status",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:

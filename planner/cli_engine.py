@@ -13,6 +13,7 @@ from planner.backends.base import StateBackend
 from planner.cli_options import format_option, spec_dir_argument, template_options
 from planner.cli_output import load_or_exit
 from planner.drift import detect_drift
+from planner.lockfile import LockFile
 from planner.plan import PlanOptions, make_plan
 from planner.plan_model import Plan, ResourceChange
 from planner.render.drift_text import render_drift_json, render_drift_text
@@ -40,6 +41,7 @@ def _plan_options(
     targets: tuple[str, ...],
     destroy: bool,
     allow_mass_delete: bool,
+    locked: bool = False,
 ) -> PlanOptions:
     return PlanOptions(
         refresh=refresh,
@@ -48,6 +50,8 @@ def _plan_options(
         allow_mass_delete=allow_mass_delete,
         mass_delete_share=workspace.config.policies.mass_delete_share,
         lock_digest=workspace.lock_digest(),
+        lock=LockFile.read(workspace.root),
+        locked=locked,
     )
 
 
@@ -67,6 +71,11 @@ def plan_options(func):  # type: ignore[no-untyped-def]
     )(func)
     func = click.option(
         "--allow-mass-delete", is_flag=True, help="Allow a plan that deletes most of the platform."
+    )(func)
+    func = click.option(
+        "--locked",
+        is_flag=True,
+        help="Fail unless trainform.lock exists and matches what resolves now (for CI).",
     )(func)
     return func
 
@@ -104,6 +113,7 @@ def plan(
     var_files: tuple[str, ...],
     targets: tuple[str, ...],
     refresh: bool,
+    locked: bool,
     allow_mass_delete: bool,
     out: str | None,
     destroy: bool,
@@ -117,7 +127,7 @@ def plan(
     try:
         result = _locked_plan(
             workspace,
-            _plan_options(workspace, refresh, targets, destroy, allow_mass_delete),
+            _plan_options(workspace, refresh, targets, destroy, allow_mass_delete, locked),
             "plan",
         )
     finally:
@@ -233,6 +243,7 @@ def apply(
     var_files: tuple[str, ...],
     targets: tuple[str, ...],
     refresh: bool,
+    locked: bool,
     allow_mass_delete: bool,
     auto_approve: bool,
     parallelism: int,
@@ -251,7 +262,9 @@ def apply(
         lambda: open_workspace(target, environment, variables, var_files), "text"
     )
     fresh = _locked_plan(
-        workspace, _plan_options(workspace, refresh, targets, False, allow_mass_delete), "plan"
+        workspace,
+        _plan_options(workspace, refresh, targets, False, allow_mass_delete, locked),
+        "plan",
     )
     click.echo(render_plan_text(fresh, use_color()), nl=False, color=use_color())
     if not fresh.has_changes:

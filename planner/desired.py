@@ -41,7 +41,8 @@ class DesiredItem:
     dependencies: list[str]
     prevent_destroy: bool
     location: str
-    extra: dict[str, Any] = field(default_factory=dict)
+    references: list[tuple[str, str, str | None]] = field(default_factory=list)
+    """(field path, resolved address, dataset version) of each reference."""
 
 
 def _first_of(specs: SpecSet, types: tuple[str, ...]) -> str | None:
@@ -144,6 +145,14 @@ def build_desired(specs: SpecSet) -> dict[str, DesiredItem]:
             dependencies=sorted({d.address for d in resource.dependencies}),
             prevent_destroy=resource.document.lifecycle.prevent_destroy,
             location=_relative(resource, specs),
+            references=[
+                (
+                    ".".join(str(step) for step in d.reference.path),
+                    d.address,
+                    d.reference.version,
+                )
+                for d in resource.dependencies
+            ],
         )
     return desired
 

@@ -12,11 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import Any
 
 from planner.desired import DesiredItem, build_desired, spec_digest
 from planner.diff import FieldChange, diff_documents
 from planner.errors import PlannerError
+from planner.jobs import JobContext, plan_job
+from planner.lockfile import LOCK_FILE, LockFile, resolve_pins, stale_entries
 from planner.normalize import humanize
 from planner.plan_model import Action, Plan, PlanFinding, ResourceChange
 from planner.refresh import Target, observe_all
@@ -48,6 +51,8 @@ class PlanOptions:
     mass_delete_share: float = 0.5
     mass_delete_minimum: int = 5
     lock_digest: str = ""
+    lock: LockFile | None = None
+    locked: bool = False
 
 
 def _schema(providers: ProviderSet, names: Sequence[str], kind: str) -> KindSchema | None:
@@ -83,6 +88,13 @@ def make_plan(
     findings: list[PlanFinding] = []
     desired: dict[str, DesiredItem] = {} if specs is None else build_desired(specs)
     protected = {a: d.location for a, d in desired.items() if d.prevent_destroy}
+    if options.locked and specs is not None and not options.destroy:
+        stale = stale_entries(options.lock, resolve_pins(desired, providers, specs.root))
+        if stale:
+            raise PlanError(
+                [f"--locked: {LOCK_FILE} is stale: {entry}" for entry in stale]
+                + [f"run `trainform lock` and commit {LOCK_FILE}"]
+            )
     if options.destroy:
         desired = {}
     recorded = dict(state.resources) if state else {}
@@ -129,6 +141,7 @@ def make_plan(
         observations = observe_all(providers, _observe_targets(desired, recorded, providers))
         findings += _observation_findings(observations)
 
+    jobs = _job_context(specs, desired, providers, observations, options)
     changes = []
     for address in sorted(set(desired) | set(recorded)):
         item = desired.get(address)
@@ -137,9 +150,13 @@ def make_plan(
         kind = item.kind if item else previous.kind  # type: ignore[union-attr]
         schema = _schema(providers, names, kind) or KindSchema(kind)
         seen = [observations.get((address, n)) for n in names] if options.refresh else []
-        change = _change_for(
-            address, item, previous, schema, seen, options.refresh, options.destroy
-        )
+        if item is not None and kind == "TrainingJob" and jobs is not None:
+            change, job_findings = plan_job(item, previous, jobs, options.refresh)
+            findings += job_findings
+        else:
+            change = _change_for(
+                address, item, previous, schema, seen, options.refresh, options.destroy
+            )
         if change.action in (Action.DELETE, Action.REPLACE) and address in protected:
             problems.append(
                 f"{address} ({protected[address]}): lifecycle.preventDestroy is set, "
@@ -176,6 +193,36 @@ def make_plan(
         changes=order_changes(changes),
         findings=sorted(findings, key=lambda f: (f.address, f.kind, f.message)),
     )
+
+
+def _job_context(
+    specs: SpecSet | None,
+    desired: dict[str, DesiredItem],
+    providers: ProviderSet,
+    observations: dict[tuple[str, str], Observation],
+    options: PlanOptions,
+) -> JobContext | None:
+    """Pins and observed runs for planning jobs; None when no job is planned."""
+    if specs is None or not any(item.kind == "TrainingJob" for item in desired.values()):
+        return None
+    pins = options.lock
+    if pins is None:
+        pins = resolve_pins(desired, providers, specs.root) if options.refresh else LockFile()
+    mutated: dict[str, set[str]] = {}
+    for (address, _), observation in observations.items():
+        for finding in observation.findings:
+            if finding.kind == "data-mutated":
+                mutated.setdefault(address, set()).add(str(finding.evidence.get("version")))
+
+    def runs_of(address: str) -> list[dict[str, Any]] | None:
+        item = desired.get(address)
+        for name in item.providers if item else []:
+            observation = observations.get((address, name))
+            if observation is not None:
+                return list(observation.status.get("runs", []))
+        return None
+
+    return JobContext(desired, pins, Path(specs.root), runs_of, mutated)
 
 
 def _desired_resource(item: DesiredItem, recorded: dict[str, ResourceState]) -> DesiredResource:
@@ -374,7 +421,7 @@ def apply_graph(changes: list[ResourceChange]) -> Any:
     actionable = {c.address: c for c in changes if c.action is not Action.NOOP}
     graph = nx.DiGraph()
     graph.add_nodes_from(sorted(actionable))
-    constructive = (Action.CREATE, Action.UPDATE, Action.REPLACE)
+    constructive = (Action.CREATE, Action.UPDATE, Action.REPLACE, Action.RESUME, Action.EVALUATE)
     for change in actionable.values():
         if change.action in constructive:
             for dependency in change.dependencies:

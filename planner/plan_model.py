@@ -27,13 +27,21 @@ class Action(enum.StrEnum):
     UPDATE = "update"
     REPLACE = "replace"
     DELETE = "delete"
+    RESUME = "resume"
+    EVALUATE = "evaluate"
     NOOP = "no-op"
 
     @property
     def symbol(self) -> str:
-        return {"create": "+", "update": "~", "replace": "-/+", "delete": "-", "no-op": " "}[
-            self.value
-        ]
+        return {
+            "create": "+",
+            "update": "~",
+            "replace": "-/+",
+            "delete": "-",
+            "resume": ">",
+            "evaluate": "?",
+            "no-op": " ",
+        }[self.value]
 
 
 class PlanFileError(PlannerError):
@@ -57,6 +65,7 @@ class ResourceChange:
     data_kept: bool = False
     known_after_apply: list[str] = field(default_factory=list)
     location: str = ""
+    job: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -75,6 +84,7 @@ class ResourceChange:
             "dataKept": self.data_kept,
             "knownAfterApply": self.known_after_apply,
             "location": self.location,
+            "job": self.job,
         }
 
     @classmethod
@@ -98,6 +108,7 @@ class ResourceChange:
             data_kept=data["dataKept"],
             known_after_apply=list(data["knownAfterApply"]),
             location=data["location"],
+            job=dict(data.get("job", {})),
         )
 
 
@@ -142,7 +153,7 @@ class Plan:
         return bool(self.actionable)
 
     def summary(self) -> dict[str, int]:
-        counts = {"create": 0, "update": 0, "replace": 0, "delete": 0, "no-op": 0}
+        counts = {action.value: 0 for action in Action}
         for change in self.changes:
             counts[change.action.value] += 1
         return counts

@@ -145,6 +145,16 @@ class Provider(ABC):
     @abstractmethod
     def delete(self, address: str, kind: str, outputs: dict[str, Any]) -> None: ...
 
+    def resolve(self, resource: DesiredResource) -> dict[str, Any]:
+        """Content pins of a resource for `trainform.lock`: an Image's digest
+        ({"digest": ...}), a Dataset's manifest digest per version
+        ({"versions": {name: {"manifestDigest": ...}}}). Read-only."""
+        from providers.errors import PermanentProviderError
+
+        raise PermanentProviderError(
+            f"provider type {self.type} cannot resolve {resource.kind} content"
+        )
+
     def adopt(self, request: ObserveRequest, identifier: str) -> Observation:
         """Take the live object `identifier` under `request.address` (trainform import).
 

@@ -13,7 +13,7 @@ def render_plan_markdown(plan: Plan) -> str:
     lines = ["### trainform plan", "", f"**{summary_line(plan)}**", ""]
     if plan.has_changes:
         lines += ["| action | count |", "| --- | ---: |"]
-        for action in ("create", "update", "replace", "delete"):
+        for action in ("create", "update", "replace", "delete", "resume", "evaluate"):
             if counts[action]:
                 lines.append(f"| {action} | {counts[action]} |")
         lines.append("")

@@ -14,6 +14,8 @@ _VERB = {
     Action.UPDATE: "will be updated in place",
     Action.REPLACE: "must be replaced",
     Action.DELETE: "will be deleted",
+    Action.RESUME: "will resume",
+    Action.EVALUATE: "will be evaluated",
 }
 _TONE = {
     Action.CREATE: "green",
@@ -72,10 +74,12 @@ def summary_line(plan: Plan) -> str:
     counts = plan.summary()
     if not plan.has_changes:
         return "No changes. The platform matches the specs."
-    return (
+    text = (
         f"Plan: {counts['create']} to create, {counts['update']} to update, "
-        f"{counts['replace']} to replace, {counts['delete']} to delete."
+        f"{counts['replace']} to replace, {counts['delete']} to delete"
     )
+    extra = [f"{counts[a]} to {a}" for a in ("resume", "evaluate") if counts[a]]
+    return text + (", " + ", ".join(extra) if extra else "") + "."
 
 
 def render_plan_text(plan: Plan, color: bool = False) -> str:

@@ -187,6 +187,7 @@ class Gate(SpecModel):
 
 class EvalSuiteSpec(SpecModel):
     image: ResourceName = Field(description="Evaluator image.")
+    code: Code | None = Field(default=None, description="Code the evaluator runs.")
     command: list[str] = Field(min_length=1, description="Evaluator argument vector.")
     datasets: list[DatasetRef] = Field(
         default_factory=list, description="Evaluation datasets, pinned as name@version."

@@ -175,7 +175,7 @@ def test_a_diff_is_empty_exactly_when_the_documents_are_equal(
     assert (diff_documents(before, after) == []) == (before == after)
 
 
-CONSTRUCTIVE = (Action.CREATE, Action.UPDATE, Action.REPLACE)
+CONSTRUCTIVE = (Action.CREATE, Action.UPDATE, Action.REPLACE, Action.RESUME, Action.EVALUATE)
 
 
 Spec = tuple[str, str, list[str], list[str]]  # address, action, dependencies, previous

@@ -1,0 +1,107 @@
+"""CLI commands for training jobs and pins: lock, status."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import click
+
+from planner.cli_options import format_option, spec_dir_argument, template_options
+from planner.cli_output import load_or_exit
+from planner.desired import build_desired
+from planner.lockfile import LOCK_FILE, resolve_pins
+from planner.render.status_text import render_status_json, render_status_text
+from planner.render.style import use_color
+from planner.status import job_status
+from planner.workspace import open_workspace
+
+
+@click.command()
+@spec_dir_argument
+@template_options
+def lock(
+    spec_dir: str, environment: str | None, variables: tuple[str, ...], var_files: tuple[str, ...]
+) -> None:
+    """Resolve image digests, dataset manifest digests and code commits into trainform.lock."""
+    workspace = load_or_exit(
+        lambda: open_workspace(spec_dir, environment, variables, var_files), "text"
+    )
+    try:
+        pins = resolve_pins(build_desired(workspace.specs), workspace.providers, workspace.root)
+    finally:
+        workspace.providers.close()
+    path = workspace.root / LOCK_FILE
+    previous = path.read_text(encoding="utf-8") if path.exists() else None
+    text = pins.dumps()
+    if previous == text:
+        click.echo(f"{LOCK_FILE} is up to date.")
+        return
+    path.write_text(text, encoding="utf-8")
+    click.echo(
+        f"Wrote {path}: {len(pins.images)} image(s), {len(pins.datasets)} dataset "
+        f"version(s), {len(pins.code)} code location(s). Commit it."
+    )
+
+
+def _tick(workspace) -> None:  # type: ignore[no-untyped-def]
+    for instance in workspace.config.providers:
+        provider = workspace.providers.get(instance.name)
+        tick = getattr(provider, "tick", None)
+        if callable(tick):
+            tick()
+
+
+@click.command()
+@click.argument("address", required=False)
+@click.option(
+    "--dir", "spec_dir", default=".", type=click.Path(file_okay=False), help="Spec folder."
+)
+@template_options
+@click.option("--wait", is_flag=True, help="Wait until no run or evaluation is queued or running.")
+@click.option("--timeout", default=600.0, show_default=True, help="Seconds --wait waits at most.")
+@format_option("text", "json")
+def status(
+    address: str | None,
+    spec_dir: str,
+    environment: str | None,
+    variables: tuple[str, ...],
+    var_files: tuple[str, ...],
+    wait: bool,
+    timeout: float,
+    output_format: str,
+) -> None:
+    """Show each training job: phase, why it waits, step, checkpoints, evaluations, gates."""
+    workspace = load_or_exit(
+        lambda: open_workspace(spec_dir, environment, variables, var_files), output_format
+    )
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            if wait:
+                _tick(workspace)
+            reports = job_status(workspace, address)
+            if not wait or all(r.settled for r in reports):
+                break
+            if time.monotonic() > deadline:
+                click.echo(f"Timed out after {timeout:g}s waiting for jobs.", err=True)
+                click.echo(render_status_text(reports, use_color()), color=use_color())
+                sys.exit(1)
+            if output_format == "text":
+                busy = ", ".join(
+                    f"{r.address} {r.phase}"
+                    + (f" step {r.current_step}" if r.current_step is not None else "")
+                    for r in reports
+                    if not r.settled
+                )
+                click.echo(f"waiting: {busy}")
+            time.sleep(1.0)
+    finally:
+        workspace.providers.close()
+    if address is not None and not reports:
+        click.echo(f"error: no TrainingJob {address} in the specs", err=True)
+        sys.exit(1)
+    if output_format == "json":
+        click.echo(render_status_json(reports), nl=False)
+    else:
+        click.echo(render_status_text(reports, use_color()), nl=False, color=use_color())

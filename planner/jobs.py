@@ -1,0 +1,407 @@
+"""TrainingJob reconciliation: run identity, and the next step of a job's state machine.
+
+Provider-independent. A job's *run* is identified by a hash of what makes it reproducible
+(image digest, dataset manifest digests, code commit, command, parameters, resources,
+initialisation); a change to any of them plans a new run (replace; the old run and its
+checkpoints stay in history), anything else is an in-place update. For the current run the
+plan is: submit it (create), wait (no-op while queued or running), resume a failed or
+preempted attempt from its latest valid checkpoint (while retries remain), or evaluate a
+succeeded run with the suites bound to it; gate results, exhausted retries, invalid
+checkpoints and mutated data become findings. Nothing is submitted on mutated data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from planner.desired import DesiredItem
+from planner.diff import diff_documents
+from planner.gates import evaluate_gates, overall
+from planner.lockfile import LockFile, code_key
+from planner.plan_model import Action, PlanFinding, ResourceChange
+from planner.state import ResourceState, canonical_json
+from providers.jobs import DatasetInput, JobLaunch
+from specs import Duration
+
+
+@dataclass
+class JobContext:
+    desired: dict[str, DesiredItem]
+    pins: LockFile
+    spec_root: Path
+    runs_of: Callable[[str], list[dict[str, Any]] | None]
+    mutated: dict[str, set[str]] = field(default_factory=dict)
+
+
+def _seconds(text: str | None) -> int | None:
+    return Duration(text).seconds if text else None
+
+
+def _refs(item: DesiredItem, prefix: str) -> list[tuple[str, str, str | None]]:
+    return [r for r in item.references if r[0] == prefix or r[0].startswith(prefix + ".")]
+
+
+def identity_inputs(item: DesiredItem, ctx: JobContext) -> dict[str, Any]:
+    spec = item.document["spec"]
+    image = next((a for _, a, _ in _refs(item, "spec.image")), "")
+    datasets = []
+    for _, address, version in _refs(item, "spec.datasets"):
+        key = f"{address}@{version}"
+        pinned = ctx.pins.datasets.get(key, {}).get("manifestDigest")
+        datasets.append({"dataset": key, "manifestDigest": pinned or "unpinned"})
+    code = spec.get("code")
+    inputs: dict[str, Any] = {
+        "image": {
+            "image": image,
+            "digest": ctx.pins.images.get(image, {}).get("digest", "unpinned"),
+        },
+        "datasets": sorted(datasets, key=lambda d: d["dataset"]),
+        "code": {"location": code_key(code), **ctx.pins.code.get(code_key(code), {})}
+        if code
+        else None,
+        "command": spec["command"],
+        "parameters": spec["parameters"],
+        "resources": spec["resources"],
+    }
+    if spec.get("initFrom"):
+        inputs["initFrom"] = spec["initFrom"]
+    return inputs
+
+
+def run_id_of(inputs: dict[str, Any]) -> str:
+    return "r-" + hashlib.sha256(canonical_json(inputs).encode()).hexdigest()[:12]
+
+
+def _input_changes(before: dict[str, Any] | None, after: dict[str, Any]) -> list[str]:
+    if not before:
+        return ["reproducibility inputs changed"]
+    return [
+        f"{c.path}: {_short(c.before)} -> {_short(c.after)}" for c in diff_documents(before, after)
+    ] or ["reproducibility inputs changed"]
+
+
+def _short(value: Any) -> str:
+    text = str(value) if not isinstance(value, str) else value
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _dataset_inputs(item: DesiredItem, ctx: JobContext) -> list[DatasetInput]:
+    inputs = []
+    for _, address, version in _refs(item, "spec.datasets"):
+        dataset = ctx.desired[address]
+        chosen = version or dataset.document["spec"]["versions"][-1]["name"]
+        pinned = ctx.pins.datasets.get(f"{address}@{chosen}", {}).get("manifestDigest", "")
+        inputs.append(DatasetInput(dataset.name, address, chosen, pinned, dataset.document))
+    return inputs
+
+
+def _code_dir(spec: dict[str, Any], ctx: JobContext) -> str | None:
+    code = spec.get("code")
+    if not code or "://" in code["repo"]:
+        return None
+    return str((ctx.spec_root / code["repo"] / (code.get("path") or "")).resolve())
+
+
+def _queue(item: DesiredItem, ctx: JobContext) -> DesiredItem:
+    address = next(a for _, a, _ in _refs(item, "spec.queue"))
+    return ctx.desired[address]
+
+
+def training_launch(
+    item: DesiredItem, ctx: JobContext, run_id: str, attempt: int, resume_from: str | None
+) -> JobLaunch:
+    spec = item.document["spec"]
+    queue = _queue(item, ctx)
+    checkpoint = spec.get("checkpoint") or {}
+    return JobLaunch(
+        address=item.address,
+        run_id=run_id,
+        attempt=attempt,
+        kind="train",
+        project=item.project,
+        queue=queue.name,
+        priority=spec["priority"]
+        if spec.get("priority") is not None
+        else queue.document["spec"]["defaultPriority"],
+        command=list(spec["command"]),
+        code_dir=_code_dir(spec, ctx),
+        parameters=dict(spec["parameters"]),
+        env=dict(spec["env"]),
+        datasets=_dataset_inputs(item, ctx),
+        cpu=spec["resources"]["cpu"],
+        memory=spec["resources"]["memory"],
+        gpus=spec["resources"]["acceleratorsPerNode"] * spec["resources"]["nodes"],
+        nodes=spec["resources"]["nodes"],
+        checkpoint_interval=_seconds(checkpoint.get("interval")),
+        keep_last=checkpoint.get("keepLast"),
+        checkpoint_prefix=checkpoint.get("prefix") or "",
+        resume_from=resume_from,
+        max_runtime=_seconds(spec.get("maxRuntime")),
+    )
+
+
+def evaluation_launch(
+    item: DesiredItem, suite: DesiredItem, ctx: JobContext, run_id: str, attempt: int
+) -> JobLaunch:
+    job = item.document["spec"]
+    spec = suite.document["spec"]
+    resources = spec.get("resources") or {
+        "cpu": "1",
+        "memory": str(512 * 2**20),
+        "nodes": 1,
+        "acceleratorsPerNode": 0,
+    }
+    return JobLaunch(
+        address=item.address,
+        run_id=run_id,
+        attempt=attempt,
+        kind="eval",
+        project=item.project,
+        queue=_queue(item, ctx).name,
+        priority=job["priority"]
+        if job.get("priority") is not None
+        else _queue(item, ctx).document["spec"]["defaultPriority"],
+        command=list(spec["command"]),
+        code_dir=_code_dir(spec, ctx),
+        parameters=dict(job["parameters"]),
+        env={},
+        datasets=_dataset_inputs(suite, ctx),
+        cpu=resources["cpu"],
+        memory=resources["memory"],
+        gpus=resources["acceleratorsPerNode"] * resources["nodes"],
+        nodes=resources["nodes"],
+        max_runtime=_seconds(spec.get("timeout")),
+        suite=suite.address,
+        model_run=run_id,
+    )
+
+
+def _blocked(item: DesiredItem, ctx: JobContext) -> list[str]:
+    reasons = []
+    for _, address, version in _refs(item, "spec.datasets"):
+        if version in ctx.mutated.get(address, set()):
+            reasons.append(f"dataset {address}@{version} was mutated under its pinned version")
+    return reasons
+
+
+def _suites(item: DesiredItem, ctx: JobContext) -> list[DesiredItem]:
+    return [ctx.desired[a] for _, a, _ in _refs(item, "spec.evaluations")]
+
+
+def plan_job(
+    item: DesiredItem, previous: ResourceState | None, ctx: JobContext, refreshed: bool
+) -> tuple[ResourceChange, list[PlanFinding]]:
+    """The next step for one job, with its reasons, and what the plan should point out."""
+    provider = item.providers[0]
+    inputs = identity_inputs(item, ctx)
+    run_id = run_id_of(inputs)
+    recorded = previous.outputs.get(provider, {}) if previous else {}
+    current = recorded.get("runId")
+    history = list(recorded.get("history", []))
+    findings: list[PlanFinding] = []
+    blocked = _blocked(item, ctx)
+
+    def change(
+        action: Action, reasons: list[str], job: dict[str, Any] | None = None, **extra: Any
+    ) -> ResourceChange:
+        return ResourceChange(
+            item.address,
+            item.kind,
+            action,
+            item.providers,
+            reasons,
+            before=previous.spec if previous else None,
+            after=item.document,
+            after_hash=item.spec_hash,
+            dependencies=item.dependencies,
+            previous_dependencies=previous.dependencies if previous else [],
+            location=item.location,
+            job=job or {},
+            **extra,
+        )
+
+    def base_job(attempt: int, **more: Any) -> dict[str, Any]:
+        return {"runId": run_id, "inputs": inputs, "attempt": attempt, "history": history, **more}
+
+    def hold(why: list[str]) -> tuple[ResourceChange, list[PlanFinding]]:
+        for reason in why:
+            findings.append(
+                PlanFinding(item.address, "not-submitted", "warning", f"not submitted: {reason}")
+            )
+        return change(Action.NOOP, why), findings
+
+    if current is None:
+        if blocked:
+            return hold(blocked)
+        launch = training_launch(item, ctx, run_id, 1, None)
+        return change(
+            Action.CREATE, [f"submit run {run_id}"], base_job(1, launch=launch.to_json())
+        ), findings
+    if current != run_id:
+        if blocked:
+            return hold(blocked)
+        reasons = _input_changes(recorded.get("inputs"), inputs)
+        reasons = [f"{r}: a reproducibility input changed, so this is a new run" for r in reasons]
+        reasons.append(f"run {current} and its checkpoints stay in history")
+        launch = training_launch(item, ctx, run_id, 1, None)
+        job = base_job(1, launch=launch.to_json(), cancel=current, history=history + [current])
+        return change(Action.REPLACE, reasons, job), findings
+
+    spec_changed = previous is not None and previous.spec_hash != item.spec_hash
+    in_place = (
+        [c.path for c in diff_documents(previous.spec if previous else {}, item.document)]
+        if spec_changed
+        else []
+    )
+    runs = ctx.runs_of(item.address) if refreshed else None
+    run = next((r for r in runs or [] if r["run_id"] == run_id), None)
+    if run is None or not run["attempts"]:
+        if refreshed:
+            launch = training_launch(item, ctx, run_id, 1, None)
+            return change(
+                Action.CREATE,
+                [f"run {run_id} is unknown to the provider: submit it"],
+                base_job(1, launch=launch.to_json()),
+            ), findings
+        return _in_place(change, in_place, recorded), findings
+    findings += _checkpoint_findings(item.address, run)
+    latest = run["attempts"][-1]
+    phase = latest["phase"]
+    attempts = len(run["attempts"])
+    if phase in ("queued", "running"):
+        return _in_place(change, in_place, recorded), findings
+    if phase in ("failed", "cancelled"):
+        limit = item.document["spec"]["retries"]["limit"]
+        if attempts > limit:
+            findings.append(
+                PlanFinding(
+                    item.address,
+                    "retries-exhausted",
+                    "warning",
+                    f"run {run_id}: retries exhausted ({attempts} attempts, "
+                    f"retries.limit {limit}); last attempt {phase}: "
+                    f"{latest.get('reason') or 'no reason recorded'}",
+                )
+            )
+            return _in_place(change, in_place, recorded), findings
+        if blocked:
+            return hold(blocked)
+        checkpoint = _resume_point(item, run)
+        reasons = [f"attempt {attempts} {phase}: {latest.get('reason') or 'no reason recorded'}"]
+        if checkpoint:
+            reasons.append(
+                f"resume from the latest valid checkpoint {checkpoint['id']} "
+                f"(step {checkpoint['step']})"
+            )
+        else:
+            reasons.append("no valid checkpoint to resume from: start the run over")
+        launch = training_launch(
+            item, ctx, run_id, attempts + 1, checkpoint["id"] if checkpoint else None
+        )
+        job = base_job(
+            attempts + 1,
+            launch=launch.to_json(),
+            resumeFrom=checkpoint["id"] if checkpoint else None,
+        )
+        return change(Action.RESUME, reasons, job), findings
+    # succeeded: evaluate, then judge the gates
+    launches = []
+    reasons = []
+    for suite in _suites(item, ctx):
+        tried = [e for e in run.get("evaluations", []) if e["suite"] == suite.address]
+        last = tried[-1] if tried else None
+        if last is None or (
+            last["phase"] in ("failed", "cancelled")
+            and len(tried) <= item.document["spec"]["retries"]["limit"]
+        ):
+            launches.append(evaluation_launch(item, suite, ctx, run_id, len(tried) + 1).to_json())
+            reasons.append(
+                f"run {run_id} succeeded: evaluate with {suite.address}"
+                + (f" (attempt {len(tried) + 1})" if tried else "")
+            )
+            continue
+        if last["phase"] == "succeeded":
+            results = evaluate_gates(
+                suite.document["spec"]["gates"],
+                last.get("metrics"),
+                _baseline_lookup(item, ctx, suite),
+            )
+            verdict = overall(results)
+            if verdict != "pass":
+                findings.append(
+                    PlanFinding(
+                        item.address,
+                        f"gate-{verdict}",
+                        "warning",
+                        f"{suite.address} on run {run_id}: "
+                        + "; ".join(r.describe() for r in results if r.status != "pass"),
+                    )
+                )
+        elif last["phase"] in ("failed", "cancelled"):
+            findings.append(
+                PlanFinding(
+                    item.address,
+                    "evaluation-failed",
+                    "warning",
+                    f"{suite.address} on run {run_id} {last['phase']}: {last.get('reason', '')}",
+                )
+            )
+    if launches:
+        return change(Action.EVALUATE, reasons, base_job(attempts, evaluations=launches)), findings
+    return _in_place(change, in_place, recorded), findings
+
+
+def _in_place(
+    change: Callable[..., ResourceChange], paths: list[str], recorded: dict[str, Any]
+) -> ResourceChange:
+    if not paths:
+        return change(Action.NOOP, [])
+    job = {k: v for k, v in recorded.items()}
+    return change(Action.UPDATE, [f"{p} changed (in place: the run continues)" for p in paths], job)
+
+
+def _resume_point(item: DesiredItem, run: dict[str, Any]) -> dict[str, Any] | None:
+    if item.document["spec"]["resume"]["policy"] == "never":
+        return None
+    valid = [c for c in run.get("checkpoints", []) if c["valid"]]
+    return max(valid, key=lambda c: c["step"]) if valid else None
+
+
+def _checkpoint_findings(address: str, run: dict[str, Any]) -> list[PlanFinding]:
+    return [
+        PlanFinding(
+            address,
+            "checkpoint-invalid",
+            "warning",
+            f"run {run['run_id']}: checkpoint {c['id']} is not usable: {c['problem']}",
+        )
+        for c in run.get("checkpoints", [])
+        if not c["valid"]
+    ]
+
+
+def _baseline_lookup(
+    item: DesiredItem, ctx: JobContext, suite: DesiredItem
+) -> Callable[[str], dict[str, Any] | None]:
+    def lookup(job: str) -> dict[str, Any] | None:
+        address = next(
+            (
+                a
+                for p, a, _ in suite.references
+                if p.endswith("baseline.job") and a.endswith("/" + job.split("/")[-1])
+            ),
+            None,
+        )
+        if address is None:
+            return None
+        for run in reversed(ctx.runs_of(address) or []):
+            for evaluation in reversed(run.get("evaluations", [])):
+                if evaluation["suite"] == suite.address and evaluation["phase"] == "succeeded":
+                    return evaluation.get("metrics")  # type: ignore[no-any-return]
+        return None
+
+    return lookup

@@ -1,0 +1,158 @@
+"""`trainform.lock`: what names resolved to, so that what runs is exactly what Git says.
+
+The lock records, per spec folder: each Image's content digest, each Dataset version's
+manifest digest, and each code location's commit (or, for code that is not in a Git work
+tree, the digest of its files). `trainform lock` writes it; plans use it to compute run
+identities; `plan --locked` refuses to run when an entry is missing or no longer matches
+what the providers and the code report (a stale lock).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from planner.desired import DesiredItem
+from planner.errors import PlannerError
+from planner.session import ProviderSet
+from providers.base import DesiredResource
+from providers.errors import ProviderError
+from providers.local.datasets import build_manifest
+
+LOCK_FILE = "trainform.lock"
+LOCK_FORMAT_VERSION = 1
+
+
+class LockError(PlannerError):
+    """The lock file is missing, unreadable or stale."""
+
+
+@dataclass
+class LockFile:
+    images: dict[str, dict[str, Any]] = field(default_factory=dict)
+    datasets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    code: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "formatVersion": LOCK_FORMAT_VERSION,
+            "images": dict(sorted(self.images.items())),
+            "datasets": dict(sorted(self.datasets.items())),
+            "code": dict(sorted(self.code.items())),
+        }
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def read(cls, root: Path) -> LockFile | None:
+        path = root / LOCK_FILE
+        if not path.exists():
+            return None
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if data.get("formatVersion") != LOCK_FORMAT_VERSION:
+                raise ValueError(f"unsupported formatVersion {data.get('formatVersion')!r}")
+            return cls(dict(data["images"]), dict(data["datasets"]), dict(data["code"]))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise LockError(f"cannot read {path}: {exc}") from None
+
+
+def code_key(code: dict[str, Any]) -> str:
+    return f"{code['repo']}#{code.get('path') or '.'}"
+
+
+def resolve_code(code: dict[str, Any], spec_root: Path) -> dict[str, Any]:
+    """The commit of code at `code` (a spec's `code:` mapping), or its content digest."""
+    if code.get("commit"):
+        return {"commit": code["commit"]}
+    repo = code["repo"]
+    if "://" in repo or repo.startswith("git@"):
+        ref = code.get("ref") or "HEAD"
+        result = _git(["ls-remote", repo, ref], spec_root)
+        if result is None or not result.split():
+            raise LockError(f"cannot resolve {repo} {ref}: git ls-remote found nothing")
+        return {"commit": result.split()[0], "ref": ref}
+    folder = (spec_root / repo / (code.get("path") or "")).resolve()
+    if not folder.is_dir():
+        raise LockError(f"cannot resolve code {repo}: {folder} is not a folder")
+    head = _git(["rev-parse", "HEAD"], folder)
+    dirty = _git(["status", "--porcelain", "--", "."], folder)
+    if head and dirty == "":
+        return {"commit": head.strip()}
+    manifest = build_manifest(folder)
+    files = [f for f in manifest.files if "__pycache__" not in f[0] and not f[0].startswith(".")]
+    from providers.local.datasets import Manifest
+
+    return {"contentDigest": Manifest(tuple(files)).digest}
+
+
+def _git(args: list[str], cwd: Path) -> str | None:
+    try:
+        result = subprocess.run(
+            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=60, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return result.stdout if result.returncode == 0 else None
+
+
+def resolve_pins(
+    desired: dict[str, DesiredItem], providers: ProviderSet, spec_root: Path
+) -> LockFile:
+    """Resolve every image, dataset and code location the specs use, now."""
+    lock = LockFile()
+    problems = []
+    for item in desired.values():
+        try:
+            if item.kind in ("Image", "Dataset"):
+                resource = DesiredResource(
+                    item.address, item.kind, item.name, item.project, item.document
+                )
+                provider = providers.get(item.providers[0])
+                pins = provider.resolve(resource)
+                if item.kind == "Image":
+                    lock.images[item.address] = {"digest": pins["digest"]}
+                else:
+                    for version, summary in pins["versions"].items():
+                        lock.datasets[f"{item.address}@{version}"] = {
+                            "manifestDigest": summary["manifestDigest"]
+                        }
+            code = (
+                item.document["spec"].get("code")
+                if item.kind in ("TrainingJob", "EvalSuite")
+                else None
+            )
+            if code:
+                lock.code[code_key(code)] = resolve_code(code, spec_root)
+        except (ProviderError, LockError) as exc:
+            problems.append(f"{item.address}: {exc}")
+    if problems:
+        raise LockError("cannot resolve pins:\n  " + "\n  ".join(problems))
+    return lock
+
+
+def stale_entries(locked: LockFile | None, current: LockFile) -> list[str]:
+    """What differs between the lock file and what resolves now, one line per entry."""
+    if locked is None:
+        return [f"{LOCK_FILE} is missing: run `trainform lock` and commit it"]
+    problems = []
+    for section in ("images", "datasets", "code"):
+        old, new = getattr(locked, section), getattr(current, section)
+        for key in sorted(set(old) | set(new)):
+            if key not in old:
+                problems.append(f"{section} {key}: not in {LOCK_FILE}")
+            elif key not in new:
+                problems.append(f"{section} {key}: locked but no longer used by the specs")
+            elif old[key] != new[key]:
+                problems.append(
+                    f"{section} {key}: locked {_short(old[key])}, now {_short(new[key])}"
+                )
+    return problems
+
+
+def _short(entry: dict[str, Any]) -> str:
+    return ", ".join(f"{key}={value}" for key, value in sorted(entry.items()))

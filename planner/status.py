@@ -1,0 +1,145 @@
+"""job_status: what each training job is doing, read live from its provider.
+
+Per job: the current run and attempt, its phase and why it waits, the current step, the
+latest valid checkpoint and any invalid ones, evaluations with their metrics and gate
+results, and earlier runs kept in history.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from planner.desired import DesiredItem, build_desired
+from planner.gates import evaluate_gates, overall
+from planner.jobs import JobContext, identity_inputs, run_id_of
+from planner.lockfile import LockFile, resolve_pins
+from planner.refresh import Target, observe_all
+from planner.workspace import Workspace
+from providers.base import ObserveRequest
+
+
+@dataclass
+class JobReport:
+    address: str
+    run_id: str | None
+    phase: str
+    reason: str = ""
+    attempt: int = 0
+    current_step: int | None = None
+    latest_checkpoint: dict[str, Any] | None = None
+    invalid_checkpoints: list[dict[str, Any]] = field(default_factory=list)
+    evaluations: list[dict[str, Any]] = field(default_factory=list)
+    history: list[dict[str, Any]] = field(default_factory=list)
+    log: str = ""
+
+    @property
+    def settled(self) -> bool:
+        """Nothing is running or waiting for this job right now."""
+        busy = self.phase in ("queued", "running") or any(
+            e["phase"] in ("queued", "running") for e in self.evaluations
+        )
+        return not busy
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "address": self.address,
+            "runId": self.run_id,
+            "phase": self.phase,
+            "reason": self.reason,
+            "attempt": self.attempt,
+            "currentStep": self.current_step,
+            "latestValidCheckpoint": self.latest_checkpoint,
+            "invalidCheckpoints": self.invalid_checkpoints,
+            "evaluations": self.evaluations,
+            "history": self.history,
+            "log": self.log,
+        }
+
+
+def _observe_jobs(workspace: Workspace, jobs: list[DesiredItem]) -> dict[str, list[dict[str, Any]]]:
+    targets = [
+        Target(
+            job.providers[0],
+            ObserveRequest(job.address, job.kind, job.name, job.project, job.document),
+        )
+        for job in jobs
+        if workspace.providers.get(job.providers[0]).supports(job.kind)
+    ]
+    observed = observe_all(workspace.providers, targets)
+    return {address: list(o.status.get("runs", [])) for (address, _), o in observed.items()}
+
+
+def job_status(workspace: Workspace, address: str | None = None) -> list[JobReport]:
+    desired = build_desired(workspace.specs)
+    jobs = [d for d in desired.values() if d.kind == "TrainingJob"]
+    if address is not None:
+        jobs = [j for j in jobs if j.address == address]
+    if not jobs:
+        return []
+    state = workspace.backend.read()
+    runs = _observe_jobs(workspace, jobs)
+    pins = LockFile.read(workspace.root) or resolve_pins(
+        desired, workspace.providers, workspace.root
+    )
+    context = JobContext(desired, pins, workspace.root, runs.get)
+    reports = []
+    for job in jobs:
+        recorded = {}
+        if state and job.address in state.resources:
+            recorded = state.resources[job.address].outputs.get(job.providers[0], {})
+        current = recorded.get("runId") or run_id_of(identity_inputs(job, context))
+        reports.append(_report(job, current, runs.get(job.address, []), context))
+    return reports
+
+
+def _report(
+    job: DesiredItem, run_id: str, runs: list[dict[str, Any]], context: JobContext
+) -> JobReport:
+    run = next((r for r in runs if r["run_id"] == run_id), None)
+    history = [
+        {
+            "runId": r["run_id"],
+            "phase": r["attempts"][-1]["phase"] if r["attempts"] else "unknown",
+            "attempts": len(r["attempts"]),
+            "checkpoints": [c["id"] for c in r.get("checkpoints", [])],
+        }
+        for r in runs
+        if r["run_id"] != run_id
+    ]
+    if run is None or not run["attempts"]:
+        return JobReport(
+            job.address, run_id, "not submitted", "run `trainform apply`", history=history
+        )
+    latest = run["attempts"][-1]
+    valid = [c for c in run.get("checkpoints", []) if c["valid"]]
+    evaluations = []
+    for _, suite_address, _ in [r for r in job.references if r[0].startswith("spec.evaluations")]:
+        suite = context.desired[suite_address]
+        tried = [e for e in run.get("evaluations", []) if e["suite"] == suite_address]
+        last = tried[-1] if tried else None
+        metrics = last.get("metrics") if last and last["phase"] == "succeeded" else None
+        results = evaluate_gates(suite.document["spec"]["gates"], metrics)
+        evaluations.append(
+            {
+                "suite": suite_address,
+                "phase": last["phase"] if last else "not run",
+                "metrics": metrics or {},
+                "gate": overall(results) if last else "pending",
+                "gates": [r.to_json() | {"text": r.describe()} for r in results],
+                "reason": last.get("reason", "") if last else "",
+            }
+        )
+    return JobReport(
+        address=job.address,
+        run_id=run_id,
+        phase=latest["phase"],
+        reason=latest.get("reason", ""),
+        attempt=latest["attempt"],
+        current_step=run.get("current_step"),
+        latest_checkpoint=max(valid, key=lambda c: c["step"]) if valid else None,
+        invalid_checkpoints=[c for c in run.get("checkpoints", []) if not c["valid"]],
+        evaluations=evaluations,
+        history=history,
+        log=latest.get("log", ""),
+    )
