@@ -9,6 +9,7 @@ recorded, and any change under a recorded or pinned version is reported as data 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import platform
 import shutil
@@ -188,6 +189,23 @@ class LocalProvider(Provider):
             exists=True, live=live, outputs=_public(stored), findings=tuple(findings)
         )
 
+    def resolve(self, resource: DesiredResource) -> dict[str, Any]:
+        if resource.kind == "Image":
+            facts = host_runtime()
+            return {"digest": digest_of(facts), "runtime": facts}
+        if resource.kind == "Dataset":
+            source = resolve_source(resource.spec["source"], self.spec_root)
+            versions = {}
+            for version in resource.spec["versions"]:
+                folder = source / (version.get("path") or version["name"])
+                if not folder.is_dir():
+                    raise PermanentProviderError(
+                        f"version {version['name']}: {folder} is not a folder"
+                    )
+                versions[version["name"]] = build_manifest(folder).summary()
+            return {"versions": versions}
+        return super().resolve(resource)
+
     def adopt(self, request: ObserveRequest, identifier: str) -> Observation:
         if identifier != request.address and self.database.get_many([request.address]):
             raise PermanentProviderError(
@@ -217,13 +235,8 @@ class LocalProvider(Provider):
         if resource.kind == "Dataset":
             outputs = self._record_dataset(resource)
         elif resource.kind == "Image":
-            outputs = {
-                "runtime": "host",
-                "python": platform.python_version(),
-                "implementation": platform.python_implementation(),
-                "platform": platform.platform(),
-                "executable": sys.executable,
-            }
+            facts = host_runtime()
+            outputs = {"runtime": "host", "digest": digest_of(facts), **facts}
         try:
             self.database.upsert(
                 resource.address,
@@ -284,6 +297,21 @@ class LocalProvider(Provider):
                         source / (version.get("path") or version["name"]), ignore_errors=True
                     )
         self.database.delete(address, self.manager)
+
+
+def host_runtime() -> dict[str, str]:
+    """What `runtime: host` means on this machine, recorded and pinned by digest."""
+    return {
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "executable": sys.executable,
+    }
+
+
+def digest_of(value: Any) -> str:
+    encoded = json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+    return "sha256:" + hashlib.sha256(encoded).hexdigest()
 
 
 def _public(outputs: dict[str, Any]) -> dict[str, Any]:
