@@ -122,6 +122,8 @@ def detect_drift(state: State | None, providers: ProviderSet) -> DriftReport:
                         changes,
                     )
                 )
+        if resource.kind == "TrainingJob":
+            findings += job_drift(state, address, name, observation.status.get("runs", []))
         for finding in observation.findings:
             findings.append(
                 DriftFinding(
@@ -153,3 +155,66 @@ def _compute_instances(providers: ProviderSet) -> set[str]:
     from providers.registry import PROVIDER_CLASSES
 
     return {p.name for p in providers.config.providers if p.type in PROVIDER_CLASSES}
+
+
+def job_drift(
+    state: State, address: str, provider: str, runs: list[dict[str, Any]]
+) -> list[DriftFinding]:
+    """Failed runs, unusable checkpoints, missing or failing evaluations of a job's run."""
+    from planner.gates import evaluate_gates, overall
+
+    resource = state.resources[address]
+    run_id = resource.outputs.get(provider, {}).get("runId")
+    run = next((r for r in runs if r["run_id"] == run_id), None)
+    if run is None or not run["attempts"]:
+        return []
+    findings = []
+
+    def add(drift: str, message: str, **evidence: Any) -> None:
+        findings.append(
+            DriftFinding(address, "TrainingJob", drift, message, provider, evidence=evidence)
+        )
+
+    latest = run["attempts"][-1]
+    if latest["phase"] in ("failed", "cancelled"):
+        add(
+            "job-failed",
+            f"run {run_id} attempt {latest['attempt']} {latest['phase']}: "
+            f"{latest.get('reason') or 'no reason recorded'}",
+            log=latest.get("log", ""),
+        )
+    for checkpoint in run.get("checkpoints", []):
+        if not checkpoint["valid"]:
+            add(
+                "checkpoint-invalid",
+                f"run {run_id}: checkpoint {checkpoint['id']} is not "
+                f"usable: {checkpoint['problem']}",
+                checkpoint=checkpoint["id"],
+            )
+    if latest["phase"] != "succeeded":
+        return findings
+    suites = [d for d in resource.dependencies if d.startswith("EvalSuite/")]
+    for suite in suites:
+        tried = [e for e in run.get("evaluations", []) if e["suite"] == suite]
+        last = tried[-1] if tried else None
+        if last is None:
+            add("evaluation-missing", f"run {run_id} succeeded but was never evaluated by {suite}")
+            continue
+        if last["phase"] in ("failed", "cancelled"):
+            add(
+                "evaluation-failing",
+                f"{suite} on run {run_id} {last['phase']}: {last.get('reason', '')}",
+            )
+            continue
+        suite_state = state.resources.get(suite)
+        if last["phase"] != "succeeded" or suite_state is None:
+            continue
+        results = evaluate_gates(suite_state.spec["spec"]["gates"], last.get("metrics"))
+        if overall(results) == "fail":
+            add(
+                "evaluation-failing",
+                f"{suite} on run {run_id}: gate failed: "
+                + "; ".join(r.describe() for r in results if r.status == "fail"),
+                metrics=last.get("metrics", {}),
+            )
+    return findings

@@ -1,16 +1,22 @@
 """Character-bigram language model: a real (tiny) training loop for the quickstart.
 
 Reads text files from the dataset folder, counts character bigrams in steps, writes a
-checkpoint (model + manifest with sizes and sha256) at the interval trainform passes, and
+checkpoint (model + manifest with sizes and sha256) every few steps, and
 resumes from the checkpoint trainform names. Standard library only.
 
 Environment (set by trainform's local provider):
   TRAINFORM_DATASET_TINY_CORPUS  folder of the pinned dataset version
   TRAINFORM_CHECKPOINT_DIR       where to write checkpoints (one folder per step)
   TRAINFORM_RESUME_FROM          checkpoint folder to resume from (may be empty)
-  TRAINFORM_CHECKPOINT_INTERVAL  seconds between checkpoints
   TRAINFORM_PARAM_STEPS          number of training steps
+  TRAINFORM_PARAM_CHECKPOINTEVERY  steps between checkpoints (default 5)
+  TRAINFORM_PARAM_STEPSECONDS    seconds each step takes (default 0: as fast as possible);
+                                 the example sets it so a run lasts long enough to watch
   TRAINFORM_OUTPUT_DIR           where the final model goes
+  TRAINFORM_PROGRESS_FILE        where to report the current step
+
+Deterministic: the same data and parameters give the same model, whether the run went
+through in one attempt or resumed from a checkpoint.
 """
 
 from __future__ import annotations
@@ -54,7 +60,9 @@ def main() -> int:
     checkpoints = Path(os.environ["TRAINFORM_CHECKPOINT_DIR"])
     output = Path(os.environ.get("TRAINFORM_OUTPUT_DIR", checkpoints.parent / "output"))
     steps = int(os.environ.get("TRAINFORM_PARAM_STEPS", "40"))
-    interval = float(os.environ.get("TRAINFORM_CHECKPOINT_INTERVAL", "60"))
+    every = int(os.environ.get("TRAINFORM_PARAM_CHECKPOINTEVERY", "5"))
+    pause = float(os.environ.get("TRAINFORM_PARAM_STEPSECONDS", "0"))
+    progress = os.environ.get("TRAINFORM_PROGRESS_FILE", "")
     resume = os.environ.get("TRAINFORM_RESUME_FROM", "")
 
     step, counts = (0, {})
@@ -62,16 +70,17 @@ def main() -> int:
         step, counts = load_checkpoint(Path(resume))
         print(f"resumed from {resume} at step {step}", flush=True)
     chunk = max(1, len(corpus) // steps)
-    last_checkpoint = time.monotonic()
     while step < steps:
         text = corpus[step * chunk : (step + 1) * chunk + 1]
         for left, right in zip(text, text[1:], strict=False):
             counts[left + right] = counts.get(left + right, 0) + 1
         step += 1
+        time.sleep(pause)
         print(f"step {step}/{steps} bigrams={len(counts)}", flush=True)
-        if time.monotonic() - last_checkpoint >= interval or step == steps:
+        if progress:
+            Path(progress).write_text(json.dumps({"step": step}))
+        if step % every == 0 or step == steps:
             write_checkpoint(checkpoints, step, counts)
-            last_checkpoint = time.monotonic()
     output.mkdir(parents=True, exist_ok=True)
     (output / "model.json").write_text(json.dumps({"step": step, "counts": counts}, sort_keys=True))
     return 0
