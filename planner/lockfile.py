@@ -156,3 +156,25 @@ def stale_entries(locked: LockFile | None, current: LockFile) -> list[str]:
 
 def _short(entry: dict[str, Any]) -> str:
     return ", ".join(f"{key}={value}" for key, value in sorted(entry.items()))
+
+
+def pins_from_state(resources: dict[str, Any]) -> LockFile:
+    """The pins recorded by applied runs: what a plan without refresh or lock can use."""
+    lock = LockFile()
+    for resource in resources.values():
+        if resource.kind != "TrainingJob":
+            continue
+        for outputs in resource.outputs.values():
+            inputs = outputs.get("inputs") or {}
+            image = inputs.get("image") or {}
+            if image.get("digest", "unpinned") != "unpinned":
+                lock.images[image["image"]] = {"digest": image["digest"]}
+            for dataset in inputs.get("datasets", []):
+                if dataset.get("manifestDigest", "unpinned") != "unpinned":
+                    lock.datasets[dataset["dataset"]] = {
+                        "manifestDigest": dataset["manifestDigest"]
+                    }
+            code = inputs.get("code")
+            if code:
+                lock.code[code["location"]] = {k: v for k, v in code.items() if k != "location"}
+    return lock

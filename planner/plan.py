@@ -19,7 +19,7 @@ from planner.desired import DesiredItem, build_desired, spec_digest
 from planner.diff import FieldChange, diff_documents
 from planner.errors import PlannerError
 from planner.jobs import JobContext, plan_job
-from planner.lockfile import LOCK_FILE, LockFile, resolve_pins, stale_entries
+from planner.lockfile import LOCK_FILE, LockFile, pins_from_state, resolve_pins, stale_entries
 from planner.normalize import humanize
 from planner.plan_model import Action, Plan, PlanFinding, ResourceChange
 from planner.refresh import Target, observe_all
@@ -141,7 +141,7 @@ def make_plan(
         observations = observe_all(providers, _observe_targets(desired, recorded, providers))
         findings += _observation_findings(observations)
 
-    jobs = _job_context(specs, desired, providers, observations, options)
+    jobs = _job_context(specs, desired, recorded, providers, observations, options)
     changes = []
     for address in sorted(set(desired) | set(recorded)):
         item = desired.get(address)
@@ -198,6 +198,7 @@ def make_plan(
 def _job_context(
     specs: SpecSet | None,
     desired: dict[str, DesiredItem],
+    recorded: dict[str, ResourceState],
     providers: ProviderSet,
     observations: dict[tuple[str, str], Observation],
     options: PlanOptions,
@@ -206,8 +207,10 @@ def _job_context(
     if specs is None or not any(item.kind == "TrainingJob" for item in desired.values()):
         return None
     pins = options.lock
+    if pins is None and options.refresh:
+        pins = resolve_pins(desired, providers, specs.root)
     if pins is None:
-        pins = resolve_pins(desired, providers, specs.root) if options.refresh else LockFile()
+        pins = pins_from_state(recorded)
     mutated: dict[str, set[str]] = {}
     for (address, _), observation in observations.items():
         for finding in observation.findings:

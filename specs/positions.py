@@ -12,7 +12,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.error import MarkedYAMLError
 
 
 def _round_trip_loader() -> YAML:
@@ -32,7 +32,7 @@ def ruamel_error_position(text: str) -> tuple[int, int, str]:
         if mark is not None:
             return mark.line + 1, mark.column + 1, problem.replace("\n", " ")
         return 1, 1, problem
-    except (YAMLError, RecursionError, ValueError) as exc:
+    except Exception as exc:  # noqa: BLE001 - positions are best effort
         return 1, 1, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return 1, 1, ""
 
@@ -48,7 +48,7 @@ class SourceMap:
         if self._documents is None:
             try:
                 docs = [doc for doc in _round_trip_loader().load_all(self._text)]
-            except (YAMLError, RecursionError, ValueError):
+            except Exception:  # noqa: BLE001 - positions are best effort; the fast parse decides
                 docs = []
             self._documents = [doc for doc in docs if doc is not None]
         return self._documents

@@ -219,6 +219,8 @@ def _loads(text: str, duplicates: yaml_rs.DuplicateKeyPolicy) -> Any:
 
 
 def parse_text(parsed: ParsedFile) -> None:
+    from specs.positions import ruamel_error_position
+
     text = parsed.text
     try:
         result = _loads(text, yaml_rs.DuplicateKeyPolicy.Error)
@@ -226,8 +228,23 @@ def parse_text(parsed: ParsedFile) -> None:
         parsed.diagnostics.append(_decode_error(parsed, str(exc)))
         if "duplicate mapping key" not in str(exc):
             return
-        result = _loads(text, yaml_rs.DuplicateKeyPolicy.LastWins)
+        try:
+            result = _loads(text, yaml_rs.DuplicateKeyPolicy.LastWins)
+        except (yaml_rs.YAMLDecodeError, RecursionError, OverflowError, ValueError, TypeError):
+            return
         parsed.salvaged = True
+    except TypeError:
+        line, column, _ = ruamel_error_position(text)
+        parsed.diagnostics.append(
+            _error(
+                parsed.display,
+                "yaml-syntax",
+                "invalid YAML: a mapping key must be a plain value, not a mapping or a list",
+                line,
+                column,
+            )
+        )
+        return
     except (RecursionError, OverflowError, ValueError) as exc:
         parsed.diagnostics.append(_error(parsed.display, "yaml-syntax", f"invalid YAML: {exc}"))
         return

@@ -5,6 +5,11 @@ live in a SQLite database under the local root (default `.trainform/` in the spe
 folder). Pools are this machine: declared capacity is checked against its CPUs, memory
 and GPUs. Datasets are folders; each version's manifest (files, sizes, sha256) is
 recorded, and any change under a recorded or pinned version is reported as data mutated.
+
+Training jobs run as processes on this machine (JobProvider; providers/local/jobs.py):
+the engine submits attempts, admission starts them within queue and quota capacity, a
+supervisor per attempt records its outcome, and `observe` of a TrainingJob reports its
+runs. Creating or updating a TrainingJob resource runs nothing by itself.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from providers.base import (
     ValidationProblem,
 )
 from providers.errors import PermanentProviderError, ProviderConfigError
+from providers.jobs import JobLaunch, RunStatus
 from providers.local.database import PlatformDatabase
 from providers.local.datasets import (
     Manifest,
@@ -37,7 +43,10 @@ from providers.local.datasets import (
     manifest_to_json,
     resolve_source,
 )
+from providers.local.jobs import LocalJobs
 from providers.local.machine import MachineFacts, read_machine_facts
+from providers.local.runs import RunStore
+from providers.local.status import run_to_json
 
 DATABASE_FILE = "platform.db"
 
@@ -57,12 +66,14 @@ class LocalProvider(Provider):
         ),
         "Image": KindSchema("Image", forces_replacement=("spec.reference", "spec.runtime")),
         "EvalSuite": KindSchema("EvalSuite"),
+        "TrainingJob": KindSchema("TrainingJob"),
     }
 
     def __init__(self, facts: MachineFacts | None = None) -> None:
         super().__init__()
         self._facts = facts
         self._database: PlatformDatabase | None = None
+        self._jobs: LocalJobs | None = None
         self.root = Path(".trainform")
         self.spec_root = Path(".")
         self.manager = "trainform"
@@ -93,10 +104,42 @@ class LocalProvider(Provider):
                 ) from None
         return self._database
 
+    @property
+    def jobs(self) -> LocalJobs:
+        if self._jobs is None:
+            try:
+                store = RunStore(self.root / DATABASE_FILE)
+            except OSError as exc:
+                raise ProviderConfigError(
+                    f"cannot open the local platform database under {self.root}: {exc}"
+                ) from None
+            self._jobs = LocalJobs(
+                store, self.root.resolve(), self.spec_root.resolve(), self.manager
+            )
+        return self._jobs
+
     def close(self) -> None:
         if self._database is not None:
             self._database.close()
             self._database = None
+        if self._jobs is not None:
+            self._jobs.store.close()
+            self._jobs = None
+
+    # jobs (JobProvider) --------------------------------------------------------------
+
+    def submit(self, launch: JobLaunch) -> dict[str, Any]:
+        return self.jobs.submit(launch)
+
+    def cancel(self, address: str, run_id: str) -> None:
+        self.jobs.cancel(address, run_id)
+
+    def runs(self, address: str) -> list[RunStatus]:
+        return self.jobs.runs(address)
+
+    def tick(self) -> list[str]:
+        """One scheduler step: start queued attempts that fit; ids of those started."""
+        return self.jobs.tick()
 
     # pure ----------------------------------------------------------------------------
 
@@ -125,6 +168,17 @@ class LocalProvider(Provider):
                     f"declares {accelerator['count']} accelerators; this machine has "
                     f"{len(facts.gpus)}",
                 )
+        if resource.kind == "TrainingJob":
+            resources = spec["resources"]
+            if resources["nodes"] != 1:
+                problem("spec.resources.nodes", "the local provider runs jobs on one node only")
+            gpus = len(self.facts.gpus)
+            if resources["acceleratorsPerNode"] > gpus:
+                problem(
+                    "spec.resources.acceleratorsPerNode",
+                    f"asks for {resources['acceleratorsPerNode']} accelerators; this machine "
+                    f"has {gpus}",
+                )
         if resource.kind == "Image" and spec.get("runtime") != "host":
             problem("spec.runtime", "the local provider runs `runtime: host` images only")
         return problems
@@ -135,8 +189,13 @@ class LocalProvider(Provider):
     # reads ---------------------------------------------------------------------------
 
     def observe(self, requests: list[ObserveRequest]) -> dict[str, Observation]:
+        observations = {
+            request.address: self._observe_job(request.address)
+            for request in requests
+            if request.kind == "TrainingJob"
+        }
+        requests = [request for request in requests if request.kind != "TrainingJob"]
         rows = self.database.get_many(request.address for request in requests)
-        observations = {}
         for request in requests:
             row = rows.get(request.address)
             if row is None or row["manager"] != self.manager:
@@ -206,6 +265,12 @@ class LocalProvider(Provider):
             return {"versions": versions}
         return super().resolve(resource)
 
+    def _observe_job(self, address: str) -> Observation:
+        runs = self.jobs.runs(address)
+        if not runs:
+            return Observation(exists=False)
+        return Observation(exists=True, live=None, status={"runs": [run_to_json(r) for r in runs]})
+
     def adopt(self, request: ObserveRequest, identifier: str) -> Observation:
         if identifier != request.address and self.database.get_many([request.address]):
             raise PermanentProviderError(
@@ -227,10 +292,15 @@ class LocalProvider(Provider):
     def update(self, resource: DesiredResource, outputs: dict[str, Any]) -> dict[str, Any]:
         return self._put(resource)
 
-    def _put(self, resource: DesiredResource) -> dict[str, Any]:
+    def _check(self, resource: DesiredResource) -> None:
         problems = self.validate(resource)
         if problems:
             raise PermanentProviderError("; ".join(f"{p.field}: {p.message}" for p in problems))
+
+    def _put(self, resource: DesiredResource) -> dict[str, Any]:
+        self._check(resource)
+        if resource.kind == "TrainingJob":
+            return {}  # the engine submits runs through submit(); nothing runs here
         outputs: dict[str, Any] = {}
         if resource.kind == "Dataset":
             outputs = self._record_dataset(resource)
@@ -282,6 +352,9 @@ class LocalProvider(Provider):
         return {"versions": versions, "manifests": manifests}
 
     def delete(self, address: str, kind: str, outputs: dict[str, Any]) -> None:
+        if kind == "TrainingJob":
+            self.jobs.cancel(address)  # every unfinished attempt; checkpoints stay
+            return
         rows = self.database.get_many([address])
         row = rows.get(address)
         if row is None:

@@ -64,9 +64,22 @@ def write_folder(root: Path, files: dict[str, str]) -> Path:
     return root
 
 
-def copy_example(source: Path, target: Path) -> Path:
-    """Copy an example folder, leaving out any `.trainform/` left in the source."""
-    shutil.copytree(source, target, ignore=shutil.ignore_patterns(".trainform"))
+def copy_example(source: Path, target: Path, jobs: bool = False) -> Path:
+    """Copy an example folder, leaving out any `.trainform/` left in the source.
+
+    Without `jobs`, TrainingJob documents are dropped: engine tests about platform
+    configuration then never start real training processes (tests/engine/test_jobs_e2e.py
+    covers jobs).
+    """
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns(".trainform", "trainform.lock"))
+    if not jobs:
+        for path in target.rglob("*.yaml"):
+            text = path.read_text(encoding="utf-8")
+            if "kind: TrainingJob" not in text:
+                continue
+            documents = text.split("\n---\n")
+            kept = [d for d in documents if "kind: TrainingJob" not in d]
+            path.write_text("\n---\n".join(kept), encoding="utf-8")
     return target
 
 

@@ -132,7 +132,6 @@ def test_a_delete_runs_before_the_replacement_of_what_it_depended_on(
     suite = "EvalSuite/research/heldout-perplexity"
     heldout = "Dataset/heldout"
     quickstart.converge()
-    quickstart.edit("specs/training.yaml", "  evaluations:\n    - suite: heldout-perplexity\n", "")
     quickstart.drop_document("specs/training.yaml", "EvalSuite", "heldout-perplexity")
     quickstart.edit("specs/data.yaml", "source: data/heldout", "source: data/tiny-corpus")
     providers = faulty_providers(quickstart.root)

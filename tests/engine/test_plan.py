@@ -64,7 +64,7 @@ def test_an_empty_state_plans_every_reconciled_resource_for_creation(
     assert all(change.reasons == ["not yet created"] for change in plan.actionable)
     assert plan.lineage is None and plan.serial == 0
     assert change_of(plan, HELDOUT).known_after_apply == ["versions"]
-    assert [(f.address, f.kind) for f in plan.findings] == [(JOB, "not-reconciled")]
+    assert plan.findings == []
 
 
 def test_apply_then_plan_has_no_changes(quickstart: SpecFolder) -> None:

@@ -1,0 +1,153 @@
+"""Checkpoints of a run on local disk: listing, validation, retention.
+
+A checkpoint is a folder `step-<N>` under the run's checkpoint folder holding
+`manifest.json` = {"step": N, "files": [{"path", "size", "sha256"}]}, written last (see
+providers/jobs.py). It is valid only if the manifest parses, names step N, and every
+listed file exists with the listed size and sha256; otherwise `problem` says what is
+wrong. Validation hashes every file; results are remembered per process while no file's
+size, inode or mtime changes.
+
+Retention keeps the newest `keep_last` valid checkpoints. Older valid ones are deleted,
+and invalid ones older than every kept one (superseded partial writes). Invalid ones
+newer than the oldest kept one are left in place and reported; a checkpoint in `protect`
+(the one an unfinished attempt resumed from) is never deleted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+from collections.abc import Iterable
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from providers.jobs import CheckpointStatus
+
+STEP_FOLDER = re.compile(r"^step-(\d+)$")
+MANIFEST = "manifest.json"
+
+_checked: dict[Path, tuple[tuple[Any, ...], CheckpointStatus]] = {}
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _fingerprint(folder: Path) -> tuple[Any, ...]:
+    """Size, inode and mtime of every file in the folder tree (cache key)."""
+    entries = []
+    for directory, subdirs, files in os.walk(folder):
+        subdirs.sort()
+        for name in sorted(files):
+            try:
+                info = os.stat(os.path.join(directory, name))
+            except OSError:
+                continue
+            entries.append((directory, name, info.st_size, info.st_ino, info.st_mtime_ns))
+    return tuple(entries)
+
+
+def _problem(folder: Path, step: int) -> str:
+    """Why the checkpoint folder is not valid, or "" when it is."""
+    manifest_path = folder / MANIFEST
+    if not manifest_path.is_file():
+        return f"{MANIFEST} is missing (incomplete checkpoint)"
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        return f"{MANIFEST} cannot be parsed: {exc}"
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), list):
+        return f'{MANIFEST} has no "files" list'
+    if "step" in manifest and manifest["step"] != step:
+        return f"{MANIFEST} says step {manifest['step']!r}, the folder says step {step}"
+    for entry in manifest["files"]:
+        if not isinstance(entry, dict) or not {"path", "size", "sha256"} <= set(entry):
+            return f"{MANIFEST} has an entry without path, size and sha256: {entry!r}"
+        relative = PurePosixPath(str(entry["path"]))
+        if relative.is_absolute() or ".." in relative.parts:
+            return f"{MANIFEST} lists a path outside the checkpoint: {entry['path']}"
+        path = folder / relative
+        if not path.is_file():
+            return f"file {entry['path']} is missing"
+        size = path.stat().st_size
+        if size != entry["size"]:
+            return f"file {entry['path']} has {size} bytes, the manifest says {entry['size']}"
+        digest = _sha256(path)
+        if digest != entry["sha256"]:
+            return (
+                f"file {entry['path']} has sha256 {digest[:12]}..., "
+                f"the manifest says {str(entry['sha256'])[:12]}..."
+            )
+    return ""
+
+
+def check_checkpoint(folder: Path) -> CheckpointStatus:
+    """Validate one `step-<N>` folder (see the module docstring for the rule)."""
+    match = STEP_FOLDER.match(folder.name)
+    if match is None:
+        raise ValueError(f"{folder} is not a step-<N> checkpoint folder")
+    step = int(match.group(1))
+    fingerprint = _fingerprint(folder)
+    cached = _checked.get(folder)
+    if cached is not None and cached[0] == fingerprint:
+        return cached[1]
+    problem = _problem(folder, step)
+    status = CheckpointStatus(folder.name, step, not problem, problem, str(folder))
+    _checked[folder] = (fingerprint, status)
+    return status
+
+
+def list_checkpoints(checkpoint_dir: Path) -> list[CheckpointStatus]:
+    """Every `step-<N>` folder of a run, validated, oldest step first."""
+    if not checkpoint_dir.is_dir():
+        return []
+    folders = [
+        path for path in checkpoint_dir.iterdir() if path.is_dir() and STEP_FOLDER.match(path.name)
+    ]
+    statuses = [check_checkpoint(path) for path in folders]
+    return sorted(statuses, key=lambda status: (status.step, status.id))
+
+
+def latest_valid(checkpoints: Iterable[CheckpointStatus]) -> CheckpointStatus | None:
+    valid = [checkpoint for checkpoint in checkpoints if checkpoint.valid]
+    return max(valid, key=lambda checkpoint: checkpoint.step) if valid else None
+
+
+def retention_victims(
+    checkpoints: list[CheckpointStatus], keep_last: int, protect: Iterable[str] = ()
+) -> list[CheckpointStatus]:
+    """The checkpoints retention deletes (pure; see the module docstring)."""
+    if keep_last < 1:
+        return []
+    protected = set(protect)
+    valid = sorted((c for c in checkpoints if c.valid), key=lambda c: c.step)
+    kept = valid[-keep_last:]
+    if not kept:
+        return []
+    oldest_kept = kept[0].step
+    victims = list(valid[:-keep_last])
+    victims += [c for c in checkpoints if not c.valid and c.step < oldest_kept]
+    return sorted(
+        (c for c in victims if c.id not in protected and c.path not in protected),
+        key=lambda c: c.step,
+    )
+
+
+def apply_retention(
+    checkpoint_dir: Path, keep_last: int | None, protect: Iterable[str] = ()
+) -> list[CheckpointStatus]:
+    """Delete what retention does not keep; returns the deleted checkpoints."""
+    if not keep_last:
+        return []
+    victims = retention_victims(list_checkpoints(checkpoint_dir), keep_last, protect)
+    for victim in victims:
+        shutil.rmtree(victim.path, ignore_errors=True)
+        _checked.pop(Path(victim.path), None)
+    return victims

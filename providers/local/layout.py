@@ -1,0 +1,107 @@
+"""Where a run's files live under the local root, and the snapshot of its code.
+
+    <root>/runs/<project or _global>/<job>/<run_id>/
+        code/                  snapshot of the job's code, taken at the run's first attempt
+        output/                TRAINFORM_OUTPUT_DIR (the final model)
+        logs/attempt-<n>.log   supervisor and job output of each attempt
+        progress.json          TRAINFORM_PROGRESS_FILE
+        evaluations/<suite>/   code/, metrics.json, attempt-<n>.log, progress.json
+    <root>/checkpoints/<project or _global>/<job>/<run_id>/step-<N>/
+
+A checkpoint prefix on the job replaces `<root>/checkpoints/<project>/<job>`: a relative
+prefix is under the local root, `file://...` or an absolute path is taken as given. Each
+run still gets its own `<run_id>` folder under it, so a new run never resumes from the
+checkpoints of another. Code is copied once per run (resumes reuse the copy), so editing
+the spec folder never changes a run that exists.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+GLOBAL = "_global"
+SKIPPED_IN_SNAPSHOT = {".git", "__pycache__", ".venv", ".mypy_cache", ".pytest_cache"}
+
+
+def job_parts(address: str) -> tuple[str, str]:
+    """(project folder, job name) of a job address: `TrainingJob/<project>/<name>`."""
+    parts = address.split("/")
+    return (parts[1] if len(parts) == 3 else GLOBAL), parts[-1]
+
+
+def suite_name(suite: str) -> str:
+    """The folder and id part of an evaluation suite given by address or name."""
+    return suite.rsplit("/", 1)[-1]
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    """The folders of one run, derived from the local root and the launch."""
+
+    root: Path
+    address: str
+    run_id: str
+    checkpoint_prefix: str = ""
+
+    @property
+    def run_dir(self) -> Path:
+        project, job = job_parts(self.address)
+        return self.root / "runs" / project / job / self.run_id
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        prefix = self.checkpoint_prefix.removeprefix("file://")
+        if prefix:
+            base = self.root / prefix  # an absolute prefix stays as it is
+        else:
+            project, job = job_parts(self.address)
+            base = self.root / "checkpoints" / project / job
+        return base / self.run_id
+
+    @property
+    def output_dir(self) -> Path:
+        return self.run_dir / "output"
+
+    @property
+    def progress_file(self) -> Path:
+        return self.run_dir / "progress.json"
+
+    def log(self, attempt: int) -> Path:
+        return self.run_dir / "logs" / f"attempt-{attempt}.log"
+
+    def evaluation_dir(self, suite: str) -> Path:
+        return self.run_dir / "evaluations" / suite_name(suite)
+
+
+def snapshot_code(source: Path, destination: Path, exclude: tuple[Path, ...] = ()) -> bool:
+    """Copy `source` to `destination` once; False when the snapshot already existed.
+
+    The copy is made in a sibling temporary folder and renamed into place, so a crash
+    never leaves a half snapshot behind. Version-control folders, caches and any path in
+    `exclude` (the local root, when it sits inside the code folder) are skipped.
+    """
+    if destination.exists():
+        return False
+    if not source.is_dir():
+        raise FileNotFoundError(f"code folder {source} does not exist")
+    excluded = {path.resolve() for path in exclude}
+
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        skipped = {name for name in names if name in SKIPPED_IN_SNAPSHOT}
+        return skipped | {name for name in names if Path(directory, name).resolve() in excluded}
+
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".code-", dir=destination.parent))
+    try:
+        shutil.copytree(source, staging / "code", symlinks=True, ignore=ignore)
+        os.replace(staging / "code", destination)
+    except OSError:
+        if not destination.exists():
+            raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return True

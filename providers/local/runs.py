@@ -1,0 +1,249 @@
+"""The local platform's run store: one row per attempt of a training run or evaluation.
+
+The `attempts` table lives in the platform database (platform.db) beside the `objects`
+table, so admission reads queues and quotas and changes attempts in one transaction. The
+provider (in the trainform process) inserts queued attempts; admission (in whichever
+process calls it) starts them; each attempt's supervisor records its outcome. Every
+writer that decides on capacity does so inside `transaction()` (BEGIN IMMEDIATE), so two
+processes never start the same attempt or overcommit a queue.
+
+Invariants: `id` is the attempt's identity (`<run>.<n>` for training,
+`<run>.eval.<suite name>.<n>` for evaluations) and inserting it again changes nothing;
+`phase` only moves queued -> running -> succeeded|failed|cancelled (or queued ->
+cancelled); a `running` row always has `supervisor_pid` once committed.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, fields
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from providers.local.database import SCHEMA as OBJECTS_SCHEMA
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS attempts (
+    id               TEXT PRIMARY KEY,
+    address          TEXT NOT NULL,
+    run_id           TEXT NOT NULL,
+    attempt          INTEGER NOT NULL,
+    kind             TEXT NOT NULL,
+    suite            TEXT,
+    project          TEXT,
+    queue            TEXT NOT NULL,
+    priority         INTEGER NOT NULL DEFAULT 0,
+    cpu              TEXT NOT NULL,
+    memory           TEXT NOT NULL,
+    gpus             INTEGER NOT NULL DEFAULT 0,
+    phase            TEXT NOT NULL,
+    reason           TEXT NOT NULL DEFAULT '',
+    launch           TEXT NOT NULL,
+    workdir          TEXT NOT NULL,
+    checkpoint_dir   TEXT NOT NULL,
+    output_dir       TEXT NOT NULL,
+    log_path         TEXT NOT NULL,
+    metrics_file     TEXT NOT NULL DEFAULT '',
+    resume_from      TEXT,
+    supervisor_pid   INTEGER,
+    child_pid        INTEGER,
+    exit_code        INTEGER,
+    metrics          TEXT,
+    submitted_at     TEXT NOT NULL,
+    started_at       TEXT NOT NULL DEFAULT '',
+    ended_at         TEXT NOT NULL DEFAULT '',
+    manager          TEXT NOT NULL,
+    spec_root        TEXT NOT NULL DEFAULT '.',
+    max_runtime      INTEGER,
+    model_dir        TEXT NOT NULL DEFAULT '',
+    devices          TEXT NOT NULL DEFAULT '',
+    cancel_requested INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS attempts_address ON attempts(address);
+CREATE INDEX IF NOT EXISTS attempts_phase ON attempts(phase);
+"""
+
+UNFINISHED = ("queued", "running")
+_JSON_FIELDS = ("launch", "metrics")
+
+
+def utc_now() -> str:
+    """An ISO-8601 UTC timestamp with milliseconds (orders attempts submitted together)."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass
+class Attempt:
+    """One row of `attempts`; `launch` and `metrics` decoded from JSON."""
+
+    id: str
+    address: str
+    run_id: str
+    attempt: int
+    kind: str
+    queue: str
+    cpu: str
+    memory: str
+    phase: str
+    launch: dict[str, Any]
+    workdir: str
+    checkpoint_dir: str
+    output_dir: str
+    log_path: str
+    submitted_at: str
+    manager: str
+    suite: str | None = None
+    project: str | None = None
+    priority: int = 0
+    gpus: int = 0
+    reason: str = ""
+    metrics_file: str = ""
+    resume_from: str | None = None
+    supervisor_pid: int | None = None
+    child_pid: int | None = None
+    exit_code: int | None = None
+    metrics: dict[str, Any] | None = None
+    started_at: str = ""
+    ended_at: str = ""
+    spec_root: str = "."
+    max_runtime: int | None = None
+    model_dir: str = ""
+    devices: str = ""
+    cancel_requested: int = 0
+
+    @property
+    def finished(self) -> bool:
+        return self.phase not in UNFINISHED
+
+    @property
+    def code_dir(self) -> Path:
+        """The snapshot of the code the attempt runs (its working directory)."""
+        return Path(self.workdir) / "code"
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> Attempt:
+        names = {f.name for f in fields(cls)}
+        values = {key: row[key] for key in row.keys() if key in names}
+        for key in _JSON_FIELDS:
+            if values.get(key) is not None:
+                values[key] = json.loads(values[key])
+        return cls(**values)
+
+    def to_row(self) -> dict[str, Any]:
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        for key in _JSON_FIELDS:
+            if values[key] is not None:
+                values[key] = json.dumps(values[key], sort_keys=True)
+        return values
+
+
+class RunStore:
+    """The attempts table; one connection per process, shared by its threads."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._connection = sqlite3.connect(
+            path, timeout=30, isolation_level=None, check_same_thread=False
+        )
+        self._connection.row_factory = sqlite3.Row
+        with self._lock:
+            self._connection.execute("PRAGMA journal_mode=WAL")
+            self._connection.execute("PRAGMA synchronous=NORMAL")
+            self._connection.executescript(OBJECTS_SCHEMA + SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._connection.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """A write transaction taken up front (BEGIN IMMEDIATE): decide, then change."""
+        with self._lock:
+            self._connection.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                self._connection.execute("ROLLBACK")
+                raise
+            self._connection.execute("COMMIT")
+
+    def insert(self, attempt: Attempt) -> bool:
+        """Insert the attempt unless its id exists; True when it was inserted."""
+        row = attempt.to_row()
+        columns = ", ".join(row)
+        marks = ", ".join("?" * len(row))
+        with self._lock:
+            cursor = self._connection.execute(
+                f"INSERT OR IGNORE INTO attempts ({columns}) VALUES ({marks})", list(row.values())
+            )
+            return cursor.rowcount == 1
+
+    def get(self, attempt_id: str) -> Attempt | None:
+        with self._lock:
+            row = self._connection.execute(
+                "SELECT * FROM attempts WHERE id = ?", (attempt_id,)
+            ).fetchone()
+        return None if row is None else Attempt.from_row(row)
+
+    def update(self, attempt_id: str, **changes: Any) -> None:
+        for key in _JSON_FIELDS:
+            if key in changes and changes[key] is not None:
+                changes[key] = json.dumps(changes[key], sort_keys=True)
+        assignments = ", ".join(f"{key} = ?" for key in changes)
+        with self._lock:
+            self._connection.execute(
+                f"UPDATE attempts SET {assignments} WHERE id = ?", [*changes.values(), attempt_id]
+            )
+
+    def by_address(self, address: str, manager: str | None = None) -> list[Attempt]:
+        """Attempts of one job, in submission order."""
+        query = "SELECT * FROM attempts WHERE address = ?"
+        arguments: list[Any] = [address]
+        if manager is not None:
+            query += " AND manager = ?"
+            arguments.append(manager)
+        return self._select(query + " ORDER BY submitted_at, rowid", arguments)
+
+    def in_phase(self, *phases: str) -> list[Attempt]:
+        """Attempts in the phases, in admission order: priority (higher first), then age."""
+        marks = ", ".join("?" * len(phases))
+        return self._select(
+            f"SELECT * FROM attempts WHERE phase IN ({marks}) "
+            "ORDER BY priority DESC, submitted_at, rowid",
+            list(phases),
+        )
+
+    def queued(self) -> list[Attempt]:
+        return self.in_phase("queued")
+
+    def running(self) -> list[Attempt]:
+        return self.in_phase("running")
+
+    def platform_objects(self, kind: str) -> list[tuple[str, str | None, dict[str, Any]]]:
+        """(address, project, document) of every platform object of a kind."""
+        with self._lock:
+            rows = self._connection.execute(
+                "SELECT address, project, document FROM objects WHERE kind = ? ORDER BY address",
+                (kind,),
+            ).fetchall()
+        return [(row["address"], row["project"], json.loads(row["document"])) for row in rows]
+
+    def platform_outputs(self, address: str) -> dict[str, Any] | None:
+        """The outputs recorded for one platform object (a dataset's manifests), if any."""
+        with self._lock:
+            row = self._connection.execute(
+                "SELECT outputs FROM objects WHERE address = ?", (address,)
+            ).fetchone()
+        return None if row is None else json.loads(row["outputs"])  # type: ignore[no-any-return]
+
+    def _select(self, query: str, arguments: list[Any]) -> list[Attempt]:
+        with self._lock:
+            rows = self._connection.execute(query, arguments).fetchall()
+        return [Attempt.from_row(row) for row in rows]

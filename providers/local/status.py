@@ -1,0 +1,115 @@
+"""Runs of a job as the engine reads them: RunStatus values built from the run store.
+
+Read-only: nothing here changes the database or the disk. An attempt recorded `running`
+whose supervisor is gone is reported as it will be recorded by the next admission step
+(failed, or cancelled when a cancel was requested). Checkpoints are validated on every
+read (providers/local/checkpoints.py); `current_step` comes from the job's progress file,
+else from the newest valid checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from providers.jobs import AttemptStatus, EvaluationStatus, RunPhase, RunStatus
+from providers.local.admission import SUPERVISOR_GONE
+from providers.local.checkpoints import latest_valid, list_checkpoints
+from providers.local.processes import supervisor_alive
+from providers.local.runs import Attempt, RunStore
+
+
+def without_supervisor(store: RunStore, attempts: list[Attempt]) -> set[str]:
+    """Ids of attempts recorded `running` whose supervisor is gone.
+
+    A supervisor records its outcome, then exits: a row read before it exited is read
+    again, so a finished attempt is never mistaken for an abandoned one.
+    """
+    gone = set()
+    for index, attempt in enumerate(attempts):
+        if attempt.phase == "running" and not supervisor_alive(attempt.supervisor_pid, attempt.id):
+            attempts[index] = store.get(attempt.id) or attempt
+            if attempts[index].phase == "running":
+                gone.add(attempt.id)
+    return gone
+
+
+def phase_of(attempt: Attempt, gone: set[str]) -> tuple[RunPhase, str]:
+    """The attempt's phase and reason as they stand, supervisor liveness included."""
+    if attempt.id in gone:
+        if attempt.cancel_requested:
+            return RunPhase.CANCELLED, "cancelled"
+        return RunPhase.FAILED, SUPERVISOR_GONE
+    return RunPhase(attempt.phase), attempt.reason
+
+
+def _progress_step(path: Path) -> int | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    step = data.get("step") if isinstance(data, dict) else None
+    return step if isinstance(step, int) and not isinstance(step, bool) else None
+
+
+def attempt_status(attempt: Attempt, gone: set[str]) -> AttemptStatus:
+    phase, reason = phase_of(attempt, gone)
+    return AttemptStatus(
+        attempt=attempt.attempt,
+        phase=phase,
+        reason=reason,
+        exit_code=attempt.exit_code,
+        submitted_at=attempt.submitted_at,
+        started_at=attempt.started_at,
+        ended_at=attempt.ended_at,
+        log=attempt.log_path,
+        resumed_from=attempt.resume_from or "",
+    )
+
+
+def evaluation_status(attempt: Attempt, gone: set[str]) -> EvaluationStatus:
+    phase, reason = phase_of(attempt, gone)
+    return EvaluationStatus(
+        suite=attempt.suite or "",
+        run_id=attempt.run_id,
+        phase=phase,
+        metrics=dict(attempt.metrics or {}),
+        reason=reason,
+        log=attempt.log_path,
+    )
+
+
+def run_status(run_id: str, attempts: list[Attempt], gone: set[str]) -> RunStatus:
+    training = sorted((a for a in attempts if a.kind == "train"), key=lambda a: a.attempt)
+    evaluations = [a for a in attempts if a.kind == "eval"]
+    status = RunStatus(run_id=run_id)
+    status.attempts = [attempt_status(a, gone) for a in training]
+    status.evaluations = [evaluation_status(a, gone) for a in evaluations]
+    if training:
+        latest = training[-1]
+        status.output_dir = latest.output_dir
+        status.checkpoints = list_checkpoints(Path(latest.checkpoint_dir))
+        newest = latest_valid(status.checkpoints)
+        status.current_step = _progress_step(Path(latest.workdir) / "progress.json")
+        if status.current_step is None and newest is not None:
+            status.current_step = newest.step
+    return status
+
+
+def run_statuses(store: RunStore, attempts: list[Attempt]) -> list[RunStatus]:
+    """One RunStatus per run, oldest run first (attempts come in submission order)."""
+    gone = without_supervisor(store, attempts)
+    groups: dict[str, list[Attempt]] = {}
+    for attempt in attempts:
+        groups.setdefault(attempt.run_id, []).append(attempt)
+    return [run_status(run_id, group, gone) for run_id, group in groups.items()]
+
+
+def run_to_json(run: RunStatus) -> dict[str, Any]:
+    """A RunStatus as plain JSON-ready data (phases as their lowercase strings)."""
+    data = asdict(run)
+    for entry in data["attempts"] + data["evaluations"]:
+        entry["phase"] = str(entry["phase"])
+    return data

@@ -1,0 +1,206 @@
+"""The training loop end to end on the local provider, through the CLI, with real processes.
+
+Each test works on a copy of examples/quickstart (environment `ci`: 20 fast steps) and
+checks one acceptance criterion of the job lifecycle: submit, wait, evaluate, gates;
+resume after a kill from the latest valid checkpoint with the same final model; a corrupt
+checkpoint skipped; a new run on a hyper-parameter change with the old one kept; no
+submission on mutated data; waiting on quota; a failing gate; a stale lock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.engine.support import QUICKSTART, copy_example, run_trainform
+
+JOB = "TrainingJob/research/bigram"
+pytestmark = pytest.mark.slow
+
+
+def tf(folder: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    result = run_trainform(*args, cwd=folder, timeout=timeout)
+    assert "Traceback" not in result.stdout + result.stderr, result.stdout + result.stderr
+    return result
+
+
+def ok(folder: Path, *args: str, timeout: float = 120) -> str:
+    result = tf(folder, *args, timeout=timeout)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+def status(folder: Path, *extra: str) -> dict:
+    return json.loads(
+        ok(folder, "status", "--dir", ".", "--env", "ci", "--format", "json", *extra)
+    )["jobs"][0]
+
+
+@pytest.fixture
+def loop(tmp_path: Path) -> Path:
+    folder = copy_example(QUICKSTART, tmp_path / "quickstart", jobs=True)
+    ok(folder, "lock", ".", "--env", "ci")
+    return folder
+
+
+def apply(folder: Path, *extra: str) -> str:
+    return ok(folder, "apply", ".", "--env", "ci", "--auto-approve", *extra)
+
+
+def wait(folder: Path) -> dict:
+    ok(folder, "status", "--dir", ".", "--env", "ci", "--wait", "--timeout", "120")
+    return status(folder)
+
+
+def attempts(folder: Path) -> list[sqlite3.Row]:
+    connection = sqlite3.connect(folder / ".trainform" / "platform.db")
+    connection.row_factory = sqlite3.Row
+    try:
+        return list(connection.execute("SELECT * FROM attempts ORDER BY submitted_at, id"))
+    finally:
+        connection.close()
+
+
+def reference_model(folder: Path, tmp_path: Path, steps: int = 20) -> dict:
+    """The model an uninterrupted run of the same script and data produces."""
+    out = tmp_path / "reference"
+    env = {
+        **os.environ,
+        "TRAINFORM_DATASET_TINY_CORPUS": str(folder / "data" / "tiny-corpus" / "v1"),
+        "TRAINFORM_CHECKPOINT_DIR": str(out / "checkpoints"),
+        "TRAINFORM_OUTPUT_DIR": str(out / "output"),
+        "TRAINFORM_PARAM_STEPS": str(steps),
+    }
+    subprocess.run(
+        [sys.executable, "train.py"], cwd=folder / "code", env=env, check=True, capture_output=True
+    )
+    return json.loads((out / "output" / "model.json").read_text())
+
+
+def test_submit_wait_evaluate_and_gate(loop: Path) -> None:
+    plan = ok(loop, "plan", ".", "--env", "ci", "--locked")
+    assert f"# {JOB} will be created" in plan
+    apply(loop)
+    assert wait(loop)["phase"] == "succeeded"
+    plan = ok(loop, "plan", ".", "--env", "ci")
+    assert f"# {JOB} will be evaluated" in plan
+    apply(loop)
+    report = wait(loop)
+    evaluation = report["evaluations"][0]
+    assert evaluation["phase"] == "succeeded"
+    assert evaluation["gate"] == "pass"
+    assert "perplexity" in evaluation["metrics"]
+    text = ok(loop, "status", "--dir", ".", "--env", "ci")
+    assert "gate:      perplexity" in text and "PASS" in text
+    assert tf(loop, "plan", ".", "--env", "ci", "--detailed-exitcode").returncode == 0
+    assert tf(loop, "drift", ".", "--env", "ci").returncode == 0
+
+
+def test_killed_run_resumes_from_latest_valid_checkpoint_with_the_same_model(
+    loop: Path, tmp_path: Path
+) -> None:
+    apply(loop, "--var", "stepSeconds=0.15")
+    deadline = time.monotonic() + 60
+    checkpoints: list[Path] = []
+    while time.monotonic() < deadline:
+        rows = attempts(loop)
+        if rows and rows[-1]["child_pid"]:
+            checkpoints = sorted(Path(rows[-1]["checkpoint_dir"]).glob("step-*/manifest.json"))
+            if len(checkpoints) >= 2:
+                break
+        time.sleep(0.1)
+    assert len(checkpoints) >= 2, "the run wrote no checkpoints in time"
+    os.kill(attempts(loop)[-1]["child_pid"], signal.SIGKILL)
+    killed = wait(loop)
+    assert killed["phase"] == "failed"
+    step = killed["latestCheckpoint" if "latestCheckpoint" in killed else "latestValidCheckpoint"]
+    plan = ok(loop, "plan", ".", "--env", "ci", "--var", "stepSeconds=0.15")
+    assert f"# {JOB} will resume" in plan
+    assert f"resume from the latest valid checkpoint {step['id']} (step {step['step']})" in plan
+    apply(loop, "--var", "stepSeconds=0.15")
+    finished = wait(loop)
+    assert finished["phase"] == "succeeded" and finished["attempt"] == 2
+    output = Path(attempts(loop)[-1]["output_dir"]) / "model.json"
+    assert json.loads(output.read_text()) == reference_model(loop, tmp_path)
+
+
+def test_corrupt_latest_checkpoint_is_skipped_and_reported(loop: Path) -> None:
+    apply(loop)
+    assert wait(loop)["phase"] == "succeeded"
+    row = attempts(loop)[-1]
+    newest = sorted(Path(row["checkpoint_dir"]).glob("step-*"))[-1]
+    (newest / "model.json").write_text("")
+    # Make the run look failed so the plan considers a resume.
+    connection = sqlite3.connect(loop / ".trainform" / "platform.db")
+    connection.execute("UPDATE attempts SET phase='failed', reason='test' WHERE id=?", (row["id"],))
+    connection.commit()
+    connection.close()
+    plan = ok(loop, "plan", ".", "--env", "ci")
+    assert f"checkpoint {newest.name} is not usable" in plan
+    assert "resume from the latest valid checkpoint step-" in plan
+    assert f"checkpoint {newest.name} (step" not in plan
+    drift = tf(loop, "drift", ".", "--env", "ci")
+    assert drift.returncode == 2
+    assert "checkpoint-invalid" in drift.stdout and newest.name in drift.stdout
+
+
+def test_hyperparameter_change_is_a_new_run_and_the_old_one_stays(loop: Path) -> None:
+    apply(loop)
+    first = wait(loop)["runId"]
+    training = loop / "specs" / "training.yaml"
+    training.write_text(training.read_text().replace("smoothing: 0.1", "smoothing: 0.2"))
+    ok(loop, "lock", ".", "--env", "ci")
+    plan = ok(loop, "plan", ".", "--env", "ci")
+    assert f"# {JOB} must be replaced" in plan
+    assert "inputs.parameters.smoothing" in plan or "parameters.smoothing: 0.1 -> 0.2" in plan
+    assert f"run {first} and its checkpoints stay in history" in plan
+    apply(loop)
+    report = wait(loop)
+    assert report["runId"] != first
+    history = {run["runId"]: run for run in report["history"]}
+    assert first in history and history[first]["checkpoints"]
+
+
+def test_mutated_dataset_is_reported_and_never_submitted(loop: Path) -> None:
+    ok(loop, "apply", ".", "--env", "ci", "--auto-approve", "--target", "Dataset/tiny-corpus")
+    (loop / "data" / "tiny-corpus" / "v1" / "part-000.txt").write_text("changed\n")
+    plan = ok(loop, "plan", ".", "--env", "ci")
+    assert "data-mutated" in plan
+    assert "not submitted: dataset Dataset/tiny-corpus@v1 was mutated" in plan
+    assert f"# {JOB} will be created" not in plan
+    drift = tf(loop, "drift", ".", "--env", "ci")
+    assert drift.returncode == 2 and "data-mutated" in drift.stdout
+    assert tf(loop, "plan", ".", "--env", "ci", "--locked").returncode == 1
+
+
+def test_failing_gate_is_visible_in_plan_status_drift_and_json(loop: Path) -> None:
+    training = loop / "specs" / "training.yaml"
+    training.write_text(training.read_text().replace("threshold: 30.0", "threshold: 1.0"))
+    apply(loop)
+    wait(loop)
+    apply(loop)
+    report = wait(loop)
+    assert report["evaluations"][0]["gate"] == "fail"
+    plan = json.loads(ok(loop, "plan", ".", "--env", "ci", "--format", "json"))
+    assert any(f["kind"] == "gate-fail" for f in plan["findings"])
+    assert "FAIL" in ok(loop, "status", "--dir", ".", "--env", "ci")
+    drift = tf(loop, "drift", ".", "--env", "ci", "--format", "json")
+    assert drift.returncode == 2
+    assert any(f["drift"] == "evaluation-failing" for f in json.loads(drift.stdout)["findings"])
+
+
+def test_stale_lock_fails_a_locked_plan_naming_the_entry(loop: Path) -> None:
+    (loop / "code" / "train.py").write_text(
+        (loop / "code" / "train.py").read_text() + "\n# edited\n"
+    )
+    result = tf(loop, "plan", ".", "--env", "ci", "--locked")
+    assert result.returncode == 1
+    assert "trainform.lock is stale: code code#." in result.stderr
