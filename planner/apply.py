@@ -11,6 +11,7 @@ new change starts, calls in flight finish, state is saved and the run ends non-z
 from __future__ import annotations
 
 import enum
+import heapq
 import threading
 import time
 from collections.abc import Callable
@@ -300,23 +301,18 @@ def apply_plan(
                 )
 
     running: dict[Future[None], tuple[str, float]] = {}
+    ready = [address for address, preds in waiting.items() if not preds]
+    heapq.heapify(ready)
     try:
         with ThreadPoolExecutor(max_workers=max(1, parallelism)) as pool:
             while True:
-                if not stop.is_set():
-                    ready = sorted(
-                        a
-                        for a, preds in waiting.items()
-                        if not preds
-                        and a not in outcomes
-                        and a not in {addr for addr, _ in running.values()}
-                    )
-                    for address in ready:
-                        if len(running) >= max(1, parallelism):
-                            break
-                        walk.event("start", changes[address])
-                        future = pool.submit(walk.execute, changes[address])
-                        running[future] = (address, time.monotonic())
+                while ready and not stop.is_set() and len(running) < max(1, parallelism):
+                    address = heapq.heappop(ready)
+                    if address in outcomes:
+                        continue  # skipped after an upstream failure
+                    walk.event("start", changes[address])
+                    future = pool.submit(walk.execute, changes[address])
+                    running[future] = (address, time.monotonic())
                 if not running:
                     break
                 try:
@@ -337,6 +333,8 @@ def apply_plan(
                         walk.event("done", change, f"{seconds:.1f}s")
                         for successor in graph.successors(address):
                             waiting[successor].discard(address)
+                            if not waiting[successor] and successor not in outcomes:
+                                heapq.heappush(ready, successor)
                     else:
                         message = _describe_error(error)
                         outcomes[address] = Outcome(

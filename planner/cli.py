@@ -7,6 +7,7 @@ TRAINFORM_DEBUG=1 to see one for an internal error.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -173,6 +174,9 @@ def explain(target: str, output_format: str) -> None:
 
 def main(argv: list[str] | None = None) -> Any:
     """Console entry point: maps every expected failure to a message and exit code 1."""
+    # A command holds its whole platform in memory until it ends; collecting rarely keeps
+    # the cyclic collector from rescanning it over and over (cycles are still freed).
+    gc.set_threshold(50_000, 50, 100)
     try:
         cli.main(args=argv, prog_name="trainform", standalone_mode=False)
     except SystemExit as exc:

@@ -75,16 +75,15 @@ def _assign(specs: SpecSet) -> tuple[dict[str, list[str]], list[str]]:
             queues = deps_of(resource, "Queue")
             where[resource.address] = list(where.get(queues[0], [])) if queues else []
     compute = [p.name for p in specs.config.providers if p.type in COMPUTE_TYPES]
+    used_by_project: dict[str, set[str]] = {}
+    for kind in ("Quota", "TrainingJob"):
+        for resource in by_kind.get(kind, []):
+            if resource.project:
+                used_by_project.setdefault(resource.project, set()).update(
+                    where.get(resource.address, [])
+                )
     for project in by_kind.get("Project", []):
-        used = sorted(
-            {
-                p
-                for r in resources.values()
-                if r.project == project.name and r.kind in ("Quota", "TrainingJob")
-                for p in where.get(r.address, [])
-            }
-        )
-        where[project.address] = used or compute
+        where[project.address] = sorted(used_by_project.get(project.name, ())) or compute
     for dataset in by_kind.get("Dataset", []):
         spec = dataset.document.spec  # type: ignore[attr-defined]
         chosen = spec.provider or (
@@ -99,16 +98,12 @@ def _assign(specs: SpecSet) -> tuple[dict[str, list[str]], list[str]]:
             specs, ("local",) if spec.runtime == "host" else ("registry",)
         )
         where[image.address] = [chosen] if chosen else []
+    suite_users: dict[str, set[str]] = {}
+    for job in by_kind.get("TrainingJob", []):
+        for suite in deps_of(job, "EvalSuite"):
+            suite_users.setdefault(suite, set()).update(where.get(job.address, []))
     for suite in by_kind.get("EvalSuite", []):
-        users = sorted(
-            {
-                p
-                for r in by_kind.get("TrainingJob", [])
-                if suite.address in deps_of(r, "EvalSuite")
-                for p in where.get(r.address, [])
-            }
-        )
-        where[suite.address] = users or compute[:1]
+        where[suite.address] = sorted(suite_users.get(suite.address, ())) or compute[:1]
     for address, instances in where.items():
         if not instances:
             resource = resources[address]

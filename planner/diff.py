@@ -42,7 +42,10 @@ def _walk(before: Any, after: Any, path: str, out: list[tuple[str, Any, Any]]) -
     if isinstance(before, dict) and isinstance(after, dict):
         for key in sorted(set(before) | set(after)):
             child = f"{path}.{key}" if path else str(key)
-            _walk(before.get(key, _MISSING), after.get(key, _MISSING), child, out)
+            left, right = before.get(key, _MISSING), after.get(key, _MISSING)
+            if {id(left), id(right)} <= {id(_MISSING), id(None)}:
+                continue  # unset and null mean the same
+            _walk(left, right, child, out)
         return
     if isinstance(before, list) and isinstance(after, list) and before != after:
         if len(before) == len(after):

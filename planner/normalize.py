@@ -1,9 +1,9 @@
 """Normalized specs: the exact, comparable form of a document that state, diffs and hashes use.
 
 Quantities become canonical numbers (`2Ti` -> "2199023255552"), durations canonical
-spellings (`90m` -> "1h30m"), and defaults are filled in, so two spellings of the same
-intent never show up as a change. `humanize` turns canonical values back into what a
-person reads in a plan.
+spellings (`90m` -> "1h30m"), defaults are filled in and unset optional fields left out,
+so two spellings of the same intent never show up as a change. `humanize` turns canonical
+values back into what a person reads in a plan.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ def _plain(value: Any) -> Any:
     if isinstance(value, Duration):
         return canonical_duration(value.seconds)
     if isinstance(value, dict):
-        return {key: _plain(item) for key, item in value.items()}
+        # An unset optional field is absent, so adding one to a kind changes nothing applied.
+        return {key: _plain(item) for key, item in value.items() if item is not None}
     if isinstance(value, list | tuple):
         return [_plain(item) for item in value]
     if isinstance(value, Decimal):

@@ -38,6 +38,8 @@ class LocalBackend(StateBackend):
         self._journal: Any = None
         self.compact_every = 1000
         self._entries_since_compaction = 0
+        self._rotated = False
+        self._on_disk: tuple[str, int] | None = None
 
     # reading -------------------------------------------------------------------------
 
@@ -79,6 +81,8 @@ class LocalBackend(StateBackend):
         state = self._read_document()
         header, entries = self._journal_entries()
         if header is None:
+            if state is not None:
+                self._on_disk = (state.lineage, state.serial)
             return state
         if state is None:
             if header.get("baseSerial") != 0:
@@ -112,7 +116,9 @@ class LocalBackend(StateBackend):
         os.fsync(handle.fileno())
         state.apply_entry(entry)
         self._entries_since_compaction += 1
-        if self._entries_since_compaction >= self.compact_every:
+        # Compacting after a number of entries that grows with the state keeps the total
+        # rewrite cost linear in the number of changes.
+        if self._entries_since_compaction >= max(self.compact_every, len(state.resources)):
             self.compact(state)
 
     def _rotate_backups(self) -> None:
@@ -129,16 +135,25 @@ class LocalBackend(StateBackend):
             first.write_bytes(self.path.read_bytes())
 
     def compact(self, state: State) -> None:
+        if (
+            self._on_disk == (state.lineage, state.serial)
+            and self._journal is None
+            and not self.journal_path.exists()
+        ):
+            return  # the file already holds exactly this state
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        data = json.dumps(state.to_json(), indent=2, sort_keys=False).encode("utf-8") + b"\n"
+        data = json.dumps(state.to_json(), separators=(",", ":")).encode("utf-8") + b"\n"
         temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         with open(temporary, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        self._rotate_backups()
+        if not self._rotated:
+            self._rotate_backups()  # once per operation: keep the state it started from
+            self._rotated = True
         os.replace(temporary, self.path)
         _fsync_dir(self.path.parent)
+        self._on_disk = (state.lineage, state.serial)
         if self._journal is not None:
             self._journal.close()
             self._journal = None
@@ -178,6 +193,7 @@ class LocalBackend(StateBackend):
             self._journal = None
 
     def unlock(self, info: LockInfo) -> None:
+        self._rotated = False
         held = self._read_lock()
         if held is not None and held.id == info.id:
             self.lock_path.unlink(missing_ok=True)

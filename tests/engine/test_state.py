@@ -241,17 +241,49 @@ def serial_of(path: Path) -> int:
     return int(json.loads(path.read_bytes())["serial"])
 
 
+def operation(backend: LocalBackend, state: State, address: str, value: int) -> None:
+    """One locked operation recording one change: what makes a backup generation."""
+    lock = backend.lock("apply")
+    backend.record(
+        state,
+        {"type": "outcome", "address": address, "resource": resource(address, value).to_json()},
+    )
+    backend.compact(state)
+    backend.unlock(lock)
+
+
 def test_backups_rotate_keeping_the_newest_generations(path: Path) -> None:
     backend = LocalBackend(path, backups=3)
     state = State.new()
-    for serial in range(1, 6):
-        state.serial = serial
-        backend.compact(state)
+    for value in range(1, 6):
+        operation(backend, state, "Project/a", value)
 
     assert serial_of(path) == 5
     backups = {n: path.with_name(f"state.json.backup.{n}") for n in range(1, 5)}
     assert [serial_of(backups[n]) for n in (1, 2, 3)] == [4, 3, 2]
     assert not backups[4].exists()
+
+
+def test_one_operation_makes_one_backup_however_often_it_compacts(path: Path) -> None:
+    backend = LocalBackend(path, backups=3)
+    state = State.new()
+    operation(backend, state, "Project/a", 1)
+    backend.compact_every = 1
+    lock = backend.lock("apply")
+    for value in range(2, 6):
+        backend.record(
+            state,
+            {
+                "type": "outcome",
+                "address": f"Project/p{value}",
+                "resource": resource(f"Project/p{value}", value).to_json(),
+            },
+        )
+    backend.compact(state)
+    backend.unlock(lock)
+
+    assert serial_of(path.with_name("state.json.backup.1")) == 1
+    assert not path.with_name("state.json.backup.2").exists()
 
 
 def test_no_backups_are_written_when_none_are_asked_for(path: Path) -> None:
@@ -267,11 +299,8 @@ def test_no_backups_are_written_when_none_are_asked_for(path: Path) -> None:
 def test_a_backup_is_a_generation_of_its_own_not_a_view_of_the_current_file(path: Path) -> None:
     backend = LocalBackend(path, backups=2)
     state = State.new()
-    state.resources["Project/a"] = resource("Project/a", 1)
-    backend.compact(state)
-    state.resources["Project/a"] = resource("Project/a", 2)
-    state.serial = 1
-    backend.compact(state)
+    operation(backend, state, "Project/a", 1)
+    operation(backend, state, "Project/a", 2)
 
     backup = json.loads(path.with_name("state.json.backup.1").read_bytes())
     assert backup["resources"]["Project/a"]["spec"]["spec"] == {"value": 1}
