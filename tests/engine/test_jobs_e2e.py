@@ -204,3 +204,34 @@ def test_stale_lock_fails_a_locked_plan_naming_the_entry(loop: Path) -> None:
     result = tf(loop, "plan", ".", "--env", "ci", "--locked")
     assert result.returncode == 1
     assert "trainform.lock is stale: code code#." in result.stderr
+
+
+def test_a_job_over_its_project_quota_waits_with_the_reason_and_starts_later(
+    loop: Path,
+) -> None:
+    platform = loop / "specs" / "platform.yaml"
+    platform.write_text(platform.read_text().replace("runningJobs: 2", "runningJobs: 1"))
+    training = loop / "specs" / "training.yaml"
+    text = training.read_text()
+    job = text.split("\n---\n")[0]
+    second = (
+        job.replace("name: bigram", "name: bigram-b")
+        .replace("smoothing: 0.1", "smoothing: 0.3")
+        .replace("  evaluations:\n    - suite: heldout-perplexity\n", "")
+    )
+    training.write_text(text + "\n---\n" + second)
+    ok(loop, "lock", ".", "--env", "ci")
+    apply(loop, "--var", "stepSeconds=0.1")
+    reports = json.loads(ok(loop, "status", "--dir", ".", "--env", "ci", "--format", "json"))[
+        "jobs"
+    ]
+    phases = {r["address"]: r for r in reports}
+    waiting = [r for r in phases.values() if r["phase"] == "queued"]
+    assert len(waiting) == 1, phases
+    assert "runningJobs 1/1" in waiting[0]["reason"]
+    assert "research" in waiting[0]["reason"]
+    text = ok(loop, "status", "--dir", ".", "--env", "ci")
+    assert "runningJobs 1/1" in text
+    ok(loop, "status", "--dir", ".", "--env", "ci", "--wait", "--timeout", "120")
+    final = json.loads(ok(loop, "status", "--dir", ".", "--env", "ci", "--format", "json"))
+    assert {r["phase"] for r in final["jobs"]} == {"succeeded"}
