@@ -272,21 +272,20 @@ def _load_document(
             diagnostics.append(nesting_error(display, start))
             return
         document, problems = render_document(document, context)
-        _declare(document, declared)
         if problems:
+            _declare(document, declared)
             for problem in problems:
                 diagnostics.append(_template_diagnostic(problem, context, locate))
             return
-    else:
-        _declare(document, declared)
-    kind, project, name = _identity(document)
-    model = KINDS.get(kind) if isinstance(kind, str) else None
     try:
         resource_model = DOCUMENT_ADAPTER.validate_python(document)
     except ValidationError as exc:
+        _declare(document, declared)
         if too_deep(document):
             diagnostics.append(nesting_error(display, start))
             return
+        kind, project, name = _identity(document)
+        model = KINDS.get(kind) if isinstance(kind, str) else None
         address = f"{kind}/{project}/{name}" if project else f"{kind}/{name}"
         diagnostics += diagnostics_from_errors(
             exc.errors(include_url=False), model, locate, address if model else ""
@@ -295,6 +294,7 @@ def _load_document(
     resource = Resource(resource_model.address, resource_model, Location(display, start, 1), index)
     scope_problem = _check_scope(resource, locate)
     if scope_problem:
+        _declare(document, declared)
         diagnostics.append(scope_problem)
         return
     existing = resources.get(resource.address)

@@ -217,12 +217,33 @@ def _check_provider(resource: Resource, config: RootConfig, locate: Locate) -> l
 Cycle = list[tuple[str, Dependency]]
 
 
+def _acyclic(resources: dict[str, Resource]) -> bool:
+    """Kahn's algorithm: cheap proof that there is no cycle, the usual case."""
+    remaining = {address: len(r.dependencies) for address, r in resources.items()}
+    dependents: dict[str, list[str]] = {}
+    for address, resource in resources.items():
+        for dependency in resource.dependencies:
+            dependents.setdefault(dependency.address, []).append(address)
+    ready = [address for address, count in remaining.items() if count == 0]
+    removed = 0
+    while ready:
+        address = ready.pop()
+        removed += 1
+        for dependent in dependents.get(address, ()):
+            remaining[dependent] -= 1
+            if remaining[dependent] == 0:
+                ready.append(dependent)
+    return removed == len(resources)
+
+
 def find_cycles(resources: dict[str, Resource]) -> list[Cycle]:
     """Each reference cycle once, as the list of edges walked in order.
 
     Tarjan's strongly connected components, iteratively (specs may be deep chains), then one
     cycle per component, started at its smallest address so output is deterministic.
     """
+    if _acyclic(resources):
+        return []
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     on_stack: set[str] = set()

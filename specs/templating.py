@@ -70,26 +70,40 @@ def render_document(
         return value
 
     def visit(value: Any, path: tuple[str | int, ...]) -> Any:
-        """The value with templates rendered; the same object when nothing changed."""
+        """The value with templates rendered; the same object when nothing changed.
+
+        Paths are built only for strings that hold a template and for containers."""
         if isinstance(value, str):
             return render_string(value, path) if has_template(value) else value
         if isinstance(value, dict):
             changed = None
             for key, child in value.items():
-                if isinstance(child, str | dict | list):
+                if type(child) is str:
+                    if "{" not in child or not has_template(child):
+                        continue
+                    new = render_string(child, (*path, key))
+                elif isinstance(child, dict | list):
                     new = visit(child, (*path, key))
-                    if new is not child:
-                        changed = changed if changed is not None else dict(value)
-                        changed[key] = new
+                else:
+                    continue
+                if new is not child:
+                    changed = changed if changed is not None else dict(value)
+                    changed[key] = new
             return value if changed is None else changed
         if isinstance(value, list):
             items = None
             for index, child in enumerate(value):
-                if isinstance(child, str | dict | list):
+                if type(child) is str:
+                    if "{" not in child or not has_template(child):
+                        continue
+                    new = render_string(child, (*path, index))
+                elif isinstance(child, dict | list):
                     new = visit(child, (*path, index))
-                    if new is not child:
-                        items = items if items is not None else list(value)
-                        items[index] = new
+                else:
+                    continue
+                if new is not child:
+                    items = items if items is not None else list(value)
+                    items[index] = new
             return value if items is None else items
         return value
 

@@ -77,6 +77,9 @@ def _document_starts(text: str) -> list[tuple[int, int]]:
         return counted[1], position
 
     def first_content(begin: int, end: int) -> int | None:
+        following = begin + 1  # the line after a marker, in the usual layout
+        if following < end and text[begin] == "\n" and text[following] not in " \t\r\n#%":
+            return following
         for match in _CONTENT_LINE.finditer(text, begin, end):
             if text.startswith("%", match.start()):
                 continue  # a directive, before a document's `---`
