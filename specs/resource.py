@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from specs.errors import Diagnostic, Location
 from specs.models.base import DocumentBase, Reference
 from specs.models.config import RootConfig
 
 
-@dataclass(frozen=True, slots=True)
-class Dependency:
+class Dependency(NamedTuple):
     """A reference resolved to the address of the resource it names."""
 
     address: str

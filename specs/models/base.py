@@ -9,8 +9,7 @@ with the field path they come from, so the loader can resolve them and point at 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -40,8 +39,7 @@ class Scope(enum.StrEnum):
     EITHER = "either"
 
 
-@dataclass(frozen=True, slots=True)
-class Reference:
+class Reference(NamedTuple):
     """A by-name link from one resource to another, typed by the kind it must point to."""
 
     kind: str
