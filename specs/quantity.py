@@ -62,10 +62,55 @@ def parse_quantity(text: str) -> Decimal:
     return number * _DECIMAL[match["decimal"] or ""]
 
 
-class Quantity:
+class _Measure:
+    """Shared behaviour of Quantity and Duration: exact value, user's spelling, pydantic.
+
+    Subclasses define `_key()` (the exact value compared), `_validate(raw)` and
+    `_json_schema()`."""
+
+    __slots__ = ("text",)
+    text: str
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is type(self):
+            return self._key() == other._key()  # type: ignore[attr-defined,no-any-return]
+        return NotImplemented
+
+    def __lt__(self, other: _Measure) -> bool:
+        return self._key() < other._key()  # type: ignore[attr-defined,no-any-return]
+
+    def __le__(self, other: _Measure) -> bool:
+        return self._key() <= other._key()  # type: ignore[attr-defined,no-any-return]
+
+    def __hash__(self) -> int:
+        return hash(self._key())  # type: ignore[attr-defined]
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.text!r})"
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.no_info_plain_validator_function(
+            cls._validate,  # type: ignore[attr-defined]
+            serialization=core_schema.plain_serializer_function_ser_schema(str, when_used="json"),
+        )
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return cls._json_schema()  # type: ignore[attr-defined,no-any-return]
+
+
+class Quantity(_Measure):
     """A non-negative resource amount with an exact value and the spelling it was given."""
 
-    __slots__ = ("text", "value")
+    __slots__ = ("value",)
 
     def __init__(self, text: str | int) -> None:
         spelled = str(text).strip()
@@ -75,35 +120,23 @@ class Quantity:
         self.text = spelled
         self.value = value
 
+    def _key(self) -> Decimal:
+        return self.value
+
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, Quantity):
-            return self.value == other.value
-        if isinstance(other, int | Decimal):
+        if isinstance(other, int | Decimal) and not isinstance(other, bool):
             return self.value == other
-        return NotImplemented
+        return super().__eq__(other)
 
-    def __lt__(self, other: Quantity) -> bool:
-        return self.value < other.value
-
-    def __le__(self, other: Quantity) -> bool:
-        return self.value <= other.value
-
-    def __hash__(self) -> int:
-        return hash(self.value)
-
-    def __str__(self) -> str:
-        return self.text
-
-    def __repr__(self) -> str:
-        return f"Quantity({self.text!r})"
+    __hash__ = _Measure.__hash__
 
     @property
     def canonical(self) -> str:
         """Value without suffix or exponent, the form hashes and diffs use."""
         normalized = self.value.normalize()
-        return (
-            format(normalized, "f") if normalized == normalized.to_integral() else str(normalized)
-        )
+        if normalized == normalized.to_integral():
+            return format(normalized, "f")
+        return str(normalized)
 
     @classmethod
     def _validate(cls, raw: Any) -> Quantity:
@@ -117,18 +150,7 @@ class Quantity:
         return quantity
 
     @classmethod
-    def __get_pydantic_core_schema__(
-        cls, source: Any, handler: GetCoreSchemaHandler
-    ) -> core_schema.CoreSchema:
-        return core_schema.no_info_plain_validator_function(
-            cls._validate,
-            serialization=core_schema.plain_serializer_function_ser_schema(str, when_used="json"),
-        )
-
-    @classmethod
-    def __get_pydantic_json_schema__(
-        cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
-    ) -> JsonSchemaValue:
+    def _json_schema(cls) -> JsonSchemaValue:
         return {
             "anyOf": [
                 {"type": "string", "pattern": QUANTITY_PATTERN},
@@ -138,10 +160,10 @@ class Quantity:
         }
 
 
-class Duration:
+class Duration(_Measure):
     """A span of time in whole seconds, written as `90m`, `36h`, `1h30m` or `2d`."""
 
-    __slots__ = ("seconds", "text")
+    __slots__ = ("seconds",)
 
     def __init__(self, text: str) -> None:
         spelled = text.strip()
@@ -152,25 +174,8 @@ class Duration:
             int(amount) * _DURATION_UNITS[unit] for amount, unit in _DURATION_PART.findall(spelled)
         )
 
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Duration):
-            return self.seconds == other.seconds
-        return NotImplemented
-
-    def __lt__(self, other: Duration) -> bool:
-        return self.seconds < other.seconds
-
-    def __le__(self, other: Duration) -> bool:
-        return self.seconds <= other.seconds
-
-    def __hash__(self) -> int:
-        return hash(self.seconds)
-
-    def __str__(self) -> str:
-        return self.text
-
-    def __repr__(self) -> str:
-        return f"Duration({self.text!r})"
+    def _key(self) -> int:
+        return self.seconds
 
     @classmethod
     def _validate(cls, raw: Any) -> Duration:
@@ -186,18 +191,7 @@ class Duration:
         return duration
 
     @classmethod
-    def __get_pydantic_core_schema__(
-        cls, source: Any, handler: GetCoreSchemaHandler
-    ) -> core_schema.CoreSchema:
-        return core_schema.no_info_plain_validator_function(
-            cls._validate,
-            serialization=core_schema.plain_serializer_function_ser_schema(str, when_used="json"),
-        )
-
-    @classmethod
-    def __get_pydantic_json_schema__(
-        cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
-    ) -> JsonSchemaValue:
+    def _json_schema(cls) -> JsonSchemaValue:
         return {
             "type": "string",
             "pattern": DURATION_PATTERN,

@@ -11,15 +11,20 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from specs.models.base import DocumentBase, Reference, Scope, SpecModel
+from specs.models.base import DocumentBase, Metadata, Reference, Scope, SpecModel
 from specs.names import SLURM_RESERVED, LabelKey, LabelValue, ResourceName
 from specs.quantity import Duration, Quantity
 
 
-def _not_slurm_reserved(name: str) -> str:
-    if name in SLURM_RESERVED:
-        raise ValueError(f"{name!r} is reserved by Slurm; choose another name")
-    return name
+class SlurmNamed(DocumentBase):
+    """A kind whose name becomes a Slurm account or partition: Slurm's keywords are out."""
+
+    @field_validator("metadata")
+    @classmethod
+    def _name_not_reserved(cls, metadata: Metadata) -> Metadata:
+        if metadata.name in SLURM_RESERVED:
+            raise ValueError(f"{metadata.name!r} is reserved by Slurm; choose another name")
+        return metadata
 
 
 class ProjectSpec(SpecModel):
@@ -43,18 +48,12 @@ class ProjectSpec(SpecModel):
     )
 
 
-class Project(DocumentBase):
+class Project(SlurmNamed):
     """A tenant: a Kubernetes namespace, a Slurm account and a storage prefix."""
 
     kind: Literal["Project"] = Field(description="Project")
     spec: ProjectSpec = Field(description="Owners, users and allowed spec paths.")
     scope: ClassVar[Scope] = Scope.GLOBAL
-
-    @field_validator("metadata")
-    @classmethod
-    def _name_not_reserved(cls, metadata):  # type: ignore[no-untyped-def]
-        _not_slurm_reserved(metadata.name)
-        return metadata
 
 
 class Accelerator(SpecModel):
@@ -196,18 +195,12 @@ class QueueSpec(SpecModel):
         return self
 
 
-class Queue(DocumentBase):
+class Queue(SlurmNamed):
     """Admission for one or more pools: quota, cohort, borrowing, priority, preemption."""
 
     kind: Literal["Queue"] = Field(description="Queue")
     spec: QueueSpec = Field(description="Quotas per pool and admission policy.")
     scope: ClassVar[Scope] = Scope.GLOBAL
-
-    @field_validator("metadata")
-    @classmethod
-    def _name_not_reserved(cls, metadata):  # type: ignore[no-untyped-def]
-        _not_slurm_reserved(metadata.name)
-        return metadata
 
     def spec_references(self) -> list[Reference]:
         return [
