@@ -114,11 +114,15 @@ def _assign(specs: SpecSet) -> tuple[dict[str, list[str]], list[str]]:
     return where, problems
 
 
-def _relative(resource: Resource, specs: SpecSet) -> str:
+def _relative(resource: Resource, specs: SpecSet, cache: dict[str, str]) -> str:
     """`file:line:column` relative to the spec folder, however the folder was spelled."""
     where = resource.location
-    relative = os.path.relpath(where.file, os.path.normpath(str(specs.root)))
-    return f"{Path(relative).as_posix()}:{where.line}:{where.column}"
+    relative = cache.get(where.file)
+    if relative is None:
+        relative = cache[where.file] = Path(
+            os.path.relpath(where.file, os.path.normpath(str(specs.root)))
+        ).as_posix()
+    return f"{relative}:{where.line}:{where.column}"
 
 
 def build_desired(specs: SpecSet) -> dict[str, DesiredItem]:
@@ -127,6 +131,7 @@ def build_desired(specs: SpecSet) -> dict[str, DesiredItem]:
     if problems:
         raise AssignmentError(problems)
     desired = {}
+    relative: dict[str, str] = {}
     for address, resource in specs.resources.items():
         document = normalize_document(resource.document)
         desired[address] = DesiredItem(
@@ -139,7 +144,7 @@ def build_desired(specs: SpecSet) -> dict[str, DesiredItem]:
             spec_hash=spec_hash(document),
             dependencies=sorted({d.address for d in resource.dependencies}),
             prevent_destroy=resource.document.lifecycle.prevent_destroy,
-            location=_relative(resource, specs),
+            location=_relative(resource, specs, relative),
             references=[
                 (
                     ".".join(str(step) for step in d.reference.path),

@@ -8,55 +8,32 @@ values back into what a person reads in a plan.
 
 from __future__ import annotations
 
-from decimal import Decimal
+import json
 from typing import Any
 
 from planner.state import digest
-from specs import Duration, Quantity
 from specs.models.base import DocumentBase
 
 _DURATION_UNITS = (("w", 604800), ("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
 _BINARY = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
 
 
-def canonical_duration(seconds: int) -> str:
-    if seconds == 0:
-        return "0s"
-    parts = []
-    for unit, size in _DURATION_UNITS[1:]:
-        amount, seconds = divmod(seconds, size)
-        if amount:
-            parts.append(f"{amount}{unit}")
-    return "".join(parts)
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Quantity):
-        return value.canonical
-    if isinstance(value, Duration):
-        return canonical_duration(value.seconds)
-    if isinstance(value, dict):
-        # An unset optional field is absent, so adding one to a kind changes nothing applied.
-        return {key: _plain(item) for key, item in value.items() if item is not None}
-    if isinstance(value, list | tuple):
-        return [_plain(item) for item in value]
-    if isinstance(value, Decimal):
-        return str(value)
-    return value
-
-
 def normalize_document(document: DocumentBase) -> dict[str, Any]:
-    """{metadata: {labels, annotations}, spec: {...}} with canonical values, defaults filled."""
-    spec = document.spec.model_dump(mode="python", by_alias=True)  # type: ignore[attr-defined]
+    """{metadata: {labels, annotations}, spec: {...}} with canonical values, defaults filled,
+    unset optional fields left out (pydantic's serializer does it, in one pass)."""
+    spec = document.spec.model_dump(by_alias=True, exclude_none=True)  # type: ignore[attr-defined]
     metadata = document.metadata
     return {
         "metadata": {"labels": dict(metadata.labels), "annotations": dict(metadata.annotations)},
-        "spec": _plain(spec),
+        "spec": spec,
     }
 
 
 def spec_hash(normalized: dict[str, Any]) -> str:
     return digest(normalized)
+
+
+_SORTED_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False)
 
 
 def humanize(value: Any) -> str:
@@ -72,8 +49,11 @@ def humanize(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, list) and all(
+        type(item) is str and item.isprintable() and '"' not in item and "\\" not in item
+        for item in value
+    ):
+        return "[" + ", ".join(f'"{item}"' for item in value) + "]"
     if isinstance(value, list | dict):
-        import json
-
-        return json.dumps(value, sort_keys=True)
+        return _SORTED_JSON.encode(value)
     return str(value)

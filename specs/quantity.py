@@ -2,8 +2,9 @@
 
 `Quantity` follows the Kubernetes resource grammar (`500m`, `16`, `2Ti`, `1.5G`, `1e3`) and
 keeps an exact `Decimal` value: `2Ti` is 2 * 2**40, never a float. `Duration` accepts
-`90m`, `36h`, `1h30m`, `2d`, `45s` and holds whole seconds. Both compare by value, render
-back in the user's own spelling, and plug into pydantic models as field types.
+`90m`, `36h`, `1h30m`, `2d`, `45s` and holds whole seconds. Both compare by value, print
+in the user's own spelling (`str`), serialize in one canonical spelling (`2Ti` ->
+"2199023255552", `90m` -> "1h30m") and plug into pydantic models as field types.
 """
 
 from __future__ import annotations
@@ -97,7 +98,9 @@ class _Measure:
     ) -> core_schema.CoreSchema:
         return core_schema.no_info_plain_validator_function(
             cls._validate,  # type: ignore[attr-defined]
-            serialization=core_schema.plain_serializer_function_ser_schema(str, when_used="json"),
+            serialization=core_schema.plain_serializer_function_ser_schema(
+                _canonical_of, when_used="always"
+            ),
         )
 
     @classmethod
@@ -177,6 +180,19 @@ class Duration(_Measure):
     def _key(self) -> int:
         return self.seconds
 
+    @property
+    def canonical(self) -> str:
+        """The one spelling of this span used in hashes and diffs: `90m` -> `1h30m`."""
+        remaining = self.seconds
+        if remaining == 0:
+            return "0s"
+        parts = []
+        for unit, size in _CANONICAL_UNITS:
+            amount, remaining = divmod(remaining, size)
+            if amount:
+                parts.append(f"{amount}{unit}")
+        return "".join(parts)
+
     @classmethod
     def _validate(cls, raw: Any) -> Duration:
         if isinstance(raw, Duration):
@@ -197,6 +213,15 @@ class Duration(_Measure):
             "pattern": DURATION_PATTERN,
             "description": f"Duration: {DURATION_HELP}.",
         }
+
+
+_CANONICAL_UNITS = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
+
+
+def _canonical_of(value: _Measure) -> str:
+    """Serialized form of a Quantity or Duration: exact and canonical, so a dump of a spec
+    compares and hashes by meaning (`2048Mi` and `2Gi` dump alike)."""
+    return value.canonical  # type: ignore[attr-defined,no-any-return]
 
 
 # Both types are immutable, so equal spellings can share one parsed instance: spec folders

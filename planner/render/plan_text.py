@@ -27,13 +27,14 @@ MAX_CREATE_FIELDS = 40
 
 
 def _leaves(value: Any, path: str, out: list[tuple[str, Any]]) -> None:
-    if isinstance(value, dict):
+    kind = type(value)
+    if kind is dict:
         for key in sorted(value):
             _leaves(value[key], f"{path}.{key}" if path else key, out)
-    elif isinstance(value, list) and value and any(isinstance(v, dict | list) for v in value):
+    elif kind is list and value and any(type(v) is dict or type(v) is list for v in value):
         for index, item in enumerate(value):
             _leaves(item, f"{path}[{index}]", out)
-    elif value not in (None, [], {}, ""):
+    elif value is not None and value != "" and not (kind is list and not value):
         out.append((path, value))
 
 

@@ -85,6 +85,20 @@ def reference_model(folder: Path, tmp_path: Path, steps: int = 20) -> dict:
     return json.loads((out / "output" / "model.json").read_text())
 
 
+def kill_after_checkpoints(folder: Path, count: int) -> list[Path]:
+    """Wait until the running attempt wrote `count` checkpoints, then SIGKILL its process."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        rows = attempts(folder)
+        if rows and rows[-1]["child_pid"]:
+            written = sorted(Path(rows[-1]["checkpoint_dir"]).glob("step-*/manifest.json"))
+            if len(written) >= count:
+                os.kill(rows[-1]["child_pid"], signal.SIGKILL)
+                return [manifest.parent for manifest in written]
+        time.sleep(0.05)
+    raise AssertionError("the run wrote too few checkpoints in time")
+
+
 def test_submit_wait_evaluate_and_gate(loop: Path) -> None:
     plan = ok(loop, "plan", ".", "--env", "ci", "--locked")
     assert f"# {JOB} will be created" in plan
@@ -108,20 +122,10 @@ def test_killed_run_resumes_from_latest_valid_checkpoint_with_the_same_model(
     loop: Path, tmp_path: Path
 ) -> None:
     apply(loop, "--var", "stepSeconds=0.15")
-    deadline = time.monotonic() + 60
-    checkpoints: list[Path] = []
-    while time.monotonic() < deadline:
-        rows = attempts(loop)
-        if rows and rows[-1]["child_pid"]:
-            checkpoints = sorted(Path(rows[-1]["checkpoint_dir"]).glob("step-*/manifest.json"))
-            if len(checkpoints) >= 2:
-                break
-        time.sleep(0.1)
-    assert len(checkpoints) >= 2, "the run wrote no checkpoints in time"
-    os.kill(attempts(loop)[-1]["child_pid"], signal.SIGKILL)
+    kill_after_checkpoints(loop, 2)
     killed = wait(loop)
     assert killed["phase"] == "failed"
-    step = killed["latestCheckpoint" if "latestCheckpoint" in killed else "latestValidCheckpoint"]
+    step = killed["latestValidCheckpoint"]
     plan = ok(loop, "plan", ".", "--env", "ci", "--var", "stepSeconds=0.15")
     assert f"# {JOB} will resume" in plan
     assert f"resume from the latest valid checkpoint {step['id']} (step {step['step']})" in plan
@@ -133,23 +137,19 @@ def test_killed_run_resumes_from_latest_valid_checkpoint_with_the_same_model(
 
 
 def test_corrupt_latest_checkpoint_is_skipped_and_reported(loop: Path) -> None:
-    apply(loop)
-    assert wait(loop)["phase"] == "succeeded"
-    row = attempts(loop)[-1]
-    newest = sorted(Path(row["checkpoint_dir"]).glob("step-*"))[-1]
+    apply(loop, "--var", "stepSeconds=0.15")
+    written = kill_after_checkpoints(loop, 3)
+    assert wait(loop)["phase"] == "failed"
+    newest, previous = written[-1], written[-2]
     (newest / "model.json").write_text("")
-    # Make the run look failed so the plan considers a resume.
-    connection = sqlite3.connect(loop / ".trainform" / "platform.db")
-    connection.execute("UPDATE attempts SET phase='failed', reason='test' WHERE id=?", (row["id"],))
-    connection.commit()
-    connection.close()
-    plan = ok(loop, "plan", ".", "--env", "ci")
+    plan = ok(loop, "plan", ".", "--env", "ci", "--var", "stepSeconds=0.15")
     assert f"checkpoint {newest.name} is not usable" in plan
-    assert "resume from the latest valid checkpoint step-" in plan
-    assert f"checkpoint {newest.name} (step" not in plan
+    step = int(previous.name.split("-")[1])
+    assert f"resume from the latest valid checkpoint {previous.name} (step {step})" in plan
     drift = tf(loop, "drift", ".", "--env", "ci")
     assert drift.returncode == 2
     assert "checkpoint-invalid" in drift.stdout and newest.name in drift.stdout
+    assert "job-failed" in drift.stdout
 
 
 def test_hyperparameter_change_is_a_new_run_and_the_old_one_stays(loop: Path) -> None:

@@ -110,9 +110,10 @@ def test_quantities_are_equal_by_value(left: str, right: str) -> None:
     assert Quantity(left).canonical == Quantity(right).canonical
 
 
-def test_quantity_keeps_the_users_spelling() -> None:
+def test_quantity_prints_the_users_spelling_and_serializes_canonically() -> None:
     assert str(Quantity("64Gi")) == "64Gi"
-    assert _Amounts(amount="2Ti").model_dump(mode="json")["amount"] == "2Ti"
+    assert _Amounts(amount="2Ti").model_dump(mode="json")["amount"] == "2199023255552"
+    assert _Amounts(amount="2048Gi").model_dump()["amount"] == "2199023255552"
 
 
 def test_quantities_order_by_value() -> None:
