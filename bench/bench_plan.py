@@ -493,6 +493,15 @@ def main(argv: list[str] | None = None) -> int:
                 expect=plan_summary(0, edited_counts["changed"]),
             ),
         ]
+        series.append(
+            Timed(
+                "floor",
+                [sys.executable, str(Path(__file__).with_name("floor_plan.py")), str(empty)],
+                env,
+                args.repeat,
+                expect=plan_summary(n, 0),
+            )
+        )
         folder = terraform_folder(n) if n in args.terraform_plan_sizes else None
         if terraform is not None and folder is not None:
             slow = n >= 10_000
@@ -523,6 +532,9 @@ def main(argv: list[str] | None = None) -> int:
             "load_average": [load, os.getloadavg()],
         }
         result |= {name: one.to_json() for name, one in by_name.items()}
+        result["floor_ratio"] = (
+            by_name["trainform-empty"].median_seconds / by_name["floor"].median_seconds
+        )
         if "terraform" in by_name:
             tf = by_name["terraform"].median_seconds
             result["terraform_counts"] = terraform_setup[n]
@@ -592,6 +604,8 @@ def main(argv: list[str] | None = None) -> int:
                 "N",
                 "trainform empty s",
                 "trainform 1% s",
+                "floor s",
+                "trainform/floor",
                 "terraform s",
                 "tf/trainform",
                 "trainform MB",
@@ -603,6 +617,8 @@ def main(argv: list[str] | None = None) -> int:
                     f"{r['n']:,}",
                     fmt(median(r, "trainform-empty")),
                     fmt(median(r, "trainform-changed")),
+                    fmt(median(r, "floor")),
+                    fmt(r.get("floor_ratio"), "{:.2f}x"),
                     fmt(median(r, "terraform")),
                     fmt(r.get("ratio"), "{:.1f}x"),
                     fmt(peak(r, "trainform-empty"), "{:.0f}"),

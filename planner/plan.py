@@ -9,6 +9,7 @@ and deleted last (see `order_changes`).
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
@@ -408,38 +409,46 @@ def order_changes(changes: list[ResourceChange]) -> list[ResourceChange]:
     Creates, updates and replaces follow dependencies; deletes run before whatever they
     depended on is deleted, and after whatever referenced them has been updated away.
     """
-    import networkx as nx
-
-    graph = apply_graph(changes)
-    ordered = list(nx.lexicographical_topological_sort(graph))
+    successors = apply_edges(changes)
+    waiting = dict.fromkeys(successors, 0)
+    for targets in successors.values():
+        for target in targets:
+            waiting[target] += 1
+    ready = [address for address, count in waiting.items() if count == 0]
+    heapq.heapify(ready)
+    ordered = []
+    while ready:
+        address = heapq.heappop(ready)
+        ordered.append(address)
+        for target in successors[address]:
+            waiting[target] -= 1
+            if waiting[target] == 0:
+                heapq.heappush(ready, target)
     by_address = {c.address: c for c in changes}
     noops = sorted((c for c in changes if c.action is Action.NOOP), key=lambda c: c.address)
     return [by_address[a] for a in ordered] + noops
 
 
-def apply_graph(changes: list[ResourceChange]) -> Any:
-    """DiGraph over actionable changes; an edge u -> v means u must finish before v starts."""
-    import networkx as nx
-
+def apply_edges(changes: list[ResourceChange]) -> dict[str, set[str]]:
+    """Successors of each actionable change: `v in edges[u]` means u finishes before v."""
     actionable = {c.address: c for c in changes if c.action is not Action.NOOP}
-    graph = nx.DiGraph()
-    graph.add_nodes_from(sorted(actionable))
+    edges: dict[str, set[str]] = {address: set() for address in actionable}
     constructive = (Action.CREATE, Action.UPDATE, Action.REPLACE, Action.RESUME, Action.EVALUATE)
     for change in actionable.values():
         if change.action in constructive:
             for dependency in change.dependencies:
                 other = actionable.get(dependency)
                 if other is not None and other.action in constructive:
-                    graph.add_edge(dependency, change.address)
+                    edges[dependency].add(change.address)
             for dependency in change.previous_dependencies:
                 other = actionable.get(dependency)
                 if other is not None and other.action is Action.DELETE:
-                    graph.add_edge(change.address, dependency)
+                    edges[change.address].add(dependency)
         elif change.action is Action.DELETE:
             for dependency in change.previous_dependencies:
                 other = actionable.get(dependency)
                 if other is not None and other.action is Action.DELETE:
-                    graph.add_edge(change.address, dependency)
+                    edges[change.address].add(dependency)
     # A replacement deletes first: what depended on the old object and is being deleted
     # goes before it, unless the replacement must already precede that delete.
     for change in actionable.values():
@@ -449,7 +458,31 @@ def apply_graph(changes: list[ResourceChange]) -> Any:
                 if (
                     other is not None
                     and other.action is Action.REPLACE
-                    and not nx.has_path(graph, dependency, change.address)
+                    and not _reaches(edges, dependency, change.address)
                 ):
-                    graph.add_edge(change.address, dependency)
+                    edges[change.address].add(dependency)
+    return edges
+
+
+def _reaches(edges: dict[str, set[str]], source: str, target: str) -> bool:
+    seen = {source}
+    stack = [source]
+    while stack:
+        for following in edges[stack.pop()]:
+            if following == target:
+                return True
+            if following not in seen:
+                seen.add(following)
+                stack.append(following)
+    return False
+
+
+def apply_graph(changes: list[ResourceChange]) -> Any:
+    """DiGraph over actionable changes; an edge u -> v means u must finish before v starts."""
+    import networkx as nx
+
+    graph = nx.DiGraph()
+    edges = apply_edges(changes)
+    graph.add_nodes_from(sorted(edges))
+    graph.add_edges_from((u, v) for u, targets in edges.items() for v in targets)
     return graph

@@ -113,7 +113,7 @@ class _Measure:
 class Quantity(_Measure):
     """A non-negative resource amount with an exact value and the spelling it was given."""
 
-    __slots__ = ("value",)
+    __slots__ = ("value", "_canonical")
 
     def __init__(self, text: str | int) -> None:
         spelled = str(text).strip()
@@ -122,6 +122,7 @@ class Quantity(_Measure):
             raise ValueError(f"negative quantity: {spelled!r}")
         self.text = spelled
         self.value = value
+        self._canonical = ""
 
     def _key(self) -> Decimal:
         return self.value
@@ -136,10 +137,11 @@ class Quantity(_Measure):
     @property
     def canonical(self) -> str:
         """Value without suffix or exponent, the form hashes and diffs use."""
-        normalized = self.value.normalize()
-        if normalized == normalized.to_integral():
-            return format(normalized, "f")
-        return str(normalized)
+        if not self._canonical:
+            normalized = self.value.normalize()
+            integral = normalized == normalized.to_integral()
+            self._canonical = format(normalized, "f") if integral else str(normalized)
+        return self._canonical
 
     @classmethod
     def _validate(cls, raw: Any) -> Quantity:
