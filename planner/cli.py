@@ -7,11 +7,9 @@ TRAINFORM_DEBUG=1 to see one for an internal error.
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import sys
-import traceback
 
 import click
 
@@ -173,9 +171,6 @@ def explain(target: str, output_format: str) -> None:
 
 def run(argv: list[str] | None = None) -> int:
     """Run one command; returns its exit code. Every expected failure becomes a message."""
-    # A command holds its whole platform in memory until it ends; collecting rarely keeps
-    # the cyclic collector from rescanning it over and over (cycles are still freed).
-    gc.set_threshold(50_000, 50, 100)
     try:
         cli.main(args=argv, prog_name="trainform", standalone_mode=False)
     except SystemExit as exc:
@@ -194,6 +189,8 @@ def run(argv: list[str] | None = None) -> int:
         return 130
     except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
         if os.environ.get("TRAINFORM_DEBUG"):
+            import traceback
+
             traceback.print_exc()
         click.echo(
             f"internal error: {type(exc).__name__}: {exc}\n"

@@ -35,6 +35,9 @@ def load_or_exit(opener: Callable[[], T], output_format: str) -> T:
     except SpecLoadError as error:
         print_diagnostics(error, output_format)
         raise SystemExit(EXIT_ERROR) from None
-    # What was loaded lives until the command ends: keep the collector from rescanning it.
+    # What was loaded lives until the command ends: keep the collector from rescanning it,
+    # and from here on collect rarely (planner.entry turned collection off for the load).
     gc.freeze()
+    gc.set_threshold(50_000, 50, 100)
+    gc.enable()
     return loaded

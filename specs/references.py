@@ -219,12 +219,19 @@ Cycle = list[tuple[str, Dependency]]
 
 def _acyclic(resources: dict[str, Resource]) -> bool:
     """Kahn's algorithm: cheap proof that there is no cycle, the usual case."""
-    remaining = {address: len(r.dependencies) for address, r in resources.items()}
+    remaining: dict[str, int] = {}
     dependents: dict[str, list[str]] = {}
+    ready = []
     for address, resource in resources.items():
+        count = len(resource.dependencies)
+        remaining[address] = count
+        if count == 0:
+            ready.append(address)
         for dependency in resource.dependencies:
-            dependents.setdefault(dependency.address, []).append(address)
-    ready = [address for address, count in remaining.items() if count == 0]
+            if dependency.address in dependents:
+                dependents[dependency.address].append(address)
+            else:
+                dependents[dependency.address] = [address]
     removed = 0
     while ready:
         address = ready.pop()
