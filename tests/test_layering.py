@@ -22,7 +22,7 @@ PACKAGES = ("specs", "providers", "planner", "policies")
 def is_cli_module(module: str) -> bool:
     """The command line sits on top of everything: `planner.cli` and its `planner.cli_*`
     helper modules (options, output, command groups) belong to it."""
-    return module.startswith("planner.cli")
+    return module.startswith("planner.cli") or module == "planner.entry"
 
 
 def module_name(path: Path) -> str:
@@ -99,6 +99,7 @@ def test_layer_of_cli_modules_is_cli() -> None:
     assert layer("planner.cli") == "cli"
     assert layer("planner.cli_options") == "cli"
     assert layer("planner.cli.main") == "cli"
+    assert layer("planner.entry") == "cli"
     assert layer("planner.graph") == "planner"
     assert layer("providers.local") == "providers"
     assert layer("click") is None
