@@ -26,16 +26,36 @@ _TONE = {
 MAX_CREATE_FIELDS = 40
 
 
-def _leaves(value: Any, path: str, out: list[tuple[str, Any]]) -> None:
+def _leaves(value: dict[str, Any], path: str, out: list[tuple[str, Any]]) -> None:
+    """Every set leaf of a document as (dotted path, value), keys sorted; a list of scalars
+    is one leaf. Recurses only into containers (plans print thousands of these)."""
+    for key in sorted(value):
+        child = value[key]
+        name = f"{path}.{key}" if path else key
+        kind = type(child)
+        if kind is dict:
+            _leaves(child, name, out)
+        elif kind is list:
+            if any(type(item) is dict or type(item) is list for item in child):
+                for index, item in enumerate(child):
+                    if type(item) is dict:
+                        _leaves(item, f"{name}[{index}]", out)
+                    else:
+                        out.append((f"{name}[{index}]", item))
+            elif child:
+                out.append((name, child))
+        elif child is not None and child != "":
+            out.append((name, child))
+
+
+def _show(value: Any) -> str:
+    """humanize(), with the common cases (plain words, numbers) answered inline."""
     kind = type(value)
-    if kind is dict:
-        for key in sorted(value):
-            _leaves(value[key], f"{path}.{key}" if path else key, out)
-    elif kind is list and value and any(type(v) is dict or type(v) is list for v in value):
-        for index, item in enumerate(value):
-            _leaves(item, f"{path}[{index}]", out)
-    elif value is not None and value != "" and not (kind is list and not value):
-        out.append((path, value))
+    if kind is str and value and " " not in value and not value.isdigit():
+        return value if value.strip() == value else humanize(value)
+    if kind is int or kind is float:
+        return str(value)
+    return humanize(value)
 
 
 def _field_line(change: FieldChange) -> str:
@@ -56,7 +76,7 @@ def render_change(change: ResourceChange, color: bool = False) -> list[str]:
         leaves: list[tuple[str, Any]] = []
         _leaves(change.after, "", leaves)
         for path, value in leaves[:MAX_CREATE_FIELDS]:
-            lines.append(f"      + {path}: {humanize(value)}")
+            lines.append(f"      + {path}: {_show(value)}")
         if len(leaves) > MAX_CREATE_FIELDS:
             lines.append(f"      ... {len(leaves) - MAX_CREATE_FIELDS} more fields")
         for name in change.known_after_apply:
