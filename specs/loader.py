@@ -23,7 +23,7 @@ from specs.models.kinds import DOCUMENT_ADAPTER, KINDS
 from specs.references import Declared, cycle_diagnostic, find_cycles, resolve_references
 from specs.resource import Resource, SpecSet
 from specs.suggest import closest_name
-from specs.templating import has_template, render_document
+from specs.templating import NestingTooDeep, has_template, render_document
 from specs.validation import diagnostics_from_errors, format_path
 from specs.yamlio import ParsedFile, nesting_error, parse_file, too_deep
 
@@ -268,10 +268,11 @@ def _load_document(
         )
         return
     if templated:
-        if too_deep(document):
+        try:
+            document, problems = render_document(document, context)
+        except NestingTooDeep:
             diagnostics.append(nesting_error(display, start))
             return
-        document, problems = render_document(document, context)
         if problems:
             _declare(document, declared)
             for problem in problems:

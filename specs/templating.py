@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from specs.yamlio import MAX_DEPTH
+
 _UNDEFINED_NAME = re.compile(r"'([^']+)' is undefined")
 _SUBSTITUTION = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 _ANY_MARKER = re.compile(r"\{[{%#]")
@@ -70,6 +72,8 @@ def render_document(
         return value
 
     def visit(value: Any, path: tuple[str | int, ...]) -> Any:
+        if len(path) > MAX_DEPTH:
+            raise NestingTooDeep
         """The value with templates rendered; the same object when nothing changed.
 
         Paths are built only for strings that hold a template and for containers."""
@@ -108,3 +112,7 @@ def render_document(
         return value
 
     return visit(document, ()), problems
+
+
+class NestingTooDeep(Exception):
+    """A templated document nests deeper than the loader allows (checked while walking)."""
