@@ -92,6 +92,10 @@ class Supervisor:
             outcome = Outcome("failed", str(exc))
         except Exception as exc:  # any failure must be recorded, never lost
             outcome = Outcome("failed", f"supervisor error: {type(exc).__name__}: {exc}")
+        if attempt.kind == "train":
+            # Before the outcome is recorded: whoever sees the attempt finished also sees
+            # its checkpoints as retention leaves them.
+            self._retain(attempt, finishing=True)
         self.store.update(
             attempt.id,
             phase=outcome.phase,
@@ -101,8 +105,6 @@ class Supervisor:
             ended_at=utc_now(),
         )
         say(f"attempt {attempt.id} {outcome.phase} {outcome.reason}".rstrip())
-        if attempt.kind == "train":
-            self._retain(attempt)
         admit(self.store)
         return 0
 
@@ -192,14 +194,14 @@ class Supervisor:
         signal_group(child.pid, signal.SIGKILL)
         return timed_out
 
-    def _retain(self, attempt: Attempt) -> None:
+    def _retain(self, attempt: Attempt, finishing: bool = False) -> None:
         """Retention on the run's checkpoints, sparing what an unfinished attempt resumed
-        from (this one too, while it runs)."""
+        from (this one too while it runs, but not once it is `finishing`)."""
         protect = {
             other.resume_from
             for other in self.store.by_address(attempt.address)
             if other.run_id == attempt.run_id and other.kind == "train" and not other.finished
-            if other.resume_from
+            if other.resume_from and not (finishing and other.id == attempt.id)
         }
         try:
             deleted = apply_retention(
