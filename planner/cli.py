@@ -13,7 +13,12 @@ import sys
 
 import click
 
-from planner.cli_options import format_option, spec_dir_argument, template_options
+from planner.cli_options import (
+    TemplateInputs,
+    format_option,
+    spec_dir_argument,
+    template_options,
+)
 from planner.cli_output import load_or_exit
 from planner.errors import PlannerError
 from planner.render.diagnostics import render_diagnostics_json, render_diagnostics_text
@@ -24,16 +29,13 @@ from specs import SpecError, SpecSet, SpecUsageError, load_specs
 EXIT_OK, EXIT_ERROR = 0, 1
 
 
-def _load(
-    spec_dir: str,
-    environment: str | None,
-    variables: tuple[str, ...],
-    var_files: tuple[str, ...],
-    output_format: str,
-) -> SpecSet:
+def _load(spec_dir: str, inputs: TemplateInputs, output_format: str) -> SpecSet:
     return load_or_exit(
         lambda: load_specs(
-            spec_dir, environment=environment, variables=variables, var_files=var_files
+            spec_dir,
+            environment=inputs.environment,
+            variables=inputs.variables,
+            var_files=inputs.var_files,
         ),
         output_format,
     )
@@ -85,13 +87,11 @@ def cli() -> None:
 @format_option("text", "json")
 def validate(
     spec_dir: str,
-    environment: str | None,
-    variables: tuple[str, ...],
-    var_files: tuple[str, ...],
+    inputs: TemplateInputs,
     output_format: str,
 ) -> None:
     """Check that the specs in SPEC_DIR are well formed and every reference resolves."""
-    specs = _load(spec_dir, environment, variables, var_files, output_format)
+    specs = _load(spec_dir, inputs, output_format)
     extra = {"resourceCount": len(specs.resources), "fileCount": len(specs.files)}
     if output_format == "json":
         click.echo(render_diagnostics_json(specs.warnings, extra), nl=False)
@@ -110,9 +110,7 @@ def validate(
 @format_option("text", "dot", "mermaid", "json")
 def graph(
     spec_dir: str,
-    environment: str | None,
-    variables: tuple[str, ...],
-    var_files: tuple[str, ...],
+    inputs: TemplateInputs,
     output_format: str,
 ) -> None:
     """Show what depends on what, in creation order (text, dot, mermaid or json)."""
@@ -120,7 +118,7 @@ def graph(
     from planner.render.graph import GRAPH_RENDERERS
 
     diagnostics_format = "json" if output_format == "json" else "text"
-    specs = _load(spec_dir, environment, variables, var_files, diagnostics_format)
+    specs = _load(spec_dir, inputs, diagnostics_format)
     click.echo(GRAPH_RENDERERS[output_format](build_graph(specs)), nl=False)
 
 

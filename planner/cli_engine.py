@@ -10,8 +10,8 @@ import click
 
 from planner.apply import ApplyResult, OutcomeStatus, apply_plan, check_fresh
 from planner.backends.base import StateBackend
-from planner.cli_options import format_option, spec_dir_argument, template_options
-from planner.cli_output import load_or_exit
+from planner.cli_options import TemplateInputs, format_option, spec_dir_argument, template_options
+from planner.cli_output import open_or_exit
 from planner.drift import detect_drift
 from planner.lockfile import LockFile
 from planner.plan import PlanOptions, make_plan
@@ -22,7 +22,7 @@ from planner.render.plan_markdown import render_plan_markdown
 from planner.render.plan_text import render_plan_text
 from planner.render.style import use_color
 from planner.session import ProviderSet, config_from_data
-from planner.workspace import Workspace, make_backend, open_workspace
+from planner.workspace import Workspace, make_backend
 
 EXIT_CHANGES = 2
 
@@ -108,9 +108,7 @@ def _locked_plan(workspace: Workspace, options: PlanOptions, operation: str) -> 
 @format_option("text", "json", "markdown")
 def plan(
     spec_dir: str,
-    environment: str | None,
-    variables: tuple[str, ...],
-    var_files: tuple[str, ...],
+    inputs: TemplateInputs,
     targets: tuple[str, ...],
     refresh: bool,
     locked: bool,
@@ -121,9 +119,7 @@ def plan(
     output_format: str,
 ) -> None:
     """Show what apply would change to make the platform match the specs."""
-    workspace = load_or_exit(
-        lambda: open_workspace(spec_dir, environment, variables, var_files), output_format
-    )
+    workspace = open_or_exit(spec_dir, inputs, output_format)
     try:
         result = _locked_plan(
             workspace,
@@ -238,9 +234,7 @@ def _confirm(auto_approve: bool, verb: str) -> None:
 )
 def apply(
     target: str,
-    environment: str | None,
-    variables: tuple[str, ...],
-    var_files: tuple[str, ...],
+    inputs: TemplateInputs,
     targets: tuple[str, ...],
     refresh: bool,
     locked: bool,
@@ -258,9 +252,7 @@ def apply(
         if saved.has_changes:
             _run_apply(saved, backend, ProviderSet(config, spec_root), parallelism, target)
         return
-    workspace = load_or_exit(
-        lambda: open_workspace(target, environment, variables, var_files), "text"
-    )
+    workspace = open_or_exit(target, inputs, "text")
     fresh = _locked_plan(
         workspace,
         _plan_options(workspace, refresh, targets, False, allow_mass_delete, locked),
@@ -281,16 +273,12 @@ def apply(
 @click.option("--parallelism", default=10, show_default=True, type=click.IntRange(1, 256))
 def destroy(
     spec_dir: str,
-    environment: str | None,
-    variables: tuple[str, ...],
-    var_files: tuple[str, ...],
+    inputs: TemplateInputs,
     auto_approve: bool,
     parallelism: int,
 ) -> None:
     """Delete everything trainform manages for SPEC_DIR (data is kept unless asked)."""
-    workspace = load_or_exit(
-        lambda: open_workspace(spec_dir, environment, variables, var_files), "text"
-    )
+    workspace = open_or_exit(spec_dir, inputs, "text")
     doomed = _locked_plan(workspace, _plan_options(workspace, True, (), True, True), "plan")
     click.echo(render_plan_text(doomed, use_color()), nl=False, color=use_color())
     if not doomed.has_changes:
@@ -315,18 +303,14 @@ def show(plan_file: str, output_format: str) -> None:
 @format_option("text", "json")
 def drift(
     spec_dir: str,
-    environment: str | None,
-    variables: tuple[str, ...],
-    var_files: tuple[str, ...],
+    inputs: TemplateInputs,
     output_format: str,
 ) -> None:
     """Report what changed outside trainform: modified, missing, orphaned, data mutated.
 
     Exit 0 when nothing drifted, 2 when something did, 1 on error.
     """
-    workspace = load_or_exit(
-        lambda: open_workspace(spec_dir, environment, variables, var_files), output_format
-    )
+    workspace = open_or_exit(spec_dir, inputs, output_format)
     try:
         report = detect_drift(workspace.backend.read(), workspace.providers)
     finally:

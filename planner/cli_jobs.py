@@ -7,26 +7,21 @@ import time
 
 import click
 
-from planner.cli_options import format_option, spec_dir_argument, template_options
-from planner.cli_output import load_or_exit
+from planner.cli_options import TemplateInputs, format_option, spec_dir_argument, template_options
+from planner.cli_output import open_or_exit
 from planner.desired import build_desired
 from planner.lockfile import LOCK_FILE, resolve_pins
 from planner.render.status_text import render_status_json, render_status_text
 from planner.render.style import use_color
 from planner.status import job_status
-from planner.workspace import open_workspace
 
 
 @click.command()
 @spec_dir_argument
 @template_options
-def lock(
-    spec_dir: str, environment: str | None, variables: tuple[str, ...], var_files: tuple[str, ...]
-) -> None:
+def lock(spec_dir: str, inputs: TemplateInputs) -> None:
     """Resolve image digests, dataset manifest digests and code commits into trainform.lock."""
-    workspace = load_or_exit(
-        lambda: open_workspace(spec_dir, environment, variables, var_files), "text"
-    )
+    workspace = open_or_exit(spec_dir, inputs, "text")
     try:
         pins = resolve_pins(build_desired(workspace.specs), workspace.providers, workspace.root)
     finally:
@@ -64,17 +59,13 @@ def _tick(workspace) -> None:  # type: ignore[no-untyped-def]
 def status(
     address: str | None,
     spec_dir: str,
-    environment: str | None,
-    variables: tuple[str, ...],
-    var_files: tuple[str, ...],
+    inputs: TemplateInputs,
     wait: bool,
     timeout: float,
     output_format: str,
 ) -> None:
     """Show each training job: phase, why it waits, step, checkpoints, evaluations, gates."""
-    workspace = load_or_exit(
-        lambda: open_workspace(spec_dir, environment, variables, var_files), output_format
-    )
+    workspace = open_or_exit(spec_dir, inputs, output_format)
     deadline = time.monotonic() + timeout
     try:
         while True:

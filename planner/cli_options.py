@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -16,28 +18,49 @@ def spec_dir_argument(func: F) -> F:
     )
 
 
+@dataclass(frozen=True)
+class TemplateInputs:
+    """What templates see besides trainform.yaml: --env, --var and --var-file."""
+
+    environment: str | None = None
+    variables: tuple[str, ...] = ()
+    var_files: tuple[str, ...] = ()
+
+
 def template_options(func: F) -> F:
-    func = click.option(
+    """--env, --var and --var-file, handed to the command as one `inputs` argument."""
+
+    @functools.wraps(func)
+    def command(
+        *args: Any,
+        environment: str | None,
+        variables: tuple[str, ...],
+        var_files: tuple[str, ...],
+        **kwargs: Any,
+    ) -> Any:
+        return func(*args, inputs=TemplateInputs(environment, variables, var_files), **kwargs)
+
+    wrapped: F = click.option(
         "--var-file",
         "var_files",
         multiple=True,
         type=click.Path(exists=True, dir_okay=False),
         help="YAML file of template variables (repeatable).",
-    )(func)
-    func = click.option(
+    )(command)
+    wrapped = click.option(
         "--var",
         "variables",
         multiple=True,
         metavar="NAME=VALUE",
         help="Template variable (repeatable); wins over files and environments.",
-    )(func)
-    func = click.option(
+    )(wrapped)
+    wrapped = click.option(
         "--env",
         "environment",
         default=None,
         help="Environment from trainform.yaml whose variables templates see.",
-    )(func)
-    return func
+    )(wrapped)
+    return wrapped
 
 
 def format_option(*choices: str, default: str = "text") -> Callable[[F], F]:

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 
+from planner.cli_options import TemplateInputs
 from planner.render.diagnostics import render_diagnostics_json, render_diagnostics_text
 from planner.render.style import use_color
 from specs import SpecLoadError
+
+if TYPE_CHECKING:
+    from planner.workspace import Workspace
 
 T = TypeVar("T")
 EXIT_ERROR = 1
@@ -41,3 +45,13 @@ def load_or_exit(opener: Callable[[], T], output_format: str) -> T:
     gc.set_threshold(50_000, 50, 100)
     gc.enable()
     return loaded
+
+
+def open_or_exit(spec_dir: str, inputs: TemplateInputs, output_format: str) -> Workspace:
+    """The workspace of `spec_dir`; on spec errors print every diagnostic and exit 1."""
+    from planner.workspace import open_workspace
+
+    return load_or_exit(
+        lambda: open_workspace(spec_dir, inputs.environment, inputs.variables, inputs.var_files),
+        output_format,
+    )

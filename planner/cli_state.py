@@ -6,12 +6,12 @@ import json
 
 import click
 
-from planner.cli_options import spec_dir_argument, template_options
-from planner.cli_output import load_or_exit
+from planner.cli_options import TemplateInputs, spec_dir_argument, template_options
+from planner.cli_output import load_or_exit, open_or_exit
 from planner.errors import PlannerError
 from planner.importing import import_resource
 from planner.state import State
-from planner.workspace import make_backend, open_workspace
+from planner.workspace import make_backend
 from specs import load_specs
 
 
@@ -97,14 +97,10 @@ def import_command(
     address: str,
     identifier: str,
     spec_dir: str,
-    environment: str | None,
-    variables: tuple[str, ...],
-    var_files: tuple[str, ...],
+    inputs: TemplateInputs,
 ) -> None:
     """Adopt the live object ID as the resource ADDRESS declared in the specs."""
-    workspace = load_or_exit(
-        lambda: open_workspace(spec_dir, environment, variables, var_files), "text"
-    )
+    workspace = open_or_exit(spec_dir, inputs, "text")
     info = workspace.backend.lock("import")
     try:
         import_resource(workspace, address, identifier)
