@@ -125,7 +125,7 @@ class _Walk:
         if self.on_event is not None:
             self.on_event(kind, change, detail)
 
-    def call(self, what: str, function: Callable[[], Any]) -> Any:
+    def call(self, function: Callable[[], Any]) -> Any:
         attempt = 0
         while True:
             attempt += 1
@@ -187,11 +187,10 @@ class _Walk:
                 provider = self.providers.get(name)
                 run_id = outputs.get(name, {}).get("runId")
                 if change.kind == "TrainingJob" and run_id and isinstance(provider, JobProvider):
-                    self.call("cancel", lambda p=provider, r=run_id: p.cancel(change.address, r))
+                    self.call(lambda p=provider, r=run_id: p.cancel(change.address, r))
                     continue
                 if provider.supports(change.kind):
                     self.call(
-                        "delete",
                         lambda p=provider, n=name: p.delete(
                             change.address, change.kind, outputs.get(n, {})
                         ),
@@ -210,18 +209,17 @@ class _Walk:
             provider = self.providers.get(name)
             if change.action is Action.REPLACE and previous is not None:
                 self.call(
-                    "delete",
                     lambda p=provider, n=name: p.delete(
                         change.address, change.kind, outputs.get(n, {})
                     ),
                 )
-                outputs[name] = self.call("create", lambda p=provider: p.create(desired))
+                outputs[name] = self.call(lambda p=provider: p.create(desired))
             elif change.action is Action.UPDATE and previous is not None and previous.spec:
                 outputs[name] = self.call(
-                    "update", lambda p=provider, n=name: p.update(desired, outputs.get(n, {}))
+                    lambda p=provider, n=name: p.update(desired, outputs.get(n, {}))
                 )
             else:
-                outputs[name] = self.call("create", lambda p=provider: p.create(desired))
+                outputs[name] = self.call(lambda p=provider: p.create(desired))
         self.record_applied(change, outputs)
 
     def record_applied(self, change: ResourceChange, outputs: dict[str, Any]) -> None:
@@ -244,13 +242,13 @@ class _Walk:
             raise PermanentProviderError(f"provider {provider.name} cannot run jobs")
         job = change.job
         if job.get("cancel"):
-            self.call("cancel", lambda: provider.cancel(change.address, job["cancel"]))
+            self.call(lambda: provider.cancel(change.address, job["cancel"]))
         if job.get("launch"):
             launch = launch_from_json(job["launch"])
-            self.call("submit", lambda: provider.submit(launch))
+            self.call(lambda: provider.submit(launch))
         for data in job.get("evaluations", []):
             evaluation = launch_from_json(data)
-            self.call("submit", lambda e=evaluation: provider.submit(e))
+            self.call(lambda e=evaluation: provider.submit(e))
         keep = ("runId", "inputs", "attempt", "history", "resumeFrom")
         outputs = {key: job[key] for key in keep if key in job}
         outputs["lockDigest"] = self.plan.lock_digest

@@ -321,6 +321,3 @@ def drift(
         click.echo(render_drift_text(report, use_color()), nl=False, color=use_color())
     if report.drifted:
         sys.exit(EXIT_CHANGES)
-
-
-COMMANDS = [plan, apply, destroy, show, drift]

@@ -110,6 +110,3 @@ def import_command(
     click.echo(
         f"Imported {identifier} as {address}. Run plan to see how it differs from the specs."
     )
-
-
-STATE_COMMANDS = [state, force_unlock, import_command]
