@@ -9,12 +9,12 @@ from providers.errors import ProviderConfigError
 
 PROVIDER_CLASSES = {
     "local": "providers.local.provider:LocalProvider",
+    "objectstore": "providers.objectstore.provider:ObjectStoreProvider",
+    "registry": "providers.oci.provider:RegistryProvider",
 }
 PLANNED = {
     "kubernetes": "the Kubernetes/Kueue provider (issue 7)",
     "slurm": "the Slurm provider (issue 6)",
-    "objectstore": "the S3 object storage provider (issue 5)",
-    "registry": "the OCI registry provider (issue 5)",
 }
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import write_tree
+from tests.services.s3 import S3Server, credentials_env, serve
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -34,3 +36,21 @@ def spec_folder(tmp_path: Path) -> Callable[[dict[str, str | bytes]], Path]:
         return root
 
     return make
+
+
+@pytest.fixture(scope="session", params=["moto", "seaweedfs"])
+def s3_server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[S3Server]:
+    """A real S3 endpoint for the whole session: the moto server, then SeaweedFS."""
+    yield from serve(request.param, tmp_path_factory.mktemp(request.param))
+
+
+@pytest.fixture
+def s3_env(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Server:
+    """The server's credentials in this process's environment (boto3's chain reads them)."""
+    for key in [k for k in os.environ if k.startswith("AWS_")]:
+        monkeypatch.delenv(key)
+    for key, value in credentials_env().items():
+        monkeypatch.setenv(key, value)
+    return s3_server

@@ -1,0 +1,116 @@
+"""An S3 client built from an `objectstore` connection, and S3 errors as provider errors.
+
+Credentials never come from specs or state: boto3's own chain reads them (environment,
+shared files, a named `profile`, instance metadata). A read that fails is an error, never
+"missing": only a 404 for the very object asked about means absent, and callers decide that
+themselves from `is_not_found`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from providers.errors import (
+    PermanentProviderError,
+    ProviderConfigError,
+    ProviderError,
+    TransientProviderError,
+)
+
+NOT_FOUND_CODES = {"404", "NoSuchKey", "NoSuchBucket", "NotFound", "NoSuchVersion"}
+PRECONDITION_CODES = {"412", "PreconditionFailed", "ConditionalRequestConflict"}
+TRANSIENT_CODES = {
+    "500",
+    "502",
+    "503",
+    "504",
+    "InternalError",
+    "ServiceUnavailable",
+    "SlowDown",
+    "RequestTimeout",
+    "Throttling",
+    "ThrottlingException",
+}
+
+
+def split_s3_uri(uri: str) -> tuple[str, str]:
+    """(bucket, key prefix without leading or trailing '/') of `s3://bucket/prefix`."""
+    if not uri.startswith("s3://"):
+        raise ValueError(f"{uri} is not an s3:// URI")
+    bucket, _, prefix = uri[len("s3://") :].partition("/")
+    return bucket, prefix.strip("/")
+
+
+def join_key(*parts: str) -> str:
+    return "/".join(part.strip("/") for part in parts if part.strip("/"))
+
+
+def make_client(connection: Any = None, *, max_attempts: int = 3, timeout: float = 10.0) -> Any:
+    """A boto3 S3 client for the connection (ObjectStoreConnection or None for defaults)."""
+    import boto3
+    from botocore.config import Config
+    from botocore.exceptions import BotoCoreError, ProfileNotFound
+
+    endpoint = getattr(connection, "endpoint_url", "") or None
+    region = getattr(connection, "region", "") or None
+    profile = getattr(connection, "profile", "") or None
+    style = getattr(connection, "addressing_style", "auto") or "auto"
+    config = Config(
+        s3={"addressing_style": style},
+        retries={"max_attempts": max_attempts, "mode": "standard"},
+        connect_timeout=timeout,
+        read_timeout=timeout * 3,
+        # Checksums on every request would make SHA/CRC trailers mandatory, which many
+        # S3-compatible servers do not implement; ETags are what trainform compares.
+        request_checksum_calculation="when_required",
+        response_checksum_validation="when_required",
+    )
+    try:
+        session = boto3.session.Session(profile_name=profile, region_name=region)
+        return session.client("s3", endpoint_url=endpoint, config=config)
+    except ProfileNotFound:
+        raise ProviderConfigError(f"credentials profile `{profile}` is not configured") from None
+    except BotoCoreError as exc:
+        raise ProviderConfigError(f"cannot create an S3 client: {exc}") from None
+
+
+def error_code(exc: BaseException) -> str:
+    response = getattr(exc, "response", None) or {}
+    code = str(response.get("Error", {}).get("Code", ""))
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return code or (str(status) if status else "")
+
+
+def is_not_found(exc: BaseException) -> bool:
+    return error_code(exc) in NOT_FOUND_CODES
+
+
+def is_precondition_failed(exc: BaseException) -> bool:
+    return error_code(exc) in PRECONDITION_CODES
+
+
+def provider_error(exc: BaseException, doing: str) -> ProviderError:
+    """The provider error for a failed S3 call, in the endpoint's own words."""
+    from botocore.exceptions import (
+        ClientError,
+        ConnectionClosedError,
+        EndpointConnectionError,
+        NoCredentialsError,
+        ReadTimeoutError,
+    )
+
+    if isinstance(exc, NoCredentialsError):
+        return ProviderConfigError(
+            f"{doing}: no S3 credentials (set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "
+            "AWS_PROFILE or the connection's profile)"
+        )
+    if isinstance(exc, EndpointConnectionError | ConnectionClosedError | ReadTimeoutError):
+        return TransientProviderError(f"{doing}: the S3 endpoint is unreachable ({exc})")
+    if isinstance(exc, ClientError):
+        code = error_code(exc)
+        message = exc.response.get("Error", {}).get("Message", "") or str(exc)
+        text = f"{doing}: {code}: {message}"
+        if code in TRANSIENT_CODES:
+            return TransientProviderError(text)
+        return PermanentProviderError(text)
+    return TransientProviderError(f"{doing}: {exc}")

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs the Debian packages of the servers the integration tests start themselves
+# (the OCI registry). Needs root and apt; elsewhere it says what is missing and goes on,
+# and the tests that need a server skip (or fail under CI=true).
+set -euo pipefail
+packages=(docker-registry)
+missing=()
+for package in "${packages[@]}"; do
+  dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+  echo "services.sh: not root or no apt-get; install ${missing[*]} to run the integration tests" >&2
+  exit 0
+fi
+export DEBIAN_FRONTEND=noninteractive
+# Debian packages start their daemons on install; the tests start their own instead.
+[ -e /usr/sbin/policy-rc.d ] || { printf "#!/bin/sh\nexit 101\n" > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d; }
+apt-get install -y -q "${missing[@]}" >/dev/null 2>&1 \
+  || { apt-get update -q >/dev/null && apt-get install -y -q "${missing[@]}" >/dev/null; }
