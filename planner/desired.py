@@ -21,6 +21,7 @@ from specs import SpecSet
 from specs.resource import Resource
 
 COMPUTE_TYPES = ("local", "kubernetes", "slurm")
+GLOBAL_FOLDER = "_global"
 
 
 class AssignmentError(PlannerError):
@@ -84,11 +85,13 @@ def _assign(specs: SpecSet) -> tuple[dict[str, list[str]], list[str]]:
                 )
     for project in by_kind.get("Project", []):
         where[project.address] = sorted(used_by_project.get(project.name, ())) or compute
+    store = specs.config.object_store()
     for dataset in by_kind.get("Dataset", []):
         spec = dataset.document.spec  # type: ignore[attr-defined]
+        source = placed_source(spec.source, specs.config.storage.datasets)
         chosen = spec.provider or (
-            _first_of(specs, ("objectstore",))
-            if spec.source.startswith("s3://")
+            (store.name if store else None)
+            if source.startswith("s3://")
             else _first_of(specs, ("local",))
         )
         where[dataset.address] = [chosen] if chosen else []
@@ -114,6 +117,34 @@ def _assign(specs: SpecSet) -> tuple[dict[str, list[str]], list[str]]:
     return where, problems
 
 
+def placed_source(source: str, base: str) -> str:
+    """A dataset source under `storage.datasets` when it is relative and a base is set."""
+    if not base or "://" in source:
+        return source
+    return f"{base}/{source.strip('/')}"
+
+
+def placed_checkpoints(prefix: str, base: str, project: str | None, name: str) -> str:
+    """A checkpoint prefix under `storage.checkpoints`: `<base>/<project>/<job>` when the
+    job gives none, `<base>/<prefix>` when it gives a relative one."""
+    if not base or "://" in prefix or prefix.startswith("/"):
+        return prefix
+    return f"{base}/{prefix.strip('/') or f'{project or GLOBAL_FOLDER}/{name}'}"
+
+
+def _placed(document: dict[str, Any], resource: Resource, specs: SpecSet) -> None:
+    """Put datasets and checkpoints where trainform.yaml's `storage` says (in place)."""
+    storage = specs.config.storage
+    spec = document["spec"]
+    if resource.kind == "Dataset" and storage.datasets:
+        spec["source"] = placed_source(spec["source"], storage.datasets)
+    if resource.kind == "TrainingJob" and storage.checkpoints and "checkpoint" in spec:
+        checkpoint = spec["checkpoint"]
+        checkpoint["prefix"] = placed_checkpoints(
+            checkpoint.get("prefix", ""), storage.checkpoints, resource.project, resource.name
+        )
+
+
 def _relative(resource: Resource, specs: SpecSet, cache: dict[str, str]) -> str:
     """`file:line:column` relative to the spec folder, however the folder was spelled."""
     where = resource.location
@@ -134,6 +165,7 @@ def build_desired(specs: SpecSet) -> dict[str, DesiredItem]:
     relative: dict[str, str] = {}
     for address, resource in specs.resources.items():
         document = normalize_document(resource.document)
+        _placed(document, resource, specs)
         desired[address] = DesiredItem(
             address=address,
             kind=resource.kind,

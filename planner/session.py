@@ -20,7 +20,12 @@ class ProviderSet:
         manager: str = "trainform",
     ) -> None:
         self.config = config
-        self.context = ProviderContext(spec_root=spec_root.resolve(), manager=manager)
+        store = config.object_store()
+        self.context = ProviderContext(
+            spec_root=spec_root.resolve(),
+            manager=manager,
+            object_store=store.connection.model_dump(mode="json") if store else None,
+        )
         self._classes = classes or {}
         self._providers: dict[str, Provider] = {}
 

@@ -98,10 +98,13 @@ class Finding:
 
 @dataclass(frozen=True)
 class ProviderContext:
-    """What a provider may know of its surroundings: the spec folder and the manager name."""
+    """What a provider may know of its surroundings: the spec folder, the manager name, and
+    the connection settings (no secrets) of the objectstore instance that holds s3://
+    datasets and checkpoints, if there is one."""
 
     spec_root: Path
     manager: str = "trainform"
+    object_store: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -51,10 +51,10 @@ def make_client(connection: Any = None, *, max_attempts: int = 3, timeout: float
     from botocore.config import Config
     from botocore.exceptions import BotoCoreError, ProfileNotFound
 
-    endpoint = getattr(connection, "endpoint_url", "") or None
-    region = getattr(connection, "region", "") or None
-    profile = getattr(connection, "profile", "") or None
-    style = getattr(connection, "addressing_style", "auto") or "auto"
+    endpoint = _setting(connection, "endpoint_url") or None
+    region = _setting(connection, "region") or None
+    profile = _setting(connection, "profile") or None
+    style = _setting(connection, "addressing_style") or "auto"
     config = Config(
         s3={"addressing_style": style},
         retries={"max_attempts": max_attempts, "mode": "standard"},
@@ -72,6 +72,13 @@ def make_client(connection: Any = None, *, max_attempts: int = 3, timeout: float
         raise ProviderConfigError(f"credentials profile `{profile}` is not configured") from None
     except BotoCoreError as exc:
         raise ProviderConfigError(f"cannot create an S3 client: {exc}") from None
+
+
+def _setting(connection: Any, name: str) -> str:
+    """A connection field from an ObjectStoreConnection or its JSON form (a dict)."""
+    if isinstance(connection, dict):
+        return str(connection.get(name) or "")
+    return str(getattr(connection, name, "") or "")
 
 
 def error_code(exc: BaseException) -> str:

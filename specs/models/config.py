@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from specs.models.base import SpecModel
-from specs.names import EnvName, ResourceName
+from specs.names import EnvName, ResourceName, check_s3_uri
 
 
 class LocalConnection(SpecModel):
@@ -49,6 +49,11 @@ class ObjectStoreConnection(SpecModel):
         default="auto", description="Bucket addressing style."
     )
     profile: str = Field(default="", description="Named credentials profile.")
+    buckets: list[str] = Field(
+        default_factory=list,
+        description="Buckets this instance manages, searched for orphaned datasets "
+        "(default: every bucket the credentials can list).",
+    )
 
 
 class RegistryConnection(SpecModel):
@@ -132,6 +137,35 @@ class Environment(SpecModel):
     )
 
 
+class StorageSettings(SpecModel):
+    """Where datasets and checkpoints live, so specs need not say: a relative dataset source
+    and a relative or empty checkpoint prefix are placed under these locations."""
+
+    datasets: str = Field(
+        default="",
+        description="Base of relative dataset sources: s3://bucket/prefix or file:///path "
+        "(default: the spec folder).",
+    )
+    checkpoints: str = Field(
+        default="",
+        description="Base of job checkpoints: s3://bucket/prefix or file:///path "
+        "(default: the compute provider's own storage).",
+    )
+    provider: ResourceName | None = Field(
+        default=None,
+        description="objectstore provider instance for s3:// locations (default: the only one).",
+    )
+
+    @field_validator("datasets", "checkpoints")
+    @classmethod
+    def _location(cls, value: str) -> str:
+        if value and not value.startswith(("s3://", "file:///")):
+            raise ValueError("must be an s3://bucket/prefix or file:///absolute/path location")
+        if value.startswith("s3://"):
+            check_s3_uri(value)
+        return value.rstrip("/")
+
+
 class PolicySettings(SpecModel):
     path: str = Field(default="", description="Folder of user policy rules (trusted).")
     settings: dict[str, Any] = Field(
@@ -168,6 +202,9 @@ class RootConfig(SpecModel):
         default=None, description="Environment used when --env is not given."
     )
     policies: PolicySettings = Field(default_factory=PolicySettings, description="Policy settings.")
+    storage: StorageSettings = Field(
+        default_factory=StorageSettings, description="Default places of datasets and checkpoints."
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> RootConfig:
@@ -175,11 +212,31 @@ class RootConfig(SpecModel):
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
             raise ValueError(f"provider instance names must be unique: {', '.join(duplicates)}")
+        stores = [p.name for p in self.providers if p.type == "objectstore"]
+        wanted = self.storage.provider
+        if wanted and wanted not in stores:
+            raise ValueError(f"storage.provider {wanted!r} is not an objectstore provider instance")
+        uses_s3 = any(
+            location.startswith("s3://")
+            for location in (self.storage.datasets, self.storage.checkpoints)
+        )
+        if uses_s3 and not wanted and len(stores) != 1:
+            raise ValueError(
+                "storage places data on s3://, which needs exactly one objectstore provider "
+                "instance or storage.provider naming one"
+            )
         if self.default_environment and self.default_environment not in self.environments:
             raise ValueError(
                 f"defaultEnvironment {self.default_environment!r} is not declared in environments"
             )
         return self
+
+    def object_store(self) -> Any:
+        """The objectstore instance s3:// locations use: storage.provider, else the only one."""
+        if self.storage.provider:
+            return self.provider(self.storage.provider)
+        stores = [p for p in self.providers if p.type == "objectstore"]
+        return stores[0] if len(stores) == 1 else None
 
     def provider(self, name: str) -> Any:
         for instance in self.providers:
