@@ -190,6 +190,7 @@ def job_drift(
                 f"run {run_id}: checkpoint {checkpoint['id']} is not "
                 f"usable: {checkpoint['problem']}",
                 checkpoint=checkpoint["id"],
+                **checkpoint.get("evidence", {}),
             )
     if latest["phase"] != "succeeded":
         return findings

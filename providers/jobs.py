@@ -97,6 +97,7 @@ class CheckpointStatus:
     valid: bool
     problem: str = ""
     path: str = ""
+    evidence: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

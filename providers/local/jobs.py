@@ -42,11 +42,20 @@ def attempt_id_of(launch: JobLaunch) -> str:
 
 
 class LocalJobs:
-    def __init__(self, store: RunStore, root: Path, spec_root: Path, manager: str) -> None:
+    def __init__(
+        self,
+        store: RunStore,
+        root: Path,
+        spec_root: Path,
+        manager: str,
+        object_store: dict[str, Any] | None = None,
+    ) -> None:
         self.store = store
         self.root = root
         self.spec_root = spec_root
         self.manager = manager
+        self.object_store = object_store
+        self._lifecycle_done: set[str] = set()
 
     # JobProvider -----------------------------------------------------------------------
 
@@ -105,6 +114,11 @@ class LocalJobs:
         layout = RunLayout(self.root, launch.address, launch.run_id, launch.checkpoint_prefix)
         training = self._training_attempts(launch.address, launch.run_id)
         checkpoint_dir = training[-1].checkpoint_dir if training else str(layout.checkpoint_dir)
+        stored = (
+            training[-1].launch.get("checkpoint_store")
+            if training
+            else self._checkpoint_store(layout)
+        )
         if launch.kind == "eval":
             workdir = layout.evaluation_dir(launch.suite or "")
             log = workdir / f"attempt-{launch.attempt}.log"
@@ -129,7 +143,8 @@ class LocalJobs:
             memory=launch.memory,
             gpus=launch.gpus,
             phase="queued",
-            launch=replace(launch, datasets=pinned).to_json(),
+            launch=replace(launch, datasets=pinned).to_json()
+            | ({"checkpoint_store": stored} if stored else {}),
             workdir=str(workdir),
             checkpoint_dir=checkpoint_dir,
             output_dir=str(output_dir),
@@ -141,6 +156,25 @@ class LocalJobs:
             spec_root=str(self.spec_root),
             model_dir=model_dir,
         )
+
+    def _checkpoint_store(self, layout: RunLayout) -> dict[str, Any] | None:
+        """Where the supervisor publishes checkpoints kept on S3 (no secrets: boto3 reads
+        credentials from the supervisor's environment)."""
+        if not layout.checkpoint_uri:
+            return None
+        if self.object_store is None:
+            raise PermanentProviderError(
+                f"checkpoints go to {layout.checkpoint_prefix}, but trainform.yaml declares no "
+                "objectstore provider instance to reach it"
+            )
+        prefix = layout.checkpoint_prefix.rstrip("/")
+        if prefix not in self._lifecycle_done:
+            from providers.objectstore.checkpoints import ensure_lifecycle
+            from providers.objectstore.client import make_client
+
+            ensure_lifecycle(make_client(self.object_store), prefix)
+            self._lifecycle_done.add(prefix)
+        return {"uri": layout.checkpoint_uri, "connection": self.object_store}
 
     def _training_attempts(self, address: str, run_id: str) -> list[Attempt]:
         return [

@@ -9,7 +9,9 @@
     <root>/checkpoints/<project or _global>/<job>/<run_id>/step-<N>/
 
 A checkpoint prefix on the job replaces `<root>/checkpoints/<project>/<job>`: a relative
-prefix is under the local root, `file://...` or an absolute path is taken as given. Each
+prefix is under the local root, `file://...` or an absolute path is taken as given, and an
+`s3://` prefix keeps the checkpoints on S3 (the job writes them to `<run>/checkpoints/`,
+from where the supervisor publishes them: providers/local/checkpoint_sync.py). Each
 run still gets its own `<run_id>` folder under it, so a new run never resumes from the
 checkpoints of another. Code is copied once per run (resumes reuse the copy), so editing
 the spec folder never changes a run that exists.
@@ -53,7 +55,16 @@ class RunLayout:
         return self.root / "runs" / project / job / self.run_id
 
     @property
+    def checkpoint_uri(self) -> str:
+        """`<prefix>/<run id>` for checkpoints kept on S3, else ""."""
+        if self.checkpoint_prefix.startswith("s3://"):
+            return f"{self.checkpoint_prefix.rstrip('/')}/{self.run_id}"
+        return ""
+
+    @property
     def checkpoint_dir(self) -> Path:
+        if self.checkpoint_uri:
+            return self.run_dir / "checkpoints"  # staging: published to S3 as they appear
         prefix = self.checkpoint_prefix.removeprefix("file://")
         if prefix:
             base = self.root / prefix  # an absolute prefix stays as it is

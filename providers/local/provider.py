@@ -77,6 +77,7 @@ class LocalProvider(Provider):
         self.root = Path(".trainform")
         self.spec_root = Path(".")
         self.manager = "trainform"
+        self.object_store: dict[str, Any] | None = None
 
     def configure(self, name: str, connection: Any, context: ProviderContext) -> None:
         super().configure(name, connection, context)
@@ -84,6 +85,7 @@ class LocalProvider(Provider):
         self.root = root if root.is_absolute() else context.spec_root / root
         self.spec_root = context.spec_root
         self.manager = context.manager
+        self.object_store = context.object_store
         if self._facts is None:
             self._facts = read_machine_facts()
 
@@ -114,7 +116,11 @@ class LocalProvider(Provider):
                     f"cannot open the local platform database under {self.root}: {exc}"
                 ) from None
             self._jobs = LocalJobs(
-                store, self.root.resolve(), self.spec_root.resolve(), self.manager
+                store,
+                self.root.resolve(),
+                self.spec_root.resolve(),
+                self.manager,
+                self.object_store,
             )
         return self._jobs
 

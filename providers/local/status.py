@@ -16,6 +16,7 @@ from typing import Any
 
 from providers.jobs import AttemptStatus, EvaluationStatus, RunPhase, RunStatus
 from providers.local.admission import SUPERVISOR_GONE
+from providers.local.checkpoint_sync import remote_store
 from providers.local.checkpoints import latest_valid, list_checkpoints
 from providers.local.processes import supervisor_alive
 from providers.local.runs import Attempt, RunStore
@@ -90,7 +91,11 @@ def run_status(run_id: str, attempts: list[Attempt], gone: set[str]) -> RunStatu
     if training:
         latest = training[-1]
         status.output_dir = latest.output_dir
-        status.checkpoints = list_checkpoints(Path(latest.checkpoint_dir))
+        store = remote_store(latest)
+        if store is not None:
+            status.checkpoints = store.list()
+        else:
+            status.checkpoints = list_checkpoints(Path(latest.checkpoint_dir))
         newest = latest_valid(status.checkpoints)
         status.current_step = _progress_step(Path(latest.workdir) / "progress.json")
         if status.current_step is None and newest is not None:

@@ -29,15 +29,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
+from providers.errors import ProviderError
 from providers.local.admission import admit
-from providers.local.checkpoints import apply_retention
+from providers.local.checkpoint_sync import CheckpointSync, remote_store
+from providers.local.checkpoints import apply_retention, latest_valid
 from providers.local.environment import LaunchRefused, job_environment
+from providers.local.layout import suite_name
 from providers.local.processes import describe_signal, signal_group
 from providers.local.runs import Attempt, RunStore, utc_now
+from providers.objectstore.checkpoints import S3Checkpoints
 
 GRACE_SECONDS = 10.0
 POLL_SECONDS = 0.1
 RETENTION_EVERY = 60.0
+SYNC_EVERY = 1.0
 
 
 @dataclass
@@ -75,6 +80,7 @@ class Supervisor:
         self.store = store
         self.attempt_id = attempt_id
         self.stop_signal: int | None = None
+        self.sync: CheckpointSync | None = None
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self.stop_signal = signum
@@ -87,7 +93,15 @@ class Supervisor:
             return 0
         say(f"attempt {attempt.id} of {attempt.address} starts: {attempt.launch['command']}")
         try:
+            store = remote_store(attempt)
+            if store is not None and attempt.kind == "train":
+                self.sync = CheckpointSync(attempt, store)
+                self.sync.fetch_resume_point()
             outcome = self._execute(attempt)
+            if store is not None and attempt.kind == "eval" and outcome.phase == "succeeded":
+                self._keep_evaluated(attempt, store)
+        except ProviderError as exc:
+            outcome = Outcome("failed", f"checkpoint storage: {exc}")
         except LaunchRefused as exc:
             outcome = Outcome("failed", str(exc))
         except Exception as exc:  # any failure must be recorded, never lost
@@ -173,7 +187,7 @@ class Supervisor:
         deadline = start + attempt.max_runtime if attempt.max_runtime else None
         timed_out = False
         stopping_since: float | None = None
-        last_retention = start
+        last_retention = last_sync = start
         while child.poll() is None:
             now = time.monotonic()
             if stopping_since is None and self.stop_signal is not None:
@@ -186,6 +200,9 @@ class Supervisor:
                 stopping_since, timed_out = now, True
             elif stopping_since is not None and now - stopping_since >= GRACE_SECONDS:
                 signal_group(child.pid, signal.SIGKILL)
+            if self.sync is not None and now - last_sync >= SYNC_EVERY:
+                self._publish()
+                last_sync = now
             if attempt.kind == "train" and now - last_retention >= RETENTION_EVERY:
                 self._retain(attempt)
                 last_retention = now
@@ -193,6 +210,23 @@ class Supervisor:
         # Whatever the job left running in its process group ends with it.
         signal_group(child.pid, signal.SIGKILL)
         return timed_out
+
+    def _publish(self) -> None:
+        """Publish new checkpoints to S3; a failure is reported and retried next time."""
+        assert self.sync is not None
+        try:
+            for checkpoint in self.sync.publish_new():
+                say(f"published {checkpoint.id} to {checkpoint.path}")
+        except (OSError, ProviderError) as exc:
+            say(f"publishing checkpoints failed (will retry): {exc}")
+
+    def _keep_evaluated(self, attempt: Attempt, store: S3Checkpoints) -> None:
+        """Metrics beside the checkpoints; the checkpoint the model came from is kept."""
+        suite = suite_name(attempt.suite or "")
+        store.put_metrics(suite, Path(attempt.metrics_file))
+        newest = latest_valid(store.list())
+        if newest is not None:
+            store.protect(newest.id, f"evaluated by {suite}")
 
     def _retain(self, attempt: Attempt, finishing: bool = False) -> None:
         """Retention on the run's checkpoints, sparing what an unfinished attempt resumed
@@ -204,10 +238,14 @@ class Supervisor:
             if other.resume_from and not (finishing and other.id == attempt.id)
         }
         try:
-            deleted = apply_retention(
+            deleted = []
+            if self.sync is not None:
+                self._publish()
+                deleted = self.sync.store.apply_retention(attempt.launch.get("keep_last"), protect)
+            deleted += apply_retention(
                 Path(attempt.checkpoint_dir), attempt.launch.get("keep_last"), protect
             )
-        except OSError as exc:
+        except (OSError, ProviderError) as exc:
             say(f"checkpoint retention failed: {exc}")
             return
         if deleted:
