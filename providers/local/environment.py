@@ -38,14 +38,41 @@ def parameter_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def dataset_folder(dataset: dict[str, Any], spec_root: Path) -> Path:
-    """The folder of one DatasetInput (as JSON) on this machine."""
+def version_path(dataset: dict[str, Any]) -> str:
     spec = dataset["document"]["spec"]
     version = next(
         (v for v in spec.get("versions", []) if v.get("name") == dataset["version"]), None
     )
-    relative = (version or {}).get("path") or dataset["version"]
-    return resolve_source(spec["source"], spec_root) / relative
+    return str((version or {}).get("path") or dataset["version"])
+
+
+def dataset_location(dataset: dict[str, Any]) -> str:
+    """`s3://bucket/prefix/<version>` of a DatasetInput kept on S3, else ""."""
+    source = str(dataset["document"]["spec"]["source"])
+    if not source.startswith("s3://"):
+        return ""
+    return f"{source.rstrip('/')}/{version_path(dataset).strip('/')}"
+
+
+def dataset_folder(dataset: dict[str, Any], spec_root: Path) -> Path:
+    """The folder of one DatasetInput (as JSON) on this machine."""
+    source = dataset["document"]["spec"]["source"]
+    return resolve_source(source, spec_root) / version_path(dataset)
+
+
+def _staged(attempt: Attempt, dataset: dict[str, Any], location: str) -> Path:
+    """A dataset version on S3, copied into the local cache and verified against its pin."""
+    from providers.errors import ProviderError
+    from providers.objectstore.client import make_client
+    from providers.objectstore.staging import stage_version
+
+    label = f"dataset {dataset['name']}@{dataset['version']}"
+    try:
+        client = make_client(attempt.launch.get("object_store"))
+        cache = Path(attempt.launch.get("dataset_cache") or Path(attempt.workdir) / "datasets")
+        return stage_version(client, location, dataset.get("manifest_digest") or "", cache)
+    except ProviderError as exc:
+        raise LaunchRefused(f"{label}: {exc}") from None
 
 
 def verified_datasets(attempt: Attempt) -> dict[str, str]:
@@ -53,6 +80,12 @@ def verified_datasets(attempt: Attempt) -> dict[str, str]:
     variables = {}
     for dataset in attempt.launch.get("datasets", []):
         label = f"dataset {dataset['name']}@{dataset['version']}"
+        suffix = variable_suffix(dataset["name"])
+        location = dataset_location(dataset)
+        if location:
+            variables[f"TRAINFORM_DATASET_{suffix}"] = str(_staged(attempt, dataset, location))
+            variables[f"TRAINFORM_DATASET_{suffix}_URI"] = location
+            continue
         folder = dataset_folder(dataset, Path(attempt.spec_root))
         if not folder.is_dir():
             raise LaunchRefused(f"{label}: folder {folder} does not exist")
@@ -64,7 +97,7 @@ def verified_datasets(attempt: Attempt) -> dict[str, str]:
                     f"{label} changed since it was pinned (data mutated): "
                     f"pinned {pinned}, found {found}"
                 )
-        variables[f"TRAINFORM_DATASET_{variable_suffix(dataset['name'])}"] = str(folder)
+        variables[f"TRAINFORM_DATASET_{suffix}"] = str(folder)
     return variables
 
 

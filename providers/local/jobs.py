@@ -26,7 +26,7 @@ from providers.jobs import DatasetInput, JobLaunch, RunStatus
 from providers.local.admission import admit
 from providers.local.checkpoints import STEP_FOLDER
 from providers.local.datasets import build_manifest
-from providers.local.environment import dataset_folder
+from providers.local.environment import dataset_folder, dataset_location
 from providers.local.layout import RunLayout, snapshot_code, suite_name
 from providers.local.processes import signal_process, supervisor_alive
 from providers.local.runs import Attempt, RunStore, utc_now
@@ -144,7 +144,8 @@ class LocalJobs:
             gpus=launch.gpus,
             phase="queued",
             launch=replace(launch, datasets=pinned).to_json()
-            | ({"checkpoint_store": stored} if stored else {}),
+            | ({"checkpoint_store": stored} if stored else {})
+            | self._object_store_settings(pinned),
             workdir=str(workdir),
             checkpoint_dir=checkpoint_dir,
             output_dir=str(output_dir),
@@ -156,6 +157,15 @@ class LocalJobs:
             spec_root=str(self.spec_root),
             model_dir=model_dir,
         )
+
+    def _object_store_settings(self, datasets: list[DatasetInput]) -> dict[str, Any]:
+        """What the supervisor needs to read datasets kept on S3 (no secrets)."""
+        if not any(dataset_location(asdict(d)) for d in datasets):
+            return {}
+        return {
+            "object_store": self.object_store,
+            "dataset_cache": str(self.root / "cache" / "datasets"),
+        }
 
     def _checkpoint_store(self, layout: RunLayout) -> dict[str, Any] | None:
         """Where the supervisor publishes checkpoints kept on S3 (no secrets: boto3 reads
@@ -175,6 +185,22 @@ class LocalJobs:
             ensure_lifecycle(make_client(self.object_store), prefix)
             self._lifecycle_done.add(prefix)
         return {"uri": layout.checkpoint_uri, "connection": self.object_store}
+
+    def _s3_digest(self, dataset: DatasetInput, location: str) -> str:
+        from providers.objectstore.client import make_client
+        from providers.objectstore.staging import version_manifest
+
+        if self.object_store is None:
+            raise PermanentProviderError(
+                f"dataset {dataset.name}@{dataset.version} is on {location}, but trainform.yaml "
+                "declares no objectstore provider instance to reach it"
+            )
+        manifest = version_manifest(make_client(self.object_store), location)
+        if not manifest.objects:
+            raise PermanentProviderError(
+                f"dataset {dataset.name}@{dataset.version}: no objects under {location}/"
+            )
+        return manifest.digest
 
     def _training_attempts(self, address: str, run_id: str) -> list[Attempt]:
         return [
@@ -213,6 +239,9 @@ class LocalJobs:
         recorded = (outputs.get("versions", {}).get(dataset.version) or {}).get("manifestDigest")
         if recorded:
             return replace(dataset, manifest_digest=recorded)
+        location = dataset_location(asdict(dataset))
+        if location:
+            return replace(dataset, manifest_digest=self._s3_digest(dataset, location))
         folder = dataset_folder(asdict(dataset), self.spec_root)
         if not folder.is_dir():
             raise PermanentProviderError(

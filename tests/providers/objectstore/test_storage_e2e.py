@@ -1,7 +1,7 @@
-"""Checkpoints on S3 for jobs run by the local provider, end to end through the CLI.
+"""Datasets and checkpoints on S3 for jobs run by the local provider, end to end (CLI).
 
-trainform.yaml places checkpoints on `s3://` (storage.checkpoints) and nothing else in the
-quickstart's specs changes. Runs against both real S3 servers.
+trainform.yaml places checkpoints (storage.checkpoints) and datasets (storage.datasets) on
+`s3://`; nothing else in the quickstart's specs changes. Runs against both real S3 servers.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from tests.services.s3 import REGION, S3Server
 pytestmark = pytest.mark.slow
 
 
-def on_s3(folder: Path, server: S3Server, bucket: str) -> Path:
+def on_s3(folder: Path, server: S3Server, bucket: str, datasets: bool = False) -> Path:
     config = folder / "trainform.yaml"
     text = config.read_text()
     store = (
@@ -32,7 +32,16 @@ def on_s3(folder: Path, server: S3Server, bucket: str) -> Path:
         "addressingStyle: path}\n"
     )
     text = text.replace("      root: .trainform\n", "      root: .trainform\n" + store, 1)
-    config.write_text(text + f"storage:\n  checkpoints: s3://{bucket}/checkpoints\n")
+    storage = f"storage:\n  checkpoints: s3://{bucket}/checkpoints\n"
+    if datasets:
+        storage += f"  datasets: s3://{bucket}/platform\n"
+        client = server.client()
+        for path in sorted((folder / "data").rglob("*")):
+            if path.is_file():
+                relative = path.relative_to(folder).as_posix()
+                client.put_object(Bucket=bucket, Key=f"platform/{relative}", Body=path.read_bytes())
+        shutil.rmtree(folder / "data")  # only S3 has the data now
+    config.write_text(text + storage)
     return folder
 
 
@@ -124,3 +133,41 @@ def test_a_run_resumes_from_s3_on_a_machine_without_its_local_checkpoints(
     assert finished["phase"] == "succeeded" and finished["attempt"] == 2
     output = Path(attempts(folder)[-1]["output_dir"]) / "model.json"
     assert json.loads(output.read_text()) == reference_model(folder, tmp_path)
+
+
+def test_datasets_on_s3_feed_the_job_and_a_mutation_is_caught(
+    tmp_path: Path, s3_env: S3Server
+) -> None:
+    bucket = s3_env.new_bucket()
+    source = copy_example(QUICKSTART, tmp_path / "pristine", jobs=True)
+    folder = on_s3(
+        copy_example(QUICKSTART, tmp_path / "quickstart", jobs=True), s3_env, bucket, True
+    )
+    ok(folder, "lock", ".", "--env", "ci")
+    lock = json.loads((folder / "trainform.lock").read_text())
+    assert "Dataset/tiny-corpus" in json.dumps(lock)
+    apply(folder)
+    report = wait(folder)
+    assert report["phase"] == "succeeded", report
+    output = Path(attempts(folder)[-1]["output_dir"]) / "model.json"
+    assert json.loads(output.read_text()) == reference_model(source, tmp_path)
+
+    key = "platform/data/tiny-corpus/v1/part-001.txt"
+    client = s3_env.client()
+    old = client.head_object(Bucket=bucket, Key=key)["ETag"].strip('"')
+    new = client.put_object(Bucket=bucket, Key=key, Body=b"rewritten")["ETag"].strip('"')
+    plan = ok(folder, "plan", ".", "--env", "ci")
+    assert "data-mutated" in plan
+    drift = tf(folder, "drift", ".", "--env", "ci", "--format", "json")
+    assert drift.returncode == 2, drift.stdout + drift.stderr
+    mutated = [f for f in json.loads(drift.stdout)["findings"] if f["drift"] == "data-mutated"]
+    assert [f["address"] for f in mutated] == ["Dataset/tiny-corpus"]
+    change = mutated[0]["evidence"]["changes"][0]
+    assert change == {
+        "change": "changed",
+        "key": "part-001.txt",
+        "oldEtag": old,
+        "newEtag": new,
+        "oldSize": change["oldSize"],
+        "newSize": len(b"rewritten"),
+    }
