@@ -9,11 +9,12 @@ from pathlib import Path
 
 from planner.backends.base import StateBackend
 from planner.backends.local import LocalBackend
+from planner.backends.s3 import S3Backend
 from planner.errors import PlannerError
 from planner.session import ProviderSet
 from providers.base import Provider
 from specs import RootConfig, SpecSet, load_specs
-from specs.models.config import LocalState
+from specs.models.config import LocalState, ObjectStoreProvider
 
 LOCK_FILE = "trainform.lock"
 
@@ -41,10 +42,28 @@ def make_backend(config: RootConfig, root: Path) -> StateBackend:
     if isinstance(state, LocalState):
         path = Path(state.path)
         return LocalBackend(path if path.is_absolute() else root / path, state.backups)
-    raise PlannerError(
-        "cannot open state: the s3 state backend is not part of this release (issue 5); "
-        "use `state: {backend: local}`"
-    )
+    return S3Backend(state.bucket, state.key, _state_store(config, state.provider).connection)
+
+
+def _state_store(config: RootConfig, name: str | None) -> ObjectStoreProvider:
+    """The objectstore provider instance whose connection the s3 state backend uses."""
+    stores = [p for p in config.providers if isinstance(p, ObjectStoreProvider)]
+    if name is not None:
+        chosen = [p for p in stores if p.name == name]
+        if not chosen:
+            known = ", ".join(p.name for p in stores) or "none are declared"
+            raise PlannerError(
+                f"cannot open state: state.provider `{name}` is not an objectstore provider "
+                f"instance in trainform.yaml (objectstore instances: {known})"
+            )
+        return chosen[0]
+    if len(stores) != 1:
+        found = f"{len(stores)} are declared" if stores else "none is declared"
+        raise PlannerError(
+            "cannot open state: the s3 state backend needs an objectstore provider instance "
+            f"for its connection, and {found}; name one with state.provider"
+        )
+    return stores[0]
 
 
 def open_workspace(
