@@ -312,6 +312,11 @@ class ObjectStoreProvider(Provider):
             summaries[name] = manifest.summary()
         readers = list(resource.spec.get("readers", []))
         tagged = found[0].get("taggedReaders", {}) if found else {}
+        # Observe reports the marker's tag: one edited by hand no longer says what the
+        # objects carry, so every version is tagged again and the marker rewritten.
+        retag = found is not None and self._readers(bucket, key) != readers
+        if retag:
+            tagged = {}
         for version in resource.spec["versions"]:
             name = version["name"]
             if tagged.get(name) != readers:
@@ -329,7 +334,7 @@ class ObjectStoreProvider(Provider):
             "taggedReaders": {name: tagged[name] for name in manifests},
             "outputs": outputs,
         }
-        if found is None or found[0] != marker:
+        if found is None or found[0] != marker or retag:
             self._write_marker(bucket, key, marker, found[1] if found else None, readers)
         self._call(
             f"recording ownership in {bucket}",
