@@ -22,6 +22,7 @@ Environment a job receives (the README documents it for users):
   TRAINFORM_RESUME_FROM (folder of the checkpoint to resume from, or empty), TRAINFORM_RESUME_STEP
   TRAINFORM_OUTPUT_DIR, TRAINFORM_PROGRESS_FILE (the job may write {"step": N} there)
   TRAINFORM_DATASET_<NAME> (folder of each pinned dataset version; NAME upper-cased, '-' -> '_')
+  TRAINFORM_DATASET_<NAME>_URI (datasets kept on S3: the version's s3:// location)
   TRAINFORM_PARAM_<NAME> (each parameter as text) and TRAINFORM_PARAMETERS (all, as JSON)
   evaluations also: TRAINFORM_MODEL_DIR, TRAINFORM_METRICS_FILE, TRAINFORM_EVAL_SUITE
 """
