@@ -1,0 +1,425 @@
+"""The `registry` provider: Images on an OCI distribution registry.
+
+Two kinds of Image live here:
+
+- referenced (no `promotedFrom`): read-only. Create and update resolve the tag to a digest,
+  verify a pinned digest exists and that the image carries its required labels, and record
+  outputs; nothing is written to the registry, and delete removes nothing from it.
+- promoted (`promotedFrom: <image>`): create copies the source image (by the digest recorded
+  for it) to the target `repository:tag`, keeping its digest, and claims the tag with an
+  ownership marker under `<tag>.trainform` (providers/oci/manifests.py). The marker is
+  written before the image, so an interrupted create is resumed, not refused. Only a tag
+  whose marker names this manager and address is ever overwritten or deleted.
+
+Observe reports a `tag-moved` finding when a tag no longer points at the pinned digest
+(the spec's, else the one recorded at create).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, ClassVar
+
+from providers.base import (
+    DesiredResource,
+    Finding,
+    KindSchema,
+    Observation,
+    ObserveRequest,
+    Provider,
+    ProviderContext,
+    ValidationProblem,
+)
+from providers.errors import PermanentProviderError, ProviderConfigError
+from providers.oci.auth import credentials_from_env
+from providers.oci.client import RegistryClient
+from providers.oci.manifests import (
+    EMPTY_BLOB,
+    MARKER_SUFFIX,
+    OCI_MANIFEST,
+    Manifest,
+    Ownership,
+    marker_tag,
+    ownership_of,
+    sha256_digest,
+)
+from providers.oci.promotion import copy_image, fetch, image_labels
+from providers.oci.references import (
+    ImageTarget,
+    image_target,
+    normal_host,
+    reference_problems,
+    url_host,
+)
+
+
+class RegistryProvider(Provider):
+    type = "registry"
+    schemas: ClassVar[dict[str, KindSchema]] = {
+        "Image": KindSchema(
+            "Image",
+            forces_replacement=(
+                "spec.reference",
+                "spec.promotedFrom",
+                "spec.runtime",
+                "spec.provider",
+            ),
+            computed=("digest",),
+        )
+    }
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.manager = "trainform"
+        self.url = ""
+        self.scheme = "https"
+        self.host = ""
+        self.allowed: list[str] = []
+        self._connection: Any = None
+        self._client: RegistryClient | None = None
+
+    def __repr__(self) -> str:
+        return f"RegistryProvider(name={self.name!r}, url={self.url!r})"
+
+    def configure(self, name: str, connection: Any, context: ProviderContext) -> None:
+        super().configure(name, connection, context)
+        self.manager = context.manager
+        self.url = str(connection.url).rstrip("/")
+        self.scheme, self.host = url_host(self.url)
+        if self.scheme not in ("http", "https") or not self.host:
+            raise ProviderConfigError(
+                f"cannot configure registry provider `{name}`: url {self.url!r} is not an "
+                "http(s) URL"
+            )
+        if self.scheme == "http" and not connection.insecure:
+            raise ProviderConfigError(
+                f"cannot configure registry provider `{name}`: {self.url} is plain HTTP; "
+                "set `insecure: true` to allow it"
+            )
+        self.allowed = [normal_host(host, self.scheme) for host in connection.allowed]
+        self._connection = connection
+
+    @property
+    def client(self) -> RegistryClient:
+        """The HTTP client, made on first use (reading credentials then, not in validate)."""
+        if self._client is None:
+            credentials = credentials_from_env(
+                self._connection.username_env, self._connection.password_env
+            )
+            self._client = RegistryClient(self.url, credentials)
+        return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    # pure --------------------------------------------------------------------------------
+
+    def validate(self, resource: DesiredResource) -> list[ValidationProblem]:
+        problems = reference_problems(
+            resource.spec, self.host, self.scheme, self.allowed, self.name
+        )
+        return [ValidationProblem(resource.address, field, text) for field, text in problems]
+
+    def render(self, resource: DesiredResource) -> list[dict[str, Any]]:
+        target = image_target(resource.spec, self.scheme)
+        rendered: dict[str, Any] = {
+            "registry": target.registry,
+            "repository": target.repository,
+            "tag": target.tag,
+            "digest": target.digest or "(known after apply)",
+        }
+        source = resource.spec.get("promotedFrom")
+        if source:
+            rendered |= {"promotedFrom": source, "ownershipTag": marker_tag(target.tag or "")}
+        return [rendered]
+
+    # reads -------------------------------------------------------------------------------
+
+    def observe(self, requests: list[ObserveRequest]) -> dict[str, Observation]:
+        return {
+            request.address: (
+                self._observe_promoted(request)
+                if request.document["spec"].get("promotedFrom")
+                else self._observe_referenced(request)
+            )
+            for request in requests
+        }
+
+    def _observe_referenced(self, request: ObserveRequest) -> Observation:
+        target = image_target(request.document["spec"], self.scheme)
+        pinned = target.digest or request.outputs.get("digest")
+        current = self.client.head_manifest(target.repository, target.tag) if target.tag else None
+        if pinned and (current is None or current.digest != pinned):
+            if self.client.head_manifest(target.repository, pinned) is None:
+                return Observation(exists=False)
+        elif current is None:
+            return Observation(exists=False)
+        findings = []
+        if pinned and target.tag:
+            findings.append(_tag_finding(target, pinned, current.digest if current else None))
+        return Observation(
+            exists=True,
+            live=request.document,
+            outputs=dict(request.outputs),
+            findings=tuple(f for f in findings if f is not None),
+        )
+
+    def _observe_promoted(self, request: ObserveRequest) -> Observation:
+        target = image_target(request.document["spec"], self.scheme)
+        tag = target.tag or ""
+        ownership, _ = self._ownership(target.repository, tag)
+        if not self._ours(ownership, request.address):
+            return Observation(exists=False)
+        assert ownership is not None
+        current = self.client.head_manifest(target.repository, tag)
+        if current is None:
+            return Observation(exists=False)
+        finding = _tag_finding(target, target.digest or ownership.digest, current.digest)
+        return Observation(
+            exists=True,
+            live=ownership.document,
+            outputs=ownership.outputs,
+            findings=(finding,) if finding else (),
+        )
+
+    def resolve(self, resource: DesiredResource) -> dict[str, Any]:
+        self._check(resource)
+        target = image_target(resource.spec, self.scheme)
+        if target.digest:
+            if self.client.head_manifest(target.repository, target.digest) is None:
+                if not resource.spec.get("promotedFrom"):
+                    raise PermanentProviderError(f"{target.name()}: the pinned digest is missing")
+            return {"digest": target.digest}
+        current = self.client.head_manifest(target.repository, target.tag or "")
+        if current is None:
+            hint = "; apply the promotion first or pin its digest" if _promoted(resource) else ""
+            raise PermanentProviderError(f"{target.name()}: the tag does not exist{hint}")
+        return {"digest": current.digest}
+
+    def list_owned(self) -> list[tuple[str, str]]:
+        owned = {ownership.address for _, _, ownership in self._markers()}
+        return [(address, "Image") for address in sorted(owned)]
+
+    def _markers(self) -> Iterator[tuple[str, str, Ownership]]:
+        """(repository, tag, ownership) of every marker of this manager in the registry."""
+        client = self.client
+        for repository in client.repositories():
+            for tag in client.tags(repository):
+                if not tag.endswith(MARKER_SUFFIX):
+                    continue
+                manifest = client.get_manifest(repository, tag)
+                ownership = ownership_of(manifest) if manifest else None
+                if ownership is not None and ownership.manager == self.manager:
+                    yield repository, tag[: -len(MARKER_SUFFIX)], ownership
+
+    # writes ------------------------------------------------------------------------------
+
+    def create(self, resource: DesiredResource) -> dict[str, Any]:
+        self._check(resource)
+        if _promoted(resource):
+            return self._promote(resource)
+        return self._reference(resource)
+
+    def update(self, resource: DesiredResource, outputs: dict[str, Any]) -> dict[str, Any]:
+        return self.create(resource)
+
+    def _check(self, resource: DesiredResource) -> None:
+        problems = self.validate(resource)
+        if problems:
+            raise PermanentProviderError("; ".join(f"{p.field}: {p.message}" for p in problems))
+
+    def _reference(self, resource: DesiredResource) -> dict[str, Any]:
+        target = image_target(resource.spec, self.scheme)
+        client = self.client
+        current = client.head_manifest(target.repository, target.tag) if target.tag else None
+        digest = target.digest or (current.digest if current else None)
+        if digest is None:
+            raise PermanentProviderError(f"{target.name()}: the tag does not exist")
+        manifest = client.get_manifest(target.repository, digest)
+        if manifest is None:
+            raise PermanentProviderError(
+                f"{target.name()}: the pinned digest {digest} does not exist in "
+                f"{target.registry}/{target.repository}"
+            )
+        labels = self._required_labels(resource, target.repository, manifest)
+        return self._outputs(target, manifest, labels)
+
+    def _promote(self, resource: DesiredResource) -> dict[str, Any]:
+        target = image_target(resource.spec, self.scheme)
+        tag = target.tag or ""
+        source = self._source_of(resource)
+        if target.digest and target.digest != source["digest"]:
+            raise PermanentProviderError(
+                f"{target.name()}: promoting {source['reference']} gives digest "
+                f"{source['digest']}, not the pinned {target.digest}"
+            )
+        client = self.client
+        ownership, marker = self._ownership(target.repository, tag)
+        if marker is not None and ownership is None:
+            raise PermanentProviderError(
+                f"{target.registry}/{target.repository}:{marker_tag(tag)} exists and is not a "
+                "trainform ownership marker; remove that tag or promote to another one"
+            )
+        if ownership is not None and not self._ours(ownership, resource.address):
+            raise PermanentProviderError(_not_ours(target, ownership))
+        if ownership is None and client.head_manifest(target.repository, tag) is not None:
+            raise PermanentProviderError(
+                f"{target.name()}: the tag exists without trainform's ownership marker; "
+                "trainform does not overwrite tags it did not create (promote to a new tag, "
+                "or remove this one first)"
+            )
+        manifest = fetch(client, source["repository"], source["digest"])
+        labels = self._required_labels(resource, source["repository"], manifest)
+        outputs = self._outputs(target, manifest, labels) | {
+            "promoted": True,
+            "source": source["reference"],
+        }
+        claim = Ownership(
+            self.manager,
+            resource.address,
+            target.name(),
+            manifest.digest,
+            resource.document,
+            outputs,
+        )
+        body = claim.manifest_body(manifest.kind, len(manifest.body))
+        if marker is None or marker.body != body:
+            client.upload_blob(target.repository, EMPTY_BLOB)
+            marker = Manifest(body, OCI_MANIFEST, sha256_digest(body))
+            client.put_manifest(target.repository, marker_tag(tag), marker)
+        copy_image(client, source["repository"], target.repository, manifest, tag)
+        return outputs
+
+    def delete(self, address: str, kind: str, outputs: dict[str, Any]) -> None:
+        if outputs and not outputs.get("promoted"):
+            return  # a referenced image: nothing of it was written
+        if outputs.get("repository") and outputs.get("tag"):
+            repository, tag = str(outputs["repository"]), str(outputs["tag"])
+        else:
+            found = next((m for m in self._markers() if m[2].address == address), None)
+            if found is None:
+                return
+            repository, tag = found[0], found[1]
+        ownership, marker = self._ownership(repository, tag)
+        if ownership is None or marker is None:
+            return
+        if not self._ours(ownership, address):
+            target = ImageTarget(self.host, repository, tag, None)
+            raise PermanentProviderError(_not_ours(target, ownership))
+        client = self.client
+        current = client.head_manifest(repository, tag)
+        if current is not None and current.digest == ownership.digest:
+            self._untag(repository, tag, current.digest)
+        if not client.delete_tag(repository, marker_tag(tag)):
+            client.delete_manifest(repository, marker.digest)
+
+    def _untag(self, repository: str, tag: str, digest: str) -> None:
+        """Remove `tag`; where the registry deletes by digest only, refuse when other tags
+        share the digest (they would go too)."""
+        client = self.client
+        if client.delete_tag(repository, tag):
+            return
+        others = [
+            other
+            for other in client.tags(repository)
+            if other not in (tag, marker_tag(tag))
+            and (found := client.head_manifest(repository, other)) is not None
+            and found.digest == digest
+        ]
+        if others:
+            raise PermanentProviderError(
+                f"cannot delete {self.host}/{repository}:{tag}: the registry deletes manifests "
+                f"by digest only, and tags {', '.join(sorted(others))} also point at {digest}"
+            )
+        client.delete_manifest(repository, digest)
+
+    # helpers -----------------------------------------------------------------------------
+
+    def _ownership(self, repository: str, tag: str) -> tuple[Ownership | None, Manifest | None]:
+        marker = self.client.get_manifest(repository, marker_tag(tag))
+        return (ownership_of(marker) if marker else None), marker
+
+    def _ours(self, ownership: Ownership | None, address: str) -> bool:
+        return (
+            ownership is not None
+            and ownership.manager == self.manager
+            and ownership.address == address
+        )
+
+    def _source_of(self, resource: DesiredResource) -> dict[str, Any]:
+        name = resource.spec["promotedFrom"]
+        candidates = [
+            (address, outputs)
+            for address, outputs in resource.outputs_of_dependencies.items()
+            if address.startswith("Image/") and address.rsplit("/", 1)[-1] == name
+        ]
+        if not candidates or not candidates[0][1].get("digest"):
+            raise PermanentProviderError(
+                f"cannot promote from image {name}: no digest is recorded for it; apply it first"
+            )
+        address, outputs = candidates[0]
+        if outputs.get("registry") != self.host or not outputs.get("repository"):
+            raise PermanentProviderError(
+                f"cannot promote from {address} ({outputs.get('reference')}): promotion copies "
+                f"within one registry, and provider instance `{self.name}` serves {self.host}"
+            )
+        return outputs
+
+    def _required_labels(
+        self, resource: DesiredResource, repository: str, manifest: Manifest
+    ) -> dict[str, str]:
+        required = list(resource.spec.get("requiredLabels") or [])
+        if not required:
+            return {}
+        labels = image_labels(self.client, repository, manifest)
+        missing = [label for label in required if label not in labels]
+        if missing:
+            raise PermanentProviderError(
+                f"{resource.spec['reference']} ({repository}@{manifest.digest}) lacks required "
+                f"label{'s' if len(missing) > 1 else ''} {', '.join(missing)}"
+            )
+        return {label: labels[label] for label in required}
+
+    def _outputs(
+        self, target: ImageTarget, manifest: Manifest, labels: dict[str, str]
+    ) -> dict[str, Any]:
+        return {
+            "digest": manifest.digest,
+            "reference": target.name(manifest.digest),
+            "registry": target.registry,
+            "repository": target.repository,
+            "tag": target.tag or "",
+            "mediaType": manifest.kind,
+            "labels": labels,
+            "promoted": False,
+        }
+
+
+def _promoted(resource: DesiredResource) -> bool:
+    return bool(resource.spec.get("promotedFrom"))
+
+
+def _tag_finding(target: ImageTarget, pinned: str, current: str | None) -> Finding | None:
+    if current == pinned:
+        return None
+    evidence = {"reference": target.name(), "tag": target.tag, "pinned": pinned, "current": current}
+    if current is None:
+        return Finding(
+            "tag-missing",
+            f"{target.name()}: tag {target.tag} no longer exists; the pinned {pinned} does",
+            evidence,
+        )
+    return Finding(
+        "tag-moved",
+        f"{target.name()}: tag {target.tag} now points at {current}, not the pinned {pinned}",
+        evidence,
+    )
+
+
+def _not_ours(target: ImageTarget, ownership: Ownership) -> str:
+    return (
+        f"{target.registry}/{target.repository}:{target.tag} belongs to manager "
+        f"`{ownership.manager}` as {ownership.address}; trainform changes only what it owns"
+    )
