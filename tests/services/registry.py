@@ -374,3 +374,61 @@ class FailingRegistry:
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class MountDecliningProxy:
+    """Forwards everything to a registry but drops `mount`/`from` from upload starts, so the
+    registry answers 202 (an upload) as registries do when they decline a mount; counts the
+    mount attempts it saw."""
+
+    def __init__(self, upstream: str) -> None:
+        self.mount_attempts = 0
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def forward(self) -> None:
+                proxy.forward(self, upstream)
+
+            do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = do_PATCH = forward  # noqa: N815
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+                return
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.host = f"127.0.0.1:{self.server.server_port}"
+        self.url = f"http://{self.host}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def forward(self, handler: BaseHTTPRequestHandler, upstream: str) -> None:
+        parts = urlsplit(handler.path)
+        query = parse_qsl(parts.query, keep_blank_values=True)
+        if handler.command == "POST" and any(key == "mount" for key, _ in query):
+            self.mount_attempts += 1
+            query = [(key, value) for key, value in query if key not in ("mount", "from")]
+        length = int(handler.headers.get("Content-Length") or 0)
+        headers = {k: v for k, v in handler.headers.items() if k.lower() != "content-length"}
+        headers["Host"] = self.host
+        response = requests.request(
+            handler.command,
+            upstream + parts.path,
+            params=query,
+            data=handler.rfile.read(length) if length else None,
+            headers=headers,
+            allow_redirects=False,
+            timeout=30,
+        )
+        handler.send_response(response.status_code)
+        for key, value in response.headers.items():
+            if key.lower() not in ("content-length", "transfer-encoding", "connection"):
+                handler.send_header(key, value)
+        size = response.headers.get("Content-Length", "0")
+        handler.send_header(
+            "Content-Length", size if handler.command == "HEAD" else str(len(response.content))
+        )
+        handler.end_headers()
+        if handler.command != "HEAD":
+            handler.wfile.write(response.content)
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

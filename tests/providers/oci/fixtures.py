@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from providers.base import ProviderContext
+from providers.base import DesiredResource, ObserveRequest, ProviderContext
 from providers.oci.provider import RegistryProvider
 from specs.models.config import RegistryConnection
 from tests.services.registry import RegistryServer, serve_registry
@@ -54,3 +54,36 @@ def provider_for(tmp_path: Path) -> Iterator[ProviderFactory]:
     yield make
     for provider in made:
         provider.close()
+
+
+def image_resource(
+    address: str,
+    reference: str,
+    dependencies: dict[str, dict[str, Any]] | None = None,
+    **spec: Any,
+) -> DesiredResource:
+    """A normalized Image document as the engine passes it to the provider."""
+    document = {
+        "metadata": {"labels": {}, "annotations": {}},
+        "spec": {
+            "reference": reference,
+            "runtime": "container",
+            "class": "standard",
+            "requiredLabels": [],
+            **spec,
+        },
+    }
+    parts = address.split("/")
+    project = parts[1] if len(parts) == 3 else None
+    return DesiredResource(address, "Image", parts[-1], project, document, dependencies or {})
+
+
+def request_of(resource: DesiredResource, outputs: dict[str, Any] | None = None) -> ObserveRequest:
+    return ObserveRequest(
+        resource.address,
+        resource.kind,
+        resource.name,
+        resource.project,
+        resource.document,
+        outputs or {},
+    )
