@@ -470,6 +470,17 @@ def test_of_two_concurrent_applies_one_fails_naming_the_lock_holder(
     assert all(resource.pending is None for resource in state.resources.values())
 
 
+def test_force_unlock_from_the_command_line(s3_env: S3Server, bucket: str, tmp_path: Path) -> None:
+    folder = quickstart_on_s3(tmp_path / "quickstart", s3_env.endpoint, bucket)
+    info = open_backend(s3_env, bucket).lock("apply")
+    wrong = run_trainform("force-unlock", "not-the-id", ".", cwd=folder)
+    assert wrong.returncode == 1 and f"held under id {info.id}" in wrong.stderr
+    released = run_trainform("force-unlock", info.id, ".", cwd=folder)
+    assert released.returncode == 0, released.stderr
+    assert f"Released lock {info.id} held by {info.holder}@{info.host}" in released.stdout
+    assert object_versions(s3_env, bucket, f"{KEY}.lock") == []
+
+
 # the start-up probe and failures -------------------------------------------------------------
 
 
