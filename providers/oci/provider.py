@@ -351,7 +351,7 @@ class RegistryProvider(Provider):
     def _source_of(self, resource: DesiredResource) -> dict[str, Any]:
         name = resource.spec["promotedFrom"]
         candidates = [
-            (address, outputs)
+            (address, self._image_outputs(outputs))
             for address, outputs in resource.outputs_of_dependencies.items()
             if address.startswith("Image/") and address.rsplit("/", 1)[-1] == name
         ]
@@ -366,6 +366,14 @@ class RegistryProvider(Provider):
                 f"within one registry, and provider instance `{self.name}` serves {self.host}"
             )
         return outputs
+
+    def _image_outputs(self, outputs: dict[str, Any]) -> dict[str, Any]:
+        """An image's outputs, given flat or per provider instance (as state keeps them)."""
+        if "digest" in outputs:
+            return outputs
+        nested = [value for value in outputs.values() if isinstance(value, dict)]
+        mine = outputs.get(self.name)
+        return mine if isinstance(mine, dict) else (nested[0] if nested else {})
 
     def _required_labels(
         self, resource: DesiredResource, repository: str, manifest: Manifest
