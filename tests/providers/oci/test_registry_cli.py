@@ -1,0 +1,84 @@
+"""The registry provider through the installed `trainform` command: validate, plan, apply,
+lock, then a tag moved out of band shows in `trainform drift` with both digests."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+from tests.engine.support import run_trainform
+from tests.services.registry import RegistryServer, head_digest, push_image
+
+LABEL = "org.opencontainers.image.revision"
+
+
+def write_specs(root: Path, host: str, staging: str, production: str) -> None:
+    root.mkdir(parents=True)
+    (root / "trainform.yaml").write_text(
+        "apiVersion: trainform/v1\n"
+        "providers:\n"
+        "  - name: registry\n"
+        "    type: registry\n"
+        f"    connection: {{url: 'http://{host}', insecure: true, allowed: ['{host}']}}\n"
+        "state: {backend: local, path: .trainform/state.json}\n",
+        encoding="utf-8",
+    )
+    (root / "images.yaml").write_text(
+        "apiVersion: trainform/v1\n"
+        "kind: Image\n"
+        "metadata: {name: trainer-candidate}\n"
+        "spec:\n"
+        f"  reference: {host}/{staging}:2.4.1\n"
+        f"  requiredLabels: [{LABEL}]\n"
+        "---\n"
+        "apiVersion: trainform/v1\n"
+        "kind: Image\n"
+        "metadata: {name: trainer}\n"
+        "spec:\n"
+        f"  reference: {host}/{production}:2.4.1\n"
+        "  promotedFrom: trainer-candidate\n",
+        encoding="utf-8",
+    )
+
+
+def test_apply_then_a_moved_tag_shows_in_drift(
+    registry_server: RegistryServer, tmp_path: Path
+) -> None:
+    suffix = uuid.uuid4().hex[:10]
+    staging, production = f"ml-staging/{suffix}", f"ml/{suffix}"
+    first = push_image(registry_server.url, staging, "2.4.1", {LABEL: "abc"}, b"first\n")
+    root = tmp_path / "platform"
+    write_specs(root, registry_server.host, staging, production)
+
+    validated = run_trainform("validate", str(root), cwd=tmp_path)
+    assert validated.returncode == 0, validated.stdout + validated.stderr
+    planned = run_trainform("plan", str(root), cwd=tmp_path)
+    assert planned.returncode == 0, planned.stdout + planned.stderr
+    assert "Image/trainer" in planned.stdout and "Image/trainer-candidate" in planned.stdout
+    applied = run_trainform("apply", str(root), "--auto-approve", cwd=tmp_path)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert head_digest(registry_server.url, production, "2.4.1") == first.digest
+    again = run_trainform("plan", str(root), "--detailed-exitcode", cwd=tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    locked = run_trainform("lock", str(root), cwd=tmp_path)
+    assert locked.returncode == 0, locked.stdout + locked.stderr
+    lock = json.loads((root / "trainform.lock").read_text(encoding="utf-8"))
+    assert lock["images"]["Image/trainer-candidate"] == {"digest": first.digest}
+    assert lock["images"]["Image/trainer"] == {"digest": first.digest}
+
+    second = push_image(registry_server.url, staging, "2.4.1", {LABEL: "def"}, b"second\n")
+    drift = run_trainform("drift", str(root), "--format", "json", cwd=tmp_path)
+
+    assert drift.returncode == 2, drift.stdout + drift.stderr
+    report = json.loads(drift.stdout)
+    (finding,) = report["findings"]
+    assert finding["address"] == "Image/trainer-candidate"
+    assert finding["drift"] == "tag-moved"
+    assert finding["evidence"]["pinned"] == first.digest
+    assert finding["evidence"]["current"] == second.digest
+    assert finding["evidence"]["tag"] == "2.4.1"
+    text = run_trainform("drift", str(root), cwd=tmp_path)
+    assert text.returncode == 2
+    assert "tag-moved: Image/trainer-candidate (registry)" in text.stdout
+    assert first.digest in text.stdout and second.digest in text.stdout
