@@ -32,7 +32,7 @@ import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from planner.backends.base import LockInfo, StateBackend, StateLockedError
 from planner.state import State, StateError, canonical_json
@@ -77,6 +77,10 @@ class _PreconditionFailed(Exception):
 
 class _Absent(Exception):
     """404 for exactly the object asked about."""
+
+
+class _Moved(Exception):
+    """The journal was compacted away while being read (by a writer holding the lock)."""
 
 
 @dataclass(frozen=True)
@@ -296,6 +300,19 @@ class S3Backend(StateBackend):
         return state
 
     def read(self) -> State | None:
+        # Readers take no lock (`state list`, drift): if the holder compacts while the
+        # journal is being read, its entries vanish; reading again gives the newer document.
+        for _ in range(3):
+            try:
+                return self._read_once()
+            except _Moved:
+                continue
+        raise S3StateError(
+            f"cannot read state {self.location}: its journal kept changing while being read; "
+            "run the command again"
+        )
+
+    def _read_once(self) -> State | None:
         self._journal, self._written, self._unfolded, self._stale = None, [], [], []
         self._entries_since_compaction = 0
         state = self._read_document()
@@ -321,21 +338,24 @@ class S3Backend(StateBackend):
             state = State(lineage=entries[0].lineage, serial=0)
         for expected, item in enumerate(entries):
             if item.seq != expected:
-                raise S3StateCorruptError(
-                    self.location, f"journal entry {expected} of {item.lineage} is missing"
-                )
+                self._check_document_unchanged(f"entry {expected} is missing")
             state.apply_entry(self._read_entry(item))
         self._unfolded = [item.version for item in entries]
         return state
+
+    def _check_document_unchanged(self, problem: str) -> NoReturn:
+        """A journal hole: raise _Moved if the document moved on meanwhile, else corrupt."""
+        found = self._get(self.key, f"cannot read state {self.location}")
+        if (found[1] if found else None) != self._etag:
+            raise _Moved
+        raise S3StateCorruptError(self.location, f"{problem} from the journal")
 
     def _read_entry(self, item: _JournalObject) -> dict[str, Any]:
         doing = f"cannot read journal entry {item.version.key}"
         try:
             response = self._call(doing, "get_object", Key=item.version.key)
         except _Absent:
-            raise S3StateCorruptError(
-                self.location, f"journal entry {item.version.key} vanished while being read"
-            ) from None
+            self._check_document_unchanged(f"{item.version.key} vanished")
         try:
             entry = json.loads(self._read_body(response, doing))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -385,11 +405,13 @@ class S3Backend(StateBackend):
         self._journal, self._written, self._unfolded, self._stale = None, [], [], []
         self._entries_since_compaction = 0
         if garbage:
-            # The document holds all of it now; what cannot be deleted is ignored on read
-            # (its base serial is older) and tried again at the next compaction.
-            self._stale = self._delete_versions(
-                garbage, f"cannot remove compacted journal entries of state {self.location}"
-            )
+            # The document holds all of it now, so a failed delete is no error: what is
+            # left is ignored on read (its base serial is older) and tried again next time.
+            doing = f"cannot remove compacted journal entries of state {self.location}"
+            try:
+                self._stale = self._delete_versions(garbage, doing)
+            except S3StateError:
+                self._stale = garbage
 
     def _write_document(self, state: State) -> None:
         body = json.dumps(state.to_json(), separators=(",", ":")).encode("utf-8") + b"\n"

@@ -160,6 +160,39 @@ def test_a_journal_already_in_the_document_is_ignored_then_removed(
     assert object_versions(s3_env, bucket, JOURNAL) == []
 
 
+def test_a_hole_in_the_journal_is_corruption(s3_env: S3Server, bucket: str) -> None:
+    state = seed(s3_env, bucket, [])
+    client = s3_env.client()
+    for seq in (0, 2):
+        key = f"{JOURNAL}{state.lineage}/{state.serial}/{seq:08d}.json"
+        client.put_object(Bucket=bucket, Key=key, Body=json.dumps(created(f"Project/p{seq}")))
+    with pytest.raises(S3StateError, match="entry 1 is missing from the journal"):
+        open_backend(s3_env, bucket).read()
+
+
+def test_a_reader_racing_a_compaction_reads_the_newer_document(
+    s3_env: S3Server, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer = open_backend(s3_env, bucket)
+    state = writer.read() or State.new()
+    writer.record(state, created("Project/a"))
+    writer.record(state, created("Project/b"))
+
+    reader = open_backend(s3_env, bucket)
+    read_entry = reader._read_entry
+
+    def compacted_meanwhile(item: Any) -> dict[str, Any]:
+        if not getattr(reader, "_raced", False):
+            reader._raced = True  # type: ignore[attr-defined]
+            writer.compact(state)  # the lock holder compacts between list and get
+        return read_entry(item)
+
+    monkeypatch.setattr(reader, "_read_entry", compacted_meanwhile)
+    read = reader.read()
+    assert read is not None and sorted(read.resources) == ["Project/a", "Project/b"]
+    assert read.serial == state.serial
+
+
 def test_compactions_keep_every_state_version(s3_env: S3Server, bucket: str) -> None:
     backend = open_backend(s3_env, bucket)
     state = State.new()
