@@ -80,6 +80,24 @@ class Corpus:
         return str(answer["ETag"]).strip('"')
 
 
+def drop_bucket(server: S3Server, bucket: str) -> None:
+    """Remove a test's bucket with every object version in it.
+
+    The S3 servers live for the whole session and `list_owned` searches every bucket when
+    a configuration names none: datasets a test leaves behind would show as orphaned in
+    later tests' drift reports.
+    """
+    client = server.client()
+    for page in client.get_paginator("list_object_versions").paginate(Bucket=bucket):
+        doomed = [
+            {"Key": item["Key"], "VersionId": item["VersionId"]}
+            for item in page.get("Versions", []) + page.get("DeleteMarkers", [])
+        ]
+        if doomed:
+            client.delete_objects(Bucket=bucket, Delete={"Objects": doomed, "Quiet": True})
+    client.delete_bucket(Bucket=bucket)
+
+
 def open_corpus(root: Path, server: S3Server, policy: str = "Abandon") -> Corpus:
     bucket = server.new_bucket()
     dataset_folder(root, server, bucket, policy=policy)
@@ -96,6 +114,7 @@ def corpus(tmp_path: Path, s3_env: S3Server) -> Iterator[Corpus]:
     opened = open_corpus(tmp_path / "specs", s3_env)
     yield opened
     opened.providers.close()
+    drop_bucket(s3_env, opened.bucket)
 
 
 def with_versions(resource: DesiredResource, versions: list[dict[str, Any]]) -> DesiredResource:
@@ -302,6 +321,7 @@ def test_delete_follows_the_deletion_policy(
         assert corpus.keys("datasets/corpus/.trainform") == {}
     finally:
         corpus.providers.close()
+        drop_bucket(s3_env, corpus.bucket)
 
 
 # where the servers differ from AWS ----------------------------------------------------
@@ -329,9 +349,10 @@ def test_the_marker_records_version_ids_on_a_versioned_bucket(corpus: Corpus) ->
 
 
 def test_drift_and_plan_report_an_object_mutated_after_apply(
-    tmp_path: Path, s3_env: S3Server
+    tmp_path: Path, s3_env: S3Server, request: pytest.FixtureRequest
 ) -> None:
     bucket = s3_env.new_bucket()
+    request.addfinalizer(lambda: drop_bucket(s3_env, bucket))
     root = dataset_folder(tmp_path / "specs", s3_env, bucket)
     applied = run_trainform("apply", ".", "--auto-approve", cwd=root)
     assert applied.returncode == 0, applied.stdout + applied.stderr

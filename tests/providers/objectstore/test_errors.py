@@ -30,6 +30,7 @@ from tests.providers.objectstore.fixtures import (
     dataset_folder,
     objectstore_config,
 )
+from tests.providers.objectstore.test_datasets import drop_bucket
 from tests.services.common import free_ports
 from tests.services.s3 import S3Server, credentials_env
 
@@ -178,11 +179,16 @@ def test_observe_answered_403_is_a_permanent_error_without_retries(
 
 
 def test_observe_with_wrong_credentials_names_the_code_and_hides_the_secret(
-    tmp_path: Path, s3_env: S3Server, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    s3_env: S3Server,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
 ) -> None:
     if not s3_env.checks_credentials:
         pytest.skip("moto accepts any credentials (differs from AWS)")
-    root = dataset_folder(tmp_path / "specs", s3_env, s3_env.new_bucket())
+    bucket = s3_env.new_bucket()
+    request.addfinalizer(lambda: drop_bucket(s3_env, bucket))
+    root = dataset_folder(tmp_path / "specs", s3_env, bucket)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "nobody-we-know")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", WRONG_SECRET)
 
