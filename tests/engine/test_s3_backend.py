@@ -648,7 +648,7 @@ def test_make_backend_uses_the_objectstore_connection(
     backend = make_backend(config(stores, provider), Path("."))
     assert isinstance(backend, S3Backend)
     assert backend.location == f"s3://team-state/{KEY}"
-    assert backend._connection.endpoint_url == endpoint
+    assert backend.bucket.connection.endpoint_url == endpoint
 
 
 @pytest.mark.parametrize(
