@@ -198,6 +198,49 @@ class RegistryProvider(Provider):
             raise PermanentProviderError(f"{target.name()}: the tag does not exist{hint}")
         return {"digest": current.digest}
 
+    def adopt(self, request: ObserveRequest, identifier: str) -> Observation:
+        """Take an existing tag (`identifier`, the spec's own reference) under
+        `request.address`: a promoted image gets this manager's ownership marker."""
+        resource = DesiredResource(
+            request.address, request.kind, request.name, request.project, request.document
+        )
+        self._check(resource)
+        target = image_target(resource.spec, self.scheme)
+        try:
+            named = image_target({"reference": identifier}, self.scheme)
+        except ValueError as exc:
+            raise PermanentProviderError(f"cannot adopt {identifier}: {exc}") from None
+        if (named.registry, named.repository, named.tag) != (
+            target.registry,
+            target.repository,
+            target.tag,
+        ):
+            raise PermanentProviderError(
+                f"cannot adopt {identifier} as {request.address}: its spec names "
+                f"{target.name()}; import the object the spec declares"
+            )
+        if not _promoted(resource):
+            try:
+                outputs = self._reference(resource)
+            except PermanentProviderError:
+                return Observation(exists=False)
+            return Observation(exists=True, live=request.document, outputs=outputs)
+        tag = target.tag or ""
+        ownership, marker = self._ownership(target.repository, tag)
+        if marker is not None and ownership is None:
+            raise PermanentProviderError(
+                f"cannot adopt {identifier}: {marker_tag(tag)} is not a trainform marker"
+            )
+        if ownership is not None and ownership.manager != self.manager:
+            raise PermanentProviderError(_not_ours(target, ownership))
+        current = self.client.get_manifest(target.repository, tag)
+        if current is None:
+            return Observation(exists=False)
+        labels = self._required_labels(resource, target.repository, current)
+        outputs = self._outputs(target, current, labels) | {"promoted": True, "source": ""}
+        self._claim(target, current, resource.address, resource.document, outputs, marker)
+        return Observation(exists=True, live=request.document, outputs=outputs)
+
     def list_owned(self) -> list[tuple[str, str]]:
         owned = {ownership.address for _, _, ownership in self._markers()}
         return [(address, "Image") for address in sorted(owned)]
@@ -276,21 +319,27 @@ class RegistryProvider(Provider):
             "promoted": True,
             "source": source["reference"],
         }
-        claim = Ownership(
-            self.manager,
-            resource.address,
-            target.name(),
-            manifest.digest,
-            resource.document,
-            outputs,
-        )
-        body = claim.manifest_body(manifest.kind, len(manifest.body))
-        if marker is None or marker.body != body:
-            client.upload_blob(target.repository, EMPTY_BLOB)
-            marker = Manifest(body, OCI_MANIFEST, sha256_digest(body))
-            client.put_manifest(target.repository, marker_tag(tag), marker)
+        self._claim(target, manifest, resource.address, resource.document, outputs, marker)
         copy_image(client, source["repository"], target.repository, manifest, tag)
         return outputs
+
+    def _claim(
+        self,
+        target: ImageTarget,
+        image: Manifest,
+        address: str,
+        document: dict[str, Any],
+        outputs: dict[str, Any],
+        marker: Manifest | None,
+    ) -> None:
+        """Write this manager's marker for `target` (unless the same one is there)."""
+        claim = Ownership(self.manager, address, target.name(), image.digest, document, outputs)
+        body = claim.manifest_body(image.kind, len(image.body))
+        if marker is not None and marker.body == body:
+            return
+        self.client.upload_blob(target.repository, EMPTY_BLOB)
+        manifest = Manifest(body, OCI_MANIFEST, sha256_digest(body))
+        self.client.put_manifest(target.repository, marker_tag(target.tag or ""), manifest)
 
     def delete(self, address: str, kind: str, outputs: dict[str, Any]) -> None:
         if outputs and not outputs.get("promoted"):
