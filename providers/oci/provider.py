@@ -17,7 +17,6 @@ Observe reports a `tag-moved` finding when a tag no longer points at the pinned 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any, ClassVar
 
 from providers.base import (
@@ -33,16 +32,8 @@ from providers.base import (
 from providers.errors import PermanentProviderError, ProviderConfigError
 from providers.oci.auth import credentials_from_env
 from providers.oci.client import RegistryClient
-from providers.oci.manifests import (
-    EMPTY_BLOB,
-    MARKER_SUFFIX,
-    OCI_MANIFEST,
-    Manifest,
-    Ownership,
-    marker_tag,
-    ownership_of,
-    sha256_digest,
-)
+from providers.oci.manifests import Manifest, Ownership, marker_tag
+from providers.oci.ownership import claim, owned_marks, read_mark, untag
 from providers.oci.promotion import copy_image, fetch, image_labels
 from providers.oci.references import (
     ImageTarget,
@@ -169,7 +160,7 @@ class RegistryProvider(Provider):
     def _observe_promoted(self, request: ObserveRequest) -> Observation:
         target = image_target(request.document["spec"], self.scheme)
         tag = target.tag or ""
-        ownership, _ = self._ownership(target.repository, tag)
+        ownership, _ = read_mark(self.client, target.repository, tag)
         if not self._ours(ownership, request.address):
             return Observation(exists=False)
         assert ownership is not None
@@ -188,9 +179,10 @@ class RegistryProvider(Provider):
         self._check(resource)
         target = image_target(resource.spec, self.scheme)
         if target.digest:
-            if self.client.head_manifest(target.repository, target.digest) is None:
-                if not resource.spec.get("promotedFrom"):
-                    raise PermanentProviderError(f"{target.name()}: the pinned digest is missing")
+            if not _promoted(resource) and (
+                self.client.head_manifest(target.repository, target.digest) is None
+            ):
+                raise PermanentProviderError(f"{target.name()}: the pinned digest is missing")
             return {"digest": target.digest}
         current = self.client.head_manifest(target.repository, target.tag or "")
         if current is None:
@@ -226,7 +218,7 @@ class RegistryProvider(Provider):
                 return Observation(exists=False)
             return Observation(exists=True, live=request.document, outputs=outputs)
         tag = target.tag or ""
-        ownership, marker = self._ownership(target.repository, tag)
+        ownership, marker = read_mark(self.client, target.repository, tag)
         if marker is not None and ownership is None:
             raise PermanentProviderError(
                 f"cannot adopt {identifier}: {marker_tag(tag)} is not a trainform marker"
@@ -238,24 +230,12 @@ class RegistryProvider(Provider):
             return Observation(exists=False)
         labels = self._required_labels(resource, target.repository, current)
         outputs = self._outputs(target, current, labels) | {"promoted": True, "source": ""}
-        self._claim(target, current, resource.address, resource.document, outputs, marker)
+        claim(self.client, target, current, self._ownership_of(resource, current, outputs), marker)
         return Observation(exists=True, live=request.document, outputs=outputs)
 
     def list_owned(self) -> list[tuple[str, str]]:
-        owned = {ownership.address for _, _, ownership in self._markers()}
+        owned = {ownership.address for _, _, ownership in owned_marks(self.client, self.manager)}
         return [(address, "Image") for address in sorted(owned)]
-
-    def _markers(self) -> Iterator[tuple[str, str, Ownership]]:
-        """(repository, tag, ownership) of every marker of this manager in the registry."""
-        client = self.client
-        for repository in client.repositories():
-            for tag in client.tags(repository):
-                if not tag.endswith(MARKER_SUFFIX):
-                    continue
-                manifest = client.get_manifest(repository, tag)
-                ownership = ownership_of(manifest) if manifest else None
-                if ownership is not None and ownership.manager == self.manager:
-                    yield repository, tag[: -len(MARKER_SUFFIX)], ownership
 
     # writes ------------------------------------------------------------------------------
 
@@ -299,7 +279,7 @@ class RegistryProvider(Provider):
                 f"{source['digest']}, not the pinned {target.digest}"
             )
         client = self.client
-        ownership, marker = self._ownership(target.repository, tag)
+        ownership, marker = read_mark(self.client, target.repository, tag)
         if marker is not None and ownership is None:
             raise PermanentProviderError(
                 f"{target.registry}/{target.repository}:{marker_tag(tag)} exists and is not a "
@@ -319,27 +299,11 @@ class RegistryProvider(Provider):
             "promoted": True,
             "source": source["reference"],
         }
-        self._claim(target, manifest, resource.address, resource.document, outputs, marker)
+        claim(
+            self.client, target, manifest, self._ownership_of(resource, manifest, outputs), marker
+        )
         copy_image(client, source["repository"], target.repository, manifest, tag)
         return outputs
-
-    def _claim(
-        self,
-        target: ImageTarget,
-        image: Manifest,
-        address: str,
-        document: dict[str, Any],
-        outputs: dict[str, Any],
-        marker: Manifest | None,
-    ) -> None:
-        """Write this manager's marker for `target` (unless the same one is there)."""
-        claim = Ownership(self.manager, address, target.name(), image.digest, document, outputs)
-        body = claim.manifest_body(image.kind, len(image.body))
-        if marker is not None and marker.body == body:
-            return
-        self.client.upload_blob(target.repository, EMPTY_BLOB)
-        manifest = Manifest(body, OCI_MANIFEST, sha256_digest(body))
-        self.client.put_manifest(target.repository, marker_tag(target.tag or ""), manifest)
 
     def delete(self, address: str, kind: str, outputs: dict[str, Any]) -> None:
         if outputs and not outputs.get("promoted"):
@@ -347,11 +311,13 @@ class RegistryProvider(Provider):
         if outputs.get("repository") and outputs.get("tag"):
             repository, tag = str(outputs["repository"]), str(outputs["tag"])
         else:
-            found = next((m for m in self._markers() if m[2].address == address), None)
+            found = next(
+                (m for m in owned_marks(self.client, self.manager) if m[2].address == address), None
+            )
             if found is None:
                 return
             repository, tag = found[0], found[1]
-        ownership, marker = self._ownership(repository, tag)
+        ownership, marker = read_mark(self.client, repository, tag)
         if ownership is None or marker is None:
             return
         if not self._ours(ownership, address):
@@ -360,35 +326,19 @@ class RegistryProvider(Provider):
         client = self.client
         current = client.head_manifest(repository, tag)
         if current is not None and current.digest == ownership.digest:
-            self._untag(repository, tag, current.digest)
+            untag(self.client, repository, tag, current.digest)
         if not client.delete_tag(repository, marker_tag(tag)):
             client.delete_manifest(repository, marker.digest)
 
-    def _untag(self, repository: str, tag: str, digest: str) -> None:
-        """Remove `tag`; where the registry deletes by digest only, refuse when other tags
-        share the digest (they would go too)."""
-        client = self.client
-        if client.delete_tag(repository, tag):
-            return
-        others = [
-            other
-            for other in client.tags(repository)
-            if other not in (tag, marker_tag(tag))
-            and (found := client.head_manifest(repository, other)) is not None
-            and found.digest == digest
-        ]
-        if others:
-            raise PermanentProviderError(
-                f"cannot delete {self.host}/{repository}:{tag}: the registry deletes manifests "
-                f"by digest only, and tags {', '.join(sorted(others))} also point at {digest}"
-            )
-        client.delete_manifest(repository, digest)
-
     # helpers -----------------------------------------------------------------------------
 
-    def _ownership(self, repository: str, tag: str) -> tuple[Ownership | None, Manifest | None]:
-        marker = self.client.get_manifest(repository, marker_tag(tag))
-        return (ownership_of(marker) if marker else None), marker
+    def _ownership_of(
+        self, resource: DesiredResource, image: Manifest, outputs: dict[str, Any]
+    ) -> Ownership:
+        target = image_target(resource.spec, self.scheme)
+        return Ownership(
+            self.manager, resource.address, target.name(), image.digest, resource.document, outputs
+        )
 
     def _ours(self, ownership: Ownership | None, address: str) -> bool:
         return (
