@@ -84,3 +84,25 @@ def test_apply_then_a_moved_tag_shows_in_drift(
     assert text.returncode == 2
     assert "tag-moved: Image/trainer-candidate (registry)" in text.stdout
     assert first.digest in text.stdout and second.digest in text.stdout
+
+
+def test_plan_refuses_an_image_from_a_registry_not_allowed(
+    registry_server: RegistryServer, tmp_path: Path
+) -> None:
+    root = tmp_path / "platform"
+    write_specs(root, registry_server.host, "ml-staging/x", "ml/x")
+    images = root / "images.yaml"
+    elsewhere = "docker.example.com/ml-staging/x:2.4.1"
+    images.write_text(
+        images.read_text(encoding="utf-8").replace(
+            f"{registry_server.host}/ml-staging/x:2.4.1", elsewhere
+        ),
+        encoding="utf-8",
+    )
+
+    planned = run_trainform("plan", str(root), cwd=tmp_path)
+
+    assert planned.returncode == 1
+    output = planned.stdout + planned.stderr
+    assert "Image/trainer-candidate" in output and "spec.reference" in output
+    assert f"{elsewhere}: registry docker.example.com is not allowed" in output
