@@ -73,7 +73,7 @@ class StateLockedError(StateError):
 
 
 class StateBackend(ABC):
-    """Where state lives. Implementations: local file (planner.backends.local)."""
+    """Where state lives: a local file (planner.backends.local) or S3 (planner.backends.s3)."""
 
     location: str
 

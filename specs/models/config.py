@@ -213,6 +213,11 @@ class RootConfig(SpecModel):
         if duplicates:
             raise ValueError(f"provider instance names must be unique: {', '.join(duplicates)}")
         stores = [p.name for p in self.providers if p.type == "objectstore"]
+        state_store = getattr(self.state, "provider", None)
+        if state_store and state_store not in stores:
+            raise ValueError(
+                f"state.provider {state_store!r} is not an objectstore provider instance"
+            )
         wanted = self.storage.provider
         if wanted and wanted not in stores:
             raise ValueError(f"storage.provider {wanted!r} is not an objectstore provider instance")
