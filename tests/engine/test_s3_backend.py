@@ -656,7 +656,6 @@ def test_make_backend_uses_the_objectstore_connection(
     [
         pytest.param([], None, "none is declared", id="no-store"),
         pytest.param(["a", "b"], None, "2 are declared", id="ambiguous"),
-        pytest.param(["a"], "b", "`b` is not an objectstore provider", id="unknown-name"),
     ],
 )
 def test_make_backend_needs_exactly_one_store(
@@ -664,6 +663,11 @@ def test_make_backend_needs_exactly_one_store(
 ) -> None:
     with pytest.raises(PlannerError, match=message):
         make_backend(config(stores, provider), Path("."))
+
+
+def test_an_unknown_state_provider_is_refused_when_the_config_loads() -> None:
+    with pytest.raises(ValueError, match="state.provider 'b' is not an objectstore provider"):
+        config(["a"], "b")
 
 
 def test_state_errors_are_state_errors() -> None:

@@ -29,7 +29,7 @@ def on_s3(folder: Path, server: S3Server, bucket: str, datasets: bool = False) -
     store = (
         "  - name: s3\n    type: objectstore\n"
         f"    connection: {{endpointUrl: '{server.endpoint}', region: {REGION}, "
-        "addressingStyle: path}\n"
+        f"addressingStyle: path, buckets: [{bucket}]}}\n"
     )
     text = text.replace("      root: .trainform\n", "      root: .trainform\n" + store, 1)
     storage = f"storage:\n  checkpoints: s3://{bucket}/checkpoints\n"
