@@ -80,7 +80,11 @@ def plan_options(func):  # type: ignore[no-untyped-def]
     return func
 
 
-def _locked_plan(workspace: Workspace, options: PlanOptions, operation: str) -> Plan:
+def _locked_plan(
+    workspace: Workspace, options: PlanOptions, operation: str, take_lock: bool = True
+) -> Plan:
+    if not take_lock:
+        return make_plan(workspace.specs, workspace.backend.read(), workspace.providers, options)
     info = workspace.backend.lock(operation)
     try:
         return make_plan(workspace.specs, workspace.backend.read(), workspace.providers, options)
@@ -101,6 +105,14 @@ def _locked_plan(workspace: Workspace, options: PlanOptions, operation: str) -> 
 )
 @click.option("--destroy", is_flag=True, help="Plan to delete everything in state.")
 @click.option(
+    "--lock/--no-lock",
+    "take_lock",
+    default=True,
+    show_default=True,
+    help="Hold the state lock while planning. --no-lock reads state without writing anything "
+    "(read-only CI credentials); a saved plan still binds the state serial it was made from.",
+)
+@click.option(
     "--detailed-exitcode",
     is_flag=True,
     help="Exit 0 when there are no changes, 2 when there are, 1 on error.",
@@ -115,6 +127,7 @@ def plan(
     allow_mass_delete: bool,
     out: str | None,
     destroy: bool,
+    take_lock: bool,
     detailed_exitcode: bool,
     output_format: str,
 ) -> None:
@@ -125,6 +138,7 @@ def plan(
             workspace,
             _plan_options(workspace, refresh, targets, destroy, allow_mass_delete, locked),
             "plan",
+            take_lock,
         )
     finally:
         workspace.providers.close()

@@ -148,3 +148,22 @@ def test_a_locked_state_stops_the_cli_with_the_holder_named(quickstart: SpecFold
     assert f"cannot lock state: held by {held.holder}@{held.host} pid {held.pid}" in blocked.stderr
     assert f"trainform force-unlock {held.id}" in blocked.stderr
     assert "no longer running" not in blocked.stderr
+
+
+def test_plan_without_the_lock_reads_state_and_writes_nothing(quickstart: SpecFolder) -> None:
+    """What a CI plan job with read-only credentials does, while an apply holds the lock."""
+    trainform(quickstart, "apply", ".", "--auto-approve")
+    state_dir = quickstart.root / ".trainform"
+    backend = LocalBackend(state_dir / "state.json")
+    held = backend.lock("apply")
+    try:
+        before = {p.name: p.stat().st_mtime_ns for p in state_dir.iterdir() if p.is_file()}
+        planned = trainform(quickstart, "plan", ".", "--no-lock", "--detailed-exitcode")
+        after = {p.name: p.stat().st_mtime_ns for p in state_dir.iterdir() if p.is_file()}
+    finally:
+        backend.unlock(held)
+
+    assert "No changes" in planned.stdout
+    assert {k: v for k, v in after.items() if k != "platform.db"} == {
+        k: v for k, v in before.items() if k != "platform.db"
+    }
