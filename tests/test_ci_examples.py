@@ -1,0 +1,98 @@
+"""The GitOps CI examples (examples/ci/) are valid YAML, and every `trainform` command
+they run parses against this version's CLI: a renamed option fails here, not in a user's
+pipeline. The workflow shape is checked too: read-only plan, trusted policies, apply of a
+saved plan on the main branch only."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+from ruamel.yaml import YAML
+
+from planner.cli import cli
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "ci"
+GITHUB = EXAMPLES / "github" / "workflows" / "trainform.yml"
+GITLAB = EXAMPLES / "gitlab" / ".gitlab-ci.yml"
+SHELL_BREAKS = {">", ">>", "|", "||", "&&", ";", "2>&1"}
+
+
+def load(path: Path) -> Any:
+    return YAML(typ="safe").load(path.read_text(encoding="utf-8"))
+
+
+def scripts(node: Any) -> Iterator[str]:
+    """Every shell text under `run:` (GitHub) and `script:` (GitLab) keys."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("run", "script") and isinstance(value, str):
+                yield value
+            elif key == "script" and isinstance(value, list):
+                yield from (item for item in value if isinstance(item, str))
+            else:
+                yield from scripts(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from scripts(item)
+
+
+def trainform_commands(text: str) -> Iterator[list[str]]:
+    for line in text.replace("\\\n", " ").splitlines():
+        words = shlex.split(line.strip().rstrip(";"), comments=True)
+        while "trainform" in words:
+            words = words[words.index("trainform") + 1 :]
+            command = []
+            for word in words:
+                if word in SHELL_BREAKS:
+                    break
+                command.append(word.removesuffix(";"))
+                if word.endswith(";"):
+                    break
+            yield command
+
+
+def all_commands(path: Path) -> list[list[str]]:
+    return [command for text in scripts(load(path)) for command in trainform_commands(text)]
+
+
+@pytest.mark.parametrize("path", [GITHUB, GITLAB], ids=["github", "gitlab"])
+def test_every_trainform_command_parses(path: Path) -> None:
+    commands = all_commands(path)
+    names = {command[0] for command in commands}
+    assert {"validate", "plan", "review", "apply"} <= names, names
+    for command in commands:
+        context = click.Context(cli, info_name="trainform")
+        subcommand = cli.get_command(context, command[0])
+        assert subcommand is not None, f"unknown command: trainform {command[0]}"
+        try:
+            subcommand.make_context(command[0], command[1:], parent=context)
+        except click.UsageError as exc:
+            pytest.fail(f"`trainform {' '.join(command)}` in {path.name}: {exc.format_message()}")
+
+
+@pytest.mark.parametrize("path", [GITHUB, GITLAB], ids=["github", "gitlab"])
+def test_plans_are_read_only_and_judged_by_trusted_policies(path: Path) -> None:
+    plans = [c for c in all_commands(path) if c[0] == "plan" and "--detailed-exitcode" in c]
+    assert plans, "the merge-request plan runs with --detailed-exitcode"
+    for plan in plans:
+        assert {"--locked", "--no-lock", "-out"} <= set(plan)
+        assert plan[plan.index("--policies") + 1].startswith(".trusted/")
+    reviews = [c for c in all_commands(path) if c[0] == "review"]
+    assert reviews and all(c[c.index("--policies") + 1].startswith(".trusted/") for c in reviews)
+    applies = [c for c in all_commands(path) if c[0] == "apply"]
+    assert applies and all(c[1].endswith(".tfplan") for c in applies), "apply a saved plan"
+
+
+def test_github_jobs_hold_only_the_credentials_they_need() -> None:
+    jobs = load(GITHUB)["jobs"]
+    assert jobs["plan"]["permissions"] == {"contents": "read"}
+    assert all("READONLY" in value for value in jobs["plan"]["env"].values())
+    assert "env" not in jobs["comment"] and jobs["comment"]["permissions"] == {
+        "pull-requests": "write"
+    }
+    assert "refs/heads/main" in jobs["apply"]["if"] and jobs["apply"]["environment"] == "production"
