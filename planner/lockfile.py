@@ -103,17 +103,28 @@ def _git(args: list[str], cwd: Path) -> str | None:
 def resolve_pins(
     desired: dict[str, DesiredItem], providers: ProviderSet, spec_root: Path
 ) -> LockFile:
-    """Resolve every image, dataset and code location the specs use, now."""
+    """Resolve every image, dataset and code location the specs use, now.
+
+    Images are resolved after the images they depend on, which are passed as resolved pins
+    (`outputs_of_dependencies`): a promotion not yet applied resolves to its source's digest,
+    since promotion copies the manifest unchanged."""
     lock = LockFile()
     problems = []
-    for item in desired.values():
+    resolved: dict[str, dict[str, Any]] = {}
+    for item in _dependencies_first(desired):
         try:
             if item.kind in ("Image", "Dataset"):
                 resource = DesiredResource(
-                    item.address, item.kind, item.name, item.project, item.document
+                    item.address,
+                    item.kind,
+                    item.name,
+                    item.project,
+                    item.document,
+                    {d: resolved[d] for d in item.dependencies if d in resolved},
                 )
                 provider = providers.get(item.providers[0])
                 pins = provider.resolve(resource)
+                resolved[item.address] = pins
                 if item.kind == "Image":
                     lock.images[item.address] = {"digest": pins["digest"]}
                 else:
@@ -133,6 +144,25 @@ def resolve_pins(
     if problems:
         raise LockError("cannot resolve pins:\n  " + "\n  ".join(problems))
     return lock
+
+
+def _dependencies_first(desired: dict[str, DesiredItem]) -> list[DesiredItem]:
+    """Images after the images they are promoted from; everything else in source order."""
+    ordered: list[DesiredItem] = []
+    placed: set[str] = set()
+
+    def place(item: DesiredItem, path: tuple[str, ...] = ()) -> None:
+        if item.address in placed or item.address in path:
+            return
+        for dependency in item.dependencies:
+            if dependency.startswith("Image/") and dependency in desired:
+                place(desired[dependency], (*path, item.address))
+        placed.add(item.address)
+        ordered.append(item)
+
+    for item in desired.values():
+        place(item)
+    return ordered
 
 
 def stale_entries(locked: LockFile | None, current: LockFile) -> list[str]:

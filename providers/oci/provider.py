@@ -185,10 +185,22 @@ class RegistryProvider(Provider):
                 raise PermanentProviderError(f"{target.name()}: the pinned digest is missing")
             return {"digest": target.digest}
         current = self.client.head_manifest(target.repository, target.tag or "")
+        if current is None and _promoted(resource):
+            source = self._resolved_source(resource)
+            if source:
+                return {"digest": source}  # promotion copies the manifest: same digest
         if current is None:
             hint = "; apply the promotion first or pin its digest" if _promoted(resource) else ""
             raise PermanentProviderError(f"{target.name()}: the tag does not exist{hint}")
         return {"digest": current.digest}
+
+    def _resolved_source(self, resource: DesiredResource) -> str:
+        """The digest its source image resolved to, when the engine passed it along."""
+        name = resource.spec["promotedFrom"]
+        for address, outputs in resource.outputs_of_dependencies.items():
+            if address.startswith("Image/") and address.rsplit("/", 1)[-1] == name:
+                return str(self._image_outputs(outputs).get("digest") or "")
+        return ""
 
     def adopt(self, request: ObserveRequest, identifier: str) -> Observation:
         """Take an existing tag (`identifier`, the spec's own reference) under

@@ -291,16 +291,20 @@ def source_and_target(registry_server: RegistryServer) -> Iterator[Promotion]:
     yield promotion(registry_server)
 
 
-def test_resolve_of_a_promotion_gives_the_target_digest_once_promoted(
+def test_resolve_of_a_promotion_gives_the_source_digest_before_and_the_target_after(
     registry_server: RegistryServer, provider_for: ProviderFactory, source_and_target: Promotion
 ) -> None:
+    """Before the promotion runs, `trainform lock` pins the digest it will copy (the source's,
+    passed by the engine as a resolved dependency); without it the tag is simply missing."""
     provider = provider_for(registry_server.url)
     target = source_and_target.with_source_outputs(provider)
+    unresolved = replace(target, outputs_of_dependencies={})
 
     with pytest.raises(PermanentProviderError, match="apply the promotion first"):
-        provider.resolve(target)
-    provider.create(target)
+        provider.resolve(unresolved)
     assert provider.resolve(target) == {"digest": source_and_target.pushed.digest}
+    provider.create(target)
+    assert provider.resolve(unresolved) == {"digest": source_and_target.pushed.digest}
 
 
 def test_blobs_are_mounted_across_repositories_where_the_registry_allows(
