@@ -1,0 +1,92 @@
+"""No large quota cut without saying why: compares the plan's before and after values.
+
+For every Queue or Quota the plan updates or replaces, each nominal quota (per pool and
+resource) and each Quota limit (gpu, cpu, memory) that shrinks by more than `maxShare` of
+its current value needs the annotation `trainform.dev/allow-quota-cut: "<reason>"` on the
+resource. A pool entry removed from a queue is a cut to zero. Without a plan (review of
+specs alone) this policy has nothing to compare and reports nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from decimal import Decimal
+from typing import Any
+
+from planner.plan_model import Action
+from policies.builtin.base import BuiltinPolicy, Violation
+from policies.context import Path_, PolicyContext, amount, show_amount
+from policies.findings import Severity
+
+ANNOTATION = "trainform.dev/allow-quota-cut"
+RESOURCES = ("gpu", "cpu", "memory")
+
+
+def _spec(document: dict[str, Any] | None) -> dict[str, Any]:
+    if not document:
+        return {}
+    return document.get("spec", document)  # type: ignore[no-any-return]
+
+
+def _amounts(kind: str, spec: dict[str, Any]) -> dict[tuple[str, str], tuple[Path_, Any]]:
+    """{(pool or "", resource): (field path, value)} of every limited amount."""
+    found: dict[tuple[str, str], tuple[Path_, Any]] = {}
+    if kind == "Queue":
+        for index, entry in enumerate(spec.get("pools", [])):
+            for resource in RESOURCES:
+                value = (entry.get("nominalQuota") or {}).get(resource)
+                path = ("spec", "pools", index, "nominalQuota", resource)
+                found[(entry.get("pool", ""), resource)] = (path, value)
+    else:
+        for resource in RESOURCES:
+            value = (spec.get("limits") or {}).get(resource)
+            found[("", resource)] = (("spec", "limits", resource), value)
+    return found
+
+
+def check_cuts(context: PolicyContext, params: Mapping[str, Any]) -> Iterator[Violation]:
+    if context.plan is None:
+        return
+    share = Decimal(str(params.get("maxShare", 0.25)))
+    for change in context.plan.changes:
+        if change.kind not in ("Queue", "Quota") or change.action not in (
+            Action.UPDATE,
+            Action.REPLACE,
+        ):
+            continue
+        subject = context.subjects.get(change.address)
+        if subject is not None and subject.annotations.get(ANNOTATION, "").strip():
+            continue
+        before = _amounts(change.kind, _spec(change.before))
+        after = _amounts(change.kind, _spec(subject.document if subject else change.after))
+        for (pool, resource), (_, old) in before.items():
+            if old is None:
+                continue
+            new_path, new = after.get((pool, resource), (("spec", "pools"), Decimal(0)))
+            old_value = amount(old)
+            # An unset Quota limit is no limit; an unset nominal quota is none at all.
+            new_value = None if new is None and change.kind == "Quota" else amount(new)
+            if new_value is None or not old_value or old_value - new_value <= share * old_value:
+                continue
+            where = f" on pool {pool}" if pool else ""
+            cut = (old_value - new_value) / old_value
+            yield Violation(
+                change.address,
+                new_path,
+                f"{resource}{where} drops from {show_amount(old_value)} to "
+                f"{show_amount(new_value)} ({cut:.0%}), more than {share:.0%} of it: add the "
+                f'annotation {ANNOTATION}: "<reason>" to confirm',
+                key=f"{pool}/{resource}",
+            )
+
+
+QUOTA_CUT = BuiltinPolicy(
+    id="quota-cut",
+    name="No large quota cut without an annotation",
+    severity=Severity.DENY,
+    kinds=("Queue", "Quota"),
+    check=check_cuts,
+    parameters={"maxShare": 0.25},
+    description=f"A nominal quota or Quota limit cut by more than maxShare of its current "
+    f"value needs the annotation {ANNOTATION}.",
+)

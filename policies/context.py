@@ -1,0 +1,132 @@
+"""What a policy reads: the resolved specs as normalized documents, the plan, and positions.
+
+`PolicyContext` is built once per evaluation by `policies.engine`. Every resource becomes a
+`Subject`: its address, kind, name, project, normalized document (`{metadata, spec}` with
+canonical values, as state and plans hold it) and the file it was declared in, relative to
+the spec folder. `locate` turns a field path into `file:line:column`, re-reading a file with
+ruamel's position-keeping loader only when a finding needs it (once per file).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from planner.normalize import normalize_document
+from planner.plan_model import Plan
+from specs import Resource, SpecSet
+from specs.positions import SourceMap
+from specs.quantity import Duration, parse_quantity
+from specs.validation import format_path
+
+Path_ = tuple[str | int, ...]
+
+
+@dataclass
+class Subject:
+    """One resource as policies see it."""
+
+    address: str
+    kind: str
+    name: str
+    project: str | None
+    document: dict[str, Any]
+    file: str
+    resource: Resource
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        return self.document["spec"]  # type: ignore[no-any-return]
+
+    @property
+    def annotations(self) -> dict[str, str]:
+        return self.document["metadata"].get("annotations", {})  # type: ignore[no-any-return]
+
+
+@dataclass
+class PolicyContext:
+    specs: SpecSet
+    plan: Plan | None
+    subjects: dict[str, Subject]
+    _maps: dict[str, SourceMap | None] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, specs: SpecSet, plan: Plan | None) -> PolicyContext:
+        root = os.path.normpath(str(specs.root))
+        relative: dict[str, str] = {}
+        subjects = {}
+        for address, resource in specs.resources.items():
+            name = resource.location.file
+            if name not in relative:
+                relative[name] = Path(os.path.relpath(name, root)).as_posix()
+            subjects[address] = Subject(
+                address=address,
+                kind=resource.kind,
+                name=resource.name,
+                project=resource.project,
+                document=normalize_document(resource.document),
+                file=relative[name],
+                resource=resource,
+            )
+        return cls(specs, plan, subjects)
+
+    def of_kind(self, *kinds: str) -> list[Subject]:
+        return [subject for subject in self.subjects.values() if subject.kind in kinds]
+
+    def locate(self, address: str, path: Sequence[str | int] = ()) -> str:
+        """`file:line:column` of `path` in the resource at `address` ("" if unknown)."""
+        subject = self.subjects.get(address)
+        if subject is None:
+            return ""
+        start = subject.resource.location
+        line, column = start.line, start.column
+        if path:
+            source = self._source_map(start.file)
+            if source is not None:
+                found = source.locate(subject.resource.document_index, list(path), False, 0)
+                if found[0] >= start.line:
+                    line, column = found
+        return f"{subject.file}:{line}:{column}" if line else subject.file
+
+    def _source_map(self, file: str) -> SourceMap | None:
+        if file not in self._maps:
+            try:
+                self._maps[file] = SourceMap(Path(file).read_text(encoding="utf-8"))
+            except OSError:
+                self._maps[file] = None
+        return self._maps[file]
+
+
+def field_path(path: Path_) -> str:
+    """`spec.pools[0].nominalQuota.gpu` for ("spec", "pools", 0, "nominalQuota", "gpu")."""
+    return format_path(path)
+
+
+def amount(value: Any) -> Decimal:
+    """A normalized quantity (canonical text or number) as an exact number; 0 when unset."""
+    if value is None or value == "":
+        return Decimal(0)
+    return parse_quantity(str(value))
+
+
+def seconds(value: Any) -> int | None:
+    """A duration (canonical text or a Duration setting) in seconds; None when unset."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, int | float):
+        return int(value)
+    return Duration(str(value)).seconds
+
+
+def show_amount(value: Decimal) -> str:
+    """An exact number as a person reads it: 96, 0.5, 2Ti for memory-sized byte counts."""
+    from planner.normalize import humanize
+
+    text = format(value.normalize(), "f") if value == value.to_integral() else str(value)
+    if "." in text:
+        return text.rstrip("0").rstrip(".")
+    return humanize(text)
