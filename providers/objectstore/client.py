@@ -59,6 +59,7 @@ def make_client(connection: Any = None, *, max_attempts: int = 3, timeout: float
         s3={"addressing_style": style},
         retries={"max_attempts": max_attempts, "mode": "standard"},
         connect_timeout=timeout,
+        max_pool_connections=32,
         read_timeout=timeout * 3,
         # Checksums on every request would make SHA/CRC trailers mandatory, which many
         # S3-compatible servers do not implement; ETags are what trainform compares.

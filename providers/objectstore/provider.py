@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import urllib.parse
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
 from providers.base import (
@@ -45,6 +46,7 @@ from providers.objectstore.client import (
 )
 from providers.objectstore.manifests import (
     TRAINFORM_FOLDER,
+    ObjectEntry,
     S3Manifest,
     describe,
     list_manifest,
@@ -54,6 +56,7 @@ MARKER = "dataset.json"
 READERS_TAG = "trainform-readers"
 MANAGER_TAG = "trainform-manager"
 OWNED_FOLDER = f"{TRAINFORM_FOLDER}/owned"
+TAGGING_THREADS = 16
 
 
 def _errors() -> tuple[type[Exception], ...]:
@@ -378,25 +381,28 @@ class ObjectStoreProvider(Provider):
         manifest: S3Manifest,
         readers: list[str],
     ) -> None:
-        """Set the readers tag on every object of the version, keeping its other tags."""
+        """Set the readers tag on every object of the version, keeping its other tags
+        (two requests per object, issued from a small pool of threads)."""
         value = " ".join(readers)
         base = join_key(prefix, version.get("path") or version["name"])
-        for entry in manifest.objects:
+
+        def tag(entry: ObjectEntry) -> None:
             key = join_key(base, entry.path)
             arguments: dict[str, Any] = {"Bucket": bucket, "Key": key}
             if entry.version_id:
                 arguments["VersionId"] = entry.version_id
-            current = self._call(
-                f"reading tags of s3://{bucket}/{key}", "get_object_tagging", **arguments
-            )
-            tags = [t for t in current.get("TagSet", []) if t["Key"] != READERS_TAG]
-            tags.append({"Key": READERS_TAG, "Value": value})
-            self._call(
-                f"tagging s3://{bucket}/{key}",
-                "put_object_tagging",
-                **arguments,
-                Tagging={"TagSet": tags},
-            )
+            try:
+                current = self.client.get_object_tagging(**arguments)
+                tags = [t for t in current.get("TagSet", []) if t["Key"] != READERS_TAG]
+                tags.append({"Key": READERS_TAG, "Value": value})
+                self.client.put_object_tagging(**arguments, Tagging={"TagSet": tags})
+            except _errors() as exc:
+                raise provider_error(exc, f"tagging s3://{bucket}/{key}") from None
+
+        with ThreadPoolExecutor(max_workers=TAGGING_THREADS) as pool:
+            for _ in pool.map(tag, manifest.objects):
+                pass
+        self.requests += 2 * len(manifest.objects)
 
     def _write_marker(
         self, bucket: str, key: str, marker: dict[str, Any], etag: str | None, readers: list[str]
