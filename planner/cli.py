@@ -56,6 +56,7 @@ class LazyGroup(click.Group):
         "import": "planner.cli_state:import_command",
         "lock": "planner.cli_jobs:lock",
         "status": "planner.cli_jobs:status",
+        "review": "planner.cli_review:review",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:

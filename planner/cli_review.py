@@ -1,0 +1,105 @@
+"""`trainform review`: the impact of a change to queue policy between two Git refs.
+
+Parses flags, calls policies.review.make_review, picks a renderer. Exit codes: 0 review
+produced, 3 the head has a deny finding that is not waived, 1 error (bad ref, invalid
+specs at either side with file:line, unreadable trace).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from planner.cli_options import TemplateInputs, format_option, spec_dir_argument, template_options
+from planner.cli_output import print_diagnostics
+
+EXIT_ERROR, EXIT_DENIED = 1, 3
+
+
+@click.command()
+@spec_dir_argument
+@click.option("--base", "base", required=True, metavar="REF", help="Git ref before the change.")
+@click.option(
+    "--head",
+    "head",
+    default=None,
+    metavar="REF",
+    help="Git ref after the change. Default: the working tree, uncommitted edits included.",
+)
+@click.option(
+    "--policies",
+    "policies",
+    default=None,
+    type=click.Path(exists=True, path_type=Path),
+    help="Trusted policies (e.g. a checkout of the base branch); never read from the head.",
+)
+@click.option(
+    "--trace",
+    "trace",
+    default=None,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Job trace to simulate under both sides (CSV or JSONL).",
+)
+@click.option(
+    "--trace-from",
+    "trace_from",
+    default=None,
+    type=click.Choice(["slurm"]),
+    help="Read the trace from provider accounting instead (slurm: sacct --json).",
+)
+@template_options
+@format_option("text", "json", "markdown")
+def review(
+    spec_dir: str,
+    base: str,
+    head: str | None,
+    policies: Path | None,
+    trace: Path | None,
+    trace_from: str | None,
+    inputs: TemplateInputs,
+    output_format: str,
+) -> None:
+    """Review a change to queue policy: semantic diff, capacity, findings, simulated waits."""
+    from policies.review import (
+        RefLoadError,
+        ReviewError,
+        ReviewRequest,
+        make_review,
+        render_review_json,
+        render_review_markdown,
+        render_review_text,
+    )
+
+    if trace is not None and trace_from is not None:
+        raise click.UsageError("give either --trace or --trace-from, not both")
+    request = ReviewRequest(
+        spec_dir=spec_dir,
+        base=base,
+        head=head,
+        environment=inputs.environment,
+        variables=inputs.variables,
+        var_files=inputs.var_files,
+        policies=policies,
+        trace=trace,
+        trace_from=trace_from,
+    )
+    try:
+        report = make_review(request)
+    except RefLoadError as error:
+        click.echo(
+            f"error: cannot review: the {error.side} specs ({error.ref}) are invalid", err=True
+        )
+        print_diagnostics(error.error, "json" if output_format == "json" else "text")
+        raise SystemExit(EXIT_ERROR) from None
+    except ReviewError as error:
+        click.echo(f"error: {error}", err=True)
+        raise SystemExit(EXIT_ERROR) from None
+    renderers = {
+        "text": render_review_text,
+        "json": render_review_json,
+        "markdown": render_review_markdown,
+    }
+    click.echo(renderers[output_format](report), nl=False)
+    if report.denied:
+        raise SystemExit(EXIT_DENIED)

@@ -1,0 +1,141 @@
+"""`make_review`: the whole review of a change to queue policy, as one data model.
+
+Pipeline: open both sides (gitrefs) -> load their specs (loading) -> semantic diff
+(semantic) -> capacity figures before and after (capacity) -> policy findings on the head,
+with policies from the trusted path only (policies.trusted.load_trusted; the fallback is
+the *base* side's trainform.yaml, never the head's) -> the trace simulated under both
+(simulation). Every renderer (render_text, render_markdown, render_json) reads the
+`ReviewReport` this returns; none computes anything of its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from policies.review.capacity import Capacity, capacity_json, compute_capacity
+from policies.review.gitrefs import SpecSide, open_side
+from policies.review.loading import load_side
+from policies.review.semantic import SemanticChange, diff_queue_policy
+from policies.review.simulation import (
+    SimulationComparison,
+    compare_simulations,
+    comparison_json,
+    read_jobs,
+)
+
+if TYPE_CHECKING:
+    from policies.findings import PolicyFinding
+
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ReviewRequest:
+    """What `trainform review` was asked: the spec folder, the refs and the inputs."""
+
+    spec_dir: str = "."
+    base: str = "HEAD"
+    head: str | None = None
+    environment: str | None = None
+    variables: Sequence[str] = ()
+    var_files: Sequence[str] = ()
+    policies: Path | None = None
+    trace: Path | None = None
+    trace_from: str | None = None
+
+
+@dataclass
+class ReviewReport:
+    base: str
+    head: str
+    spec_dir: str
+    changes: list[SemanticChange]
+    before: Capacity
+    after: Capacity
+    findings: list[PolicyFinding] = field(default_factory=list)
+    policies_source: str = ""
+    simulation: SimulationComparison | None = None
+
+    @property
+    def active_findings(self) -> list[PolicyFinding]:
+        return [f for f in self.findings if not f.waived]
+
+    @property
+    def denied(self) -> bool:
+        return any(str(f.severity) == "deny" for f in self.active_findings)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "formatVersion": FORMAT_VERSION,
+            "base": self.base,
+            "head": self.head,
+            "specDir": self.spec_dir,
+            "verdict": "deny" if self.denied else "pass",
+            "changes": [change.to_json() for change in self.changes],
+            "capacity": {"base": capacity_json(self.before), "head": capacity_json(self.after)},
+            "policies": {
+                "source": self.policies_source,
+                "findings": [finding.to_json() for finding in self.findings],
+            },
+            "simulation": comparison_json(self.simulation) if self.simulation else None,
+        }
+
+
+def _relabel_findings(side: SpecSide, findings: Sequence[PolicyFinding]) -> list[PolicyFinding]:
+    result = []
+    for finding in findings:
+        location = side.relabel(finding.location) if finding.location else finding.location
+        if location != finding.location:
+            finding = dataclasses.replace(finding, location=location)
+        result.append(finding)
+    return result
+
+
+def make_review(request: ReviewRequest) -> ReviewReport:
+    """Review the change from `request.base` to `request.head` (None: the working tree)."""
+    from policies.engine import evaluate_policies
+    from policies.trusted import load_trusted
+
+    inputs = {
+        "environment": request.environment,
+        "variables": request.variables,
+        "var_files": request.var_files,
+    }
+    base_side = open_side("base", request.spec_dir, request.base)
+    try:
+        head_side = open_side("head", request.spec_dir, request.head)
+        try:
+            base_specs = load_side(base_side, **inputs)  # type: ignore[arg-type]
+            head_specs = load_side(head_side, **inputs)  # type: ignore[arg-type]
+            changes = diff_queue_policy(
+                base_specs, head_specs, base_side.relabel, head_side.relabel
+            )
+            # Policies and their settings: the trusted path, else the base's trainform.yaml.
+            trusted = load_trusted(request.policies, base_specs.config)
+            policy_report = evaluate_policies(head_specs, None, trusted)
+            findings = _relabel_findings(head_side, policy_report.findings)
+            simulation = None
+            if request.trace is not None or request.trace_from is not None:
+                jobs = read_jobs(request.trace, request.trace_from)
+                trace = str(request.trace) if request.trace else f"{request.trace_from} accounting"
+                simulation = compare_simulations(base_specs, head_specs, jobs, trace)
+            source = str(request.policies) if request.policies else f"built-in ({base_side.label})"
+            return ReviewReport(
+                base=base_side.label,
+                head=head_side.label,
+                spec_dir=base_side.display,
+                changes=changes,
+                before=compute_capacity(base_specs),
+                after=compute_capacity(head_specs),
+                findings=findings,
+                policies_source=source,
+                simulation=simulation,
+            )
+        finally:
+            head_side.close()
+    finally:
+        base_side.close()
