@@ -1,0 +1,124 @@
+"""Traces from Slurm accounting: `sacct --json` output as TraceJobs (best effort).
+
+Mapping (Slurm's data_parser JSON, versions 0.0.37 to 0.0.41 and later):
+
+    id        job_id (with `_array_task_id` for array tasks)
+    submit    time.submission (epoch seconds), shifted so the earliest job submits at 0
+    project   account
+    queue     partition (the first one when a job lists several)
+    gpus      tres.allocated gres/gpu count, else tres.requested (any `gpu` or `gpu:<type>`)
+    duration  time.elapsed (seconds)
+    priority  priority (a number, or {"set", "infinite", "number"} in newer versions)
+
+Skipped, not errors: jobs without GPUs (the simulation counts GPUs only), jobs that never
+ran (elapsed 0: pending, cancelled before start), job steps (sacct lists steps inside
+their job, not as jobs). A document that is not sacct JSON at all is a TraceError.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from policies.queueing.errors import TraceError
+from policies.queueing.trace import TraceJob
+
+SOURCE = "<sacct --json>"
+
+
+def read_sacct(text: str, source: str = SOURCE) -> list[TraceJob]:
+    """TraceJobs of `sacct --json` output, sorted by submit time, times relative to the
+    earliest submission."""
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise TraceError(source, error.lineno, "", f"invalid JSON: {error.msg}") from None
+    if not isinstance(document, dict) or not isinstance(document.get("jobs"), list):
+        raise TraceError(source, 0, "jobs", "expected sacct --json output: an object with jobs[]")
+    rows: list[tuple[str, float, str, str, int, float, int | None]] = []
+    for index, job in enumerate(document["jobs"]):
+        if not isinstance(job, dict):
+            raise TraceError(source, 0, f"jobs[{index}]", "expected an object")
+        row = _row(job, index, source)
+        if row is not None:
+            rows.append(row)
+    if not rows:
+        return []
+    start = min(row[1] for row in rows)
+    jobs = [
+        TraceJob(
+            id=job_id,
+            submit=submit - start,
+            project=project,
+            queue=queue,
+            gpus=gpus,
+            duration=duration,
+            priority=priority,
+        )
+        for job_id, submit, project, queue, gpus, duration, priority in rows
+    ]
+    return sorted(jobs, key=lambda job: job.submit)
+
+
+def _row(
+    job: dict[str, Any], index: int, source: str
+) -> tuple[str, float, str, str, int, float, int | None] | None:
+    where = f"jobs[{index}]"
+    time = job.get("time") if isinstance(job.get("time"), dict) else {}
+    elapsed = _number(time.get("elapsed"))
+    submit = _number(time.get("submission"))
+    gpus = _gpus(job.get("tres"))
+    if not gpus or not elapsed or elapsed <= 0:
+        return None
+    if submit is None:
+        raise TraceError(source, 0, f"{where}.time.submission", "missing submission time")
+    account, partition = job.get("account"), job.get("partition")
+    if not isinstance(account, str) or not account:
+        raise TraceError(source, 0, f"{where}.account", "missing account (the project)")
+    if not isinstance(partition, str) or not partition:
+        raise TraceError(source, 0, f"{where}.partition", "missing partition (the queue)")
+    job_id = str(job.get("job_id", index))
+    task = _number(job.get("array_task_id"))
+    if task is not None and task >= 0 and _number(job.get("array_job_id")):
+        job_id = f"{_number(job.get('array_job_id')):.0f}_{task:.0f}"
+    priority = _number(job.get("priority"))
+    return (
+        job_id,
+        submit,
+        account,
+        partition.split(",")[0],
+        gpus,
+        elapsed,
+        None if priority is None else int(priority),
+    )
+
+
+def _number(value: Any) -> float | None:
+    """A number, or the `number` of Slurm's {"set", "infinite", "number"} wrapper."""
+    if isinstance(value, dict):
+        if not value.get("set", True) or value.get("infinite", False):
+            return None
+        value = value.get("number")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _gpus(tres: Any) -> int:
+    if not isinstance(tres, dict):
+        return 0
+    for key in ("allocated", "requested"):
+        plain, typed = 0, 0
+        for entry in tres.get(key) or []:
+            if not isinstance(entry, dict) or entry.get("type") != "gres":
+                continue
+            name = str(entry.get("name") or "")
+            count = int(_number(entry.get("count")) or 0)
+            if name == "gpu":
+                plain += count
+            elif name.startswith("gpu:"):
+                typed += count
+        # Slurm may list both gres/gpu and gres/gpu:<type> for one allocation.
+        if plain or typed:
+            return plain or typed
+    return 0
