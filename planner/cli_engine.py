@@ -12,6 +12,13 @@ from planner.apply import ApplyResult, OutcomeStatus, apply_plan, check_fresh
 from planner.backends.base import StateBackend
 from planner.cli_options import TemplateInputs, format_option, spec_dir_argument, template_options
 from planner.cli_output import open_or_exit
+from planner.cli_policies import (
+    check_policies,
+    exit_if_denied,
+    policies_option,
+    render_plan_with_policies,
+    saved_report,
+)
 from planner.drift import detect_drift
 from planner.lockfile import LockFile
 from planner.plan import PlanOptions, make_plan
@@ -23,6 +30,7 @@ from planner.render.plan_text import render_plan_text
 from planner.render.style import use_color
 from planner.session import ProviderSet, config_from_data
 from planner.workspace import Workspace, make_backend
+from policies.plan_file import plan_file_bytes
 
 EXIT_CHANGES = 2
 
@@ -115,8 +123,9 @@ def _locked_plan(
 @click.option(
     "--detailed-exitcode",
     is_flag=True,
-    help="Exit 0 when there are no changes, 2 when there are, 1 on error.",
+    help="Exit 0 when there are no changes, 2 when there are, 1 on error (3: denied by policy).",
 )
+@policies_option
 @format_option("text", "json", "markdown")
 def plan(
     spec_dir: str,
@@ -129,9 +138,11 @@ def plan(
     destroy: bool,
     take_lock: bool,
     detailed_exitcode: bool,
+    policies_path: Path | None,
     output_format: str,
 ) -> None:
-    """Show what apply would change to make the platform match the specs."""
+    """Show what apply would change to make the platform match the specs, and check it
+    against the policies (exit 3 when a deny finding is not waived)."""
     workspace = open_or_exit(spec_dir, inputs, output_format)
     try:
         result = _locked_plan(
@@ -142,11 +153,15 @@ def plan(
         )
     finally:
         workspace.providers.close()
-    click.echo(_render_plan(result, output_format), nl=False, color=use_color())
+    report = check_policies(workspace, result, policies_path)
+    rendered = _render_plan(result, output_format)
+    rendered = render_plan_with_policies(rendered, result, report.to_json(), output_format)
+    click.echo(rendered, nl=False, color=use_color())
     if out:
-        Path(out).write_bytes(result.to_file_bytes(Path(spec_dir).resolve()))
+        Path(out).write_bytes(plan_file_bytes(result, Path(spec_dir).resolve(), report))
         if output_format == "text":
             click.echo(f"\nSaved the plan to {out}. Apply exactly it with: trainform apply {out}")
+    exit_if_denied(report)
     if detailed_exitcode and result.has_changes:
         sys.exit(EXIT_CHANGES)
 
@@ -246,6 +261,7 @@ def _confirm(auto_approve: bool, verb: str) -> None:
     type=click.IntRange(1, 256),
     help="Provider calls in flight at once.",
 )
+@policies_option
 def apply(
     target: str,
     inputs: TemplateInputs,
@@ -255,14 +271,22 @@ def apply(
     allow_mass_delete: bool,
     auto_approve: bool,
     parallelism: int,
+    policies_path: Path | None,
 ) -> None:
-    """Apply a saved plan FILE exactly, or plan SPEC_DIR and apply after confirmation."""
+    """Apply a saved plan FILE exactly, or plan SPEC_DIR and apply after confirmation.
+
+    Refused with exit 3 when policies deny (for FILE: the report saved with the plan)."""
     if os.path.isfile(target):
         saved, spec_root = Plan.from_file(target)
         config = config_from_data(saved.config)
         backend = make_backend(config, spec_root)
         check_fresh(saved, backend.read(), target)
-        click.echo(render_plan_text(saved, use_color()), nl=False, color=use_color())
+        report = saved_report(target)
+        rendered = render_plan_with_policies(
+            render_plan_text(saved, use_color()), saved, report, "text"
+        )
+        click.echo(rendered, nl=False, color=use_color())
+        exit_if_denied(report)
         if saved.has_changes:
             _run_apply(saved, backend, ProviderSet(config, spec_root), parallelism, target)
         return
@@ -272,7 +296,14 @@ def apply(
         _plan_options(workspace, refresh, targets, False, allow_mass_delete, locked),
         "plan",
     )
-    click.echo(render_plan_text(fresh, use_color()), nl=False, color=use_color())
+    report = check_policies(workspace, fresh, policies_path)
+    rendered = render_plan_with_policies(
+        render_plan_text(fresh, use_color()), fresh, report.to_json(), "text"
+    )
+    click.echo(rendered, nl=False, color=use_color())
+    if report.denied:
+        workspace.providers.close()
+        exit_if_denied(report)
     if not fresh.has_changes:
         workspace.providers.close()
         return
@@ -308,7 +339,10 @@ def destroy(
 def show(plan_file: str, output_format: str) -> None:
     """Show a saved plan."""
     saved, _ = Plan.from_file(plan_file)
-    click.echo(_render_plan(saved, output_format), nl=False, color=use_color())
+    rendered = render_plan_with_policies(
+        _render_plan(saved, output_format), saved, saved_report(plan_file), output_format
+    )
+    click.echo(rendered, nl=False, color=use_color())
 
 
 @click.command()

@@ -55,6 +55,14 @@ class PolicyReport:
             "findings": [finding.to_json() for finding in self.findings],
         }
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PolicyReport:
+        return cls(
+            [PolicyFinding.from_json(item) for item in data.get("findings", [])],
+            list(data.get("policies", [])),
+            str(data.get("source", "")),
+        )
+
 
 def evaluate_policies(
     specs: SpecSet, plan: Plan | None, trusted: TrustedPolicies, today: date | None = None

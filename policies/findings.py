@@ -36,9 +36,12 @@ class PolicyFinding:
     waived: str = ""
     key: str = field(default="", compare=False, repr=False)
     """What identifies the violation besides policy, address and field (default: message)."""
+    _fingerprint: str = field(default="", compare=False, repr=False)
 
     @property
     def fingerprint(self) -> str:
+        if self._fingerprint:
+            return self._fingerprint
         text = "\x1f".join((self.policy, self.address, self.field, self.key or self.message))
         return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:32]
 
@@ -61,3 +64,19 @@ class PolicyFinding:
             "waived": self.waived,
             "fingerprint": self.fingerprint,
         }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PolicyFinding:
+        """A finding read back from `to_json()` (a saved plan); the fingerprint is kept."""
+        return cls(
+            policy=data["policy"],
+            name=data["name"],
+            severity=Severity(data["severity"]),
+            address=data["address"],
+            field=data["field"],
+            location=data["location"],
+            message=data["message"],
+            waived=data.get("waived", ""),
+            key=data.get("fingerprint", ""),
+            _fingerprint=data.get("fingerprint", ""),
+        )

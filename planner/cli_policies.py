@@ -1,0 +1,84 @@
+"""Policies on the command line: the `--policies PATH` option, running the engine after a
+plan, showing findings in each output format, and exit code 3 on an unwaived deny.
+
+`plan` and `apply DIR` evaluate policies on the fresh plan; `plan -out` stores the report in
+the saved plan (covered by its checksum), and `apply FILE` refuses a plan whose report
+denied. Policies come from `--policies PATH` (trusted: in CI the base branch checkout) or,
+without it, from trainform.yaml's `policies:` section.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from planner.plan_model import Plan
+from planner.render.style import use_color
+from planner.workspace import Workspace
+from policies.engine import PolicyReport, evaluate_policies
+from policies.plan_file import saved_policy_report
+from policies.render import render_findings_markdown, render_findings_text
+from policies.trusted import PolicyConfigError, load_trusted
+
+EXIT_POLICY_DENIED = 3
+F = Callable[..., Any]
+
+
+def policies_option(func: F) -> F:
+    return click.option(
+        "--policies",
+        "policies_path",
+        type=click.Path(exists=True, path_type=Path),
+        default=None,
+        metavar="PATH",
+        help="Trusted policy folder (holding policies.yaml), e.g. the base branch checkout "
+        "in CI. Default: the policies section of trainform.yaml.",
+    )(func)
+
+
+def check_policies(workspace: Workspace, plan: Plan, policies_path: Path | None) -> PolicyReport:
+    try:
+        trusted = load_trusted(policies_path, workspace.config, workspace.root)
+    except PolicyConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    return evaluate_policies(workspace.specs, plan, trusted)
+
+
+def render_plan_with_policies(
+    rendered_plan: str, plan: Plan, report: dict[str, Any] | None, output_format: str
+) -> str:
+    """The plan in `output_format` with the policy findings added (JSON: a `policies` key)."""
+    if report is None:
+        return rendered_plan
+    if output_format == "json":
+        return json.dumps({**plan.to_json(), "policies": report}, indent=2, sort_keys=True) + "\n"
+    parsed = PolicyReport.from_json(report)
+    if output_format == "markdown":
+        section = render_findings_markdown(parsed)
+        return rendered_plan + ("\n" + section if section else "")
+    section = render_findings_text(parsed, use_color())
+    return rendered_plan + ("\n" + section if section else "")
+
+
+def exit_if_denied(report: PolicyReport | dict[str, Any] | None) -> None:
+    """Exit 3, saying so on stderr, when an unwaived deny finding remains."""
+    if report is None:
+        return
+    parsed = PolicyReport.from_json(report) if isinstance(report, dict) else report
+    if parsed.denied:
+        count = parsed.counts()["deny"]
+        click.echo(
+            f"error: blocked by policy: {count} deny finding(s); fix them or add a waiver to "
+            "the trusted policies. Nothing was applied.",
+            err=True,
+        )
+        sys.exit(EXIT_POLICY_DENIED)
+
+
+def saved_report(plan_file: str) -> dict[str, Any] | None:
+    return saved_policy_report(plan_file)
