@@ -159,7 +159,9 @@ def plan(
     click.echo(rendered, nl=False, color=use_color())
     if out:
         Path(out).write_bytes(plan_file_bytes(result, Path(spec_dir).resolve(), report))
-        if output_format == "text":
+        if output_format == "text" and report.denied:
+            click.echo(f"\nSaved the plan to {out}; policies deny it, so apply will refuse it.")
+        elif output_format == "text":
             click.echo(f"\nSaved the plan to {out}. Apply exactly it with: trainform apply {out}")
     exit_if_denied(report)
     if detailed_exitcode and result.has_changes:

@@ -1,7 +1,8 @@
 """No large quota cut without saying why: compares the plan's before and after values.
 
 For every Queue or Quota the plan updates or replaces, each nominal quota (per pool and
-resource) and each Quota limit (gpu, cpu, memory) that shrinks by more than `maxShare` of
+resource) and each Quota limit of the checked `resources` (default gpu, the scarce one;
+cpu and memory can be added) that shrinks by more than `maxShare` of
 its current value needs the annotation `trainform.dev/allow-quota-cut: "<reason>"` on the
 resource. A pool entry removed from a queue is a cut to zero. Without a plan (review of
 specs alone) this policy has nothing to compare and reports nothing.
@@ -28,17 +29,19 @@ def _spec(document: dict[str, Any] | None) -> dict[str, Any]:
     return document.get("spec", document)  # type: ignore[no-any-return]
 
 
-def _amounts(kind: str, spec: dict[str, Any]) -> dict[tuple[str, str], tuple[Path_, Any]]:
+def _amounts(
+    kind: str, spec: dict[str, Any], resources: list[str]
+) -> dict[tuple[str, str], tuple[Path_, Any]]:
     """{(pool or "", resource): (field path, value)} of every limited amount."""
     found: dict[tuple[str, str], tuple[Path_, Any]] = {}
     if kind == "Queue":
         for index, entry in enumerate(spec.get("pools", [])):
-            for resource in RESOURCES:
+            for resource in resources:
                 value = (entry.get("nominalQuota") or {}).get(resource)
                 path = ("spec", "pools", index, "nominalQuota", resource)
                 found[(entry.get("pool", ""), resource)] = (path, value)
     else:
-        for resource in RESOURCES:
+        for resource in resources:
             value = (spec.get("limits") or {}).get(resource)
             found[("", resource)] = (("spec", "limits", resource), value)
     return found
@@ -48,6 +51,7 @@ def check_cuts(context: PolicyContext, params: Mapping[str, Any]) -> Iterator[Vi
     if context.plan is None:
         return
     share = Decimal(str(params.get("maxShare", 0.25)))
+    resources = [str(r) for r in params.get("resources") or RESOURCES]
     for change in context.plan.changes:
         if change.kind not in ("Queue", "Quota") or change.action not in (
             Action.UPDATE,
@@ -57,8 +61,10 @@ def check_cuts(context: PolicyContext, params: Mapping[str, Any]) -> Iterator[Vi
         subject = context.subjects.get(change.address)
         if subject is not None and subject.annotations.get(ANNOTATION, "").strip():
             continue
-        before = _amounts(change.kind, _spec(change.before))
-        after = _amounts(change.kind, _spec(subject.document if subject else change.after))
+        before = _amounts(change.kind, _spec(change.before), resources)
+        after = _amounts(
+            change.kind, _spec(subject.document if subject else change.after), resources
+        )
         for (pool, resource), (_, old) in before.items():
             if old is None:
                 continue
@@ -86,7 +92,7 @@ QUOTA_CUT = BuiltinPolicy(
     severity=Severity.DENY,
     kinds=("Queue", "Quota"),
     check=check_cuts,
-    parameters={"maxShare": 0.25},
-    description=f"A nominal quota or Quota limit cut by more than maxShare of its current "
-    f"value needs the annotation {ANNOTATION}.",
+    parameters={"maxShare": 0.25, "resources": ["gpu"]},
+    description=f"A nominal quota or Quota limit (of `resources`, default gpu) cut by more "
+    f"than maxShare of its current value needs the annotation {ANNOTATION}.",
 )
