@@ -11,12 +11,14 @@ the *base* side's trainform.yaml, never the head's) -> the trace simulated under
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from policies.review.capacity import Capacity, capacity_json, compute_capacity
+from policies.review.errors import ReviewError
 from policies.review.gitrefs import SpecSide, open_side
 from policies.review.loading import load_side
 from policies.review.semantic import SemanticChange, diff_queue_policy
@@ -86,9 +88,14 @@ class ReviewReport:
 
 
 def _relabel_findings(side: SpecSide, findings: Sequence[PolicyFinding]) -> list[PolicyFinding]:
+    """Finding locations named like the diagnostics: below the spec folder as given."""
     result = []
     for finding in findings:
-        location = side.relabel(finding.location) if finding.location else finding.location
+        location = finding.location
+        if location and os.path.isabs(location):
+            location = side.relabel(location)
+        elif location and side.display not in ("", "."):
+            location = os.path.join(side.display, location)
         if location != finding.location:
             finding = dataclasses.replace(finding, location=location)
         result.append(finding)
@@ -98,7 +105,7 @@ def _relabel_findings(side: SpecSide, findings: Sequence[PolicyFinding]) -> list
 def make_review(request: ReviewRequest) -> ReviewReport:
     """Review the change from `request.base` to `request.head` (None: the working tree)."""
     from policies.engine import evaluate_policies
-    from policies.trusted import load_trusted
+    from policies.trusted import PolicyConfigError, load_trusted
 
     inputs = {
         "environment": request.environment,
@@ -115,7 +122,10 @@ def make_review(request: ReviewRequest) -> ReviewReport:
                 base_specs, head_specs, base_side.relabel, head_side.relabel
             )
             # Policies and their settings: the trusted path, else the base's trainform.yaml.
-            trusted = load_trusted(request.policies, base_specs.config)
+            try:
+                trusted = load_trusted(request.policies, base_specs.config, base_side.folder)
+            except PolicyConfigError as exc:
+                raise ReviewError(f"cannot read the trusted policies: {exc}") from None
             policy_report = evaluate_policies(head_specs, None, trusted)
             findings = _relabel_findings(head_side, policy_report.findings)
             simulation = None
@@ -123,7 +133,11 @@ def make_review(request: ReviewRequest) -> ReviewReport:
                 jobs = read_jobs(request.trace, request.trace_from)
                 trace = str(request.trace) if request.trace else f"{request.trace_from} accounting"
                 simulation = compare_simulations(base_specs, head_specs, jobs, trace)
-            source = str(request.policies) if request.policies else f"built-in ({base_side.label})"
+            source = (
+                str(request.policies)
+                if request.policies
+                else f"trainform.yaml of the base, {base_side.label}"
+            )
             return ReviewReport(
                 base=base_side.label,
                 head=head_side.label,

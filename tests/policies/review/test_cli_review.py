@@ -1,0 +1,188 @@
+"""`trainform review` end to end: a fixture repository (git init, a base commit, a pull
+request on top), the installed console script, golden Markdown, exit codes 0, 1 and 3."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.engine.support import run_trainform
+from tests.policies.review.fixture import commit, make_repository, move_gpus, queues, write_trace
+from tests.test_golden import check_golden
+
+GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "review"
+
+
+@pytest.fixture
+def moved(tmp_path: Path) -> Path:
+    """tmp_path holding `repo/` (base commit, then 8 GPUs moved to team-b) and `trace.csv`."""
+    make_repository(tmp_path / "repo")
+    move_gpus(tmp_path / "repo")
+    write_trace(tmp_path / "trace.csv")
+    return tmp_path
+
+
+def review(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return run_trainform("review", "repo", "--base", "HEAD~1", *args, cwd=cwd)
+
+
+def row(markdown: str, first: str) -> list[str]:
+    """Cells of the first table row whose first cell is `first`, after `heading`."""
+    for line in markdown.splitlines():
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        if line.startswith("|") and cells[0] == first:
+            return cells
+    raise AssertionError(f"no row {first!r}")
+
+
+def section(markdown: str, title: str) -> str:
+    start = markdown.index(title)
+    return markdown[start : markdown.find("\n#### ", start + 1) % (len(markdown) + 1)]
+
+
+def test_moving_eight_gpus_shows_who_gains_and_who_loses(moved: Path, update_golden: bool) -> None:
+    result = review(moved, "--head", "HEAD", "--trace", "trace.csv", "--format", "markdown")
+    assert result.returncode == 0, result.stderr
+    markdown = result.stdout
+    check_golden(GOLDEN / "move-8-gpus.md", markdown, update_golden)
+
+    gains = section(markdown, "Who gains, who loses")
+    assert row(gains, "team-a")[1:4] == ["32", "24", "-8"]
+    assert row(gains, "team-b")[1:4] == ["32", "40", "+8"]
+    waits = section(markdown, "Simulated wait per project")
+    for team in ("team-a", "team-b"):
+        cells = row(waits, team)
+        # jobs, p50 base/head/delta, p95 base/head/delta
+        assert len(cells) == 9 and all(cells[2:8]), cells
+    assert row(waits, "team-a")[7].startswith("+"), "team-a waits longer at p95"
+    assert row(waits, "team-b")[7].startswith("-"), "team-b waits less at p95"
+    summary = markdown.split("####")[0]
+    assert "`team-a` 32 → 24 (-8)" in summary and "p95 wait:" in summary
+    assert len(markdown) < 60_000
+
+
+def test_json_report_holds_every_figure(moved: Path) -> None:
+    result = review(moved, "--head", "HEAD", "--trace", "trace.csv", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["formatVersion"] == 1 and report["verdict"] == "pass"
+    projects = {side: report["capacity"][side]["projects"] for side in ("base", "head")}
+    assert projects["base"]["team-a"]["guaranteed"] == 32
+    assert projects["head"]["team-a"]["guaranteed"] == 24
+    assert projects["head"]["team-b"]["guaranteed"] == 40
+    waits = report["simulation"]["projects"]["team-a"]
+    assert waits["head"]["p95"] > waits["base"]["p95"]
+    assert [c["address"] for c in report["changes"]] == ["Queue/team-a", "Queue/team-b"]
+
+
+def test_text_is_the_default_and_head_defaults_to_the_working_tree(moved: Path) -> None:
+    queues_file = moved / "repo" / "platform" / "queues.yaml"
+    queues_file.write_text(queues(16, 48), encoding="utf-8")  # uncommitted
+    result = review(moved)
+    assert result.returncode == 0, result.stderr
+    assert "head working tree" in result.stdout
+    assert "team-a 32 → 16 (-16)" in result.stdout
+
+
+def test_nominal_quota_beyond_pool_capacity_is_denied_with_file_and_line(tmp_path: Path) -> None:
+    make_repository(tmp_path / "repo")
+    commit(tmp_path / "repo", {"platform/queues.yaml": queues(48, 32)}, "team-a wants more")
+    result = review(tmp_path, "--head", "HEAD", "--format", "markdown")
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert result.stdout.startswith("### trainform review: DENIED by policy")
+    findings = section(result.stdout, "Policy findings")
+    assert "<details>" not in findings.split("\n")[0], "denials are shown, not folded"
+    deny = row(findings, "deny")
+    assert deny[1] == "pool-capacity"
+    assert re.fullmatch(r"repo/platform/queues\.yaml:\d+:\d+", deny[3]), deny
+
+
+def test_a_head_template_reaching_python_internals_is_a_template_error(tmp_path: Path) -> None:
+    make_repository(tmp_path / "repo")
+    attack = queues(32, 32).replace(
+        "defaultPriority: 100", "defaultPriority: \"{{ ''.__class__.__mro__ }}\"", 1
+    )
+    commit(tmp_path / "repo", {"platform/queues.yaml": attack}, "escape the sandbox")
+    result = review(tmp_path, "--head", "HEAD")
+    assert result.returncode == 1
+    assert "the head specs (HEAD" in result.stderr
+    assert "template-error" in result.stdout
+    assert re.search(r"--> repo/platform/queues\.yaml:\d+:\d+", result.stdout), result.stdout
+    assert "<class" not in result.stdout
+
+
+def test_policies_are_never_read_from_the_head(tmp_path: Path) -> None:
+    make_repository(tmp_path / "repo")
+    rules = (
+        "apiVersion: trainform/v1\nkind: PolicyConfig\n"
+        "rules:\n  - {id: no-queues, severity: deny, kinds: [Queue], violation: 'true',"
+        " message: every queue is denied}\n"
+    )
+    config = (tmp_path / "repo" / "trainform.yaml").read_text(encoding="utf-8")
+    commit(
+        tmp_path / "repo",
+        {
+            ".policies/policies.yaml": rules,
+            "trainform.yaml": config + "policies: {path: .policies}\n",
+            "platform/queues.yaml": queues(24, 40),
+        },
+        "bring my own policies",
+    )
+    result = review(tmp_path, "--head", "HEAD", "--format", "json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert json.loads(result.stdout)["policies"]["findings"] == []
+
+    trusted = tmp_path / "trusted"
+    trusted.mkdir()
+    (trusted / "policies.yaml").write_text(rules, encoding="utf-8")
+    result = review(tmp_path, "--head", "HEAD", "--policies", str(trusted), "--format", "json")
+    assert result.returncode == 3
+    assert {f["policy"] for f in json.loads(result.stdout)["policies"]["findings"]} == {"no-queues"}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(["--head", "no-such-ref"], "cannot read ref 'no-such-ref'", id="bad-head"),
+        pytest.param(["--base", "HEAD~9"], "cannot read ref 'HEAD~9'", id="bad-base"),
+        pytest.param(["--trace-from", "slurm"], "`sacct` is not on PATH", id="no-sacct"),
+    ],
+)
+def test_errors_exit_1_with_a_message(moved: Path, args: list[str], message: str) -> None:
+    argv = ["review", "repo", "--base", "HEAD~1", *args]
+    if "--base" in args:
+        argv = ["review", "repo", *args]
+    env_path = os.environ.get("PATH", "")
+    try:
+        os.environ["PATH"] = os.pathsep.join(
+            p for p in env_path.split(os.pathsep) if not (Path(p) / "sacct").exists()
+        )
+        result = run_trainform(*argv, cwd=moved)
+    finally:
+        os.environ["PATH"] = env_path
+    assert result.returncode == 1, result.stdout
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_invalid_base_specs_name_the_base_side(tmp_path: Path) -> None:
+    make_repository(tmp_path / "repo")
+    commit(tmp_path / "repo", {"platform/pools.yaml": "kind: ResourcePool\n"}, "broken base")
+    commit(tmp_path / "repo", {"platform/pools.yaml": BASE_POOL}, "fixed")
+    result = review(tmp_path, "--head", "HEAD")
+    assert result.returncode == 1
+    assert "the base specs (HEAD~1" in result.stderr
+    assert "repo/platform/pools.yaml:1:1" in result.stdout
+
+
+BASE_POOL = (
+    (Path(__file__).parent / "fixture.py")
+    .read_text(encoding="utf-8")
+    .split('POOL = """\\\n')[1]
+    .split('"""')[0]
+)
