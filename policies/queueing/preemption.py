@@ -32,7 +32,7 @@ def preempt_for(job: SimJob) -> tuple[Slot, list[SimJob]] | None:
     if not queue.project_allows(job.project, job.gpus) and not _same_project_victims(job):
         return None
     for slot in queue.slots:
-        if job.gpus > slot.most_ever():
+        if job.gpus > slot.most:
             continue
         policy = _cohort_policy(job, slot)
         if _bound(job, slot, policy) < job.gpus:

@@ -32,7 +32,6 @@ from policies.queueing.state import (
     SimJob,
     Slot,
     book,
-    fitting_slot,
     release,
 )
 from policies.queueing.trace import TraceJob
@@ -72,6 +71,9 @@ class Simulation:
                 queue.slots.append(slot)
                 if queue not in pool.queues:
                     pool.queues.append(queue)
+        for queue in self.queues.values():
+            for slot in queue.slots:
+                slot.most = slot.most_ever()
         for (project, queue_name), quota in sorted(platform.quotas.items()):
             if queue_name in self.queues:
                 self.queues[queue_name].caps[project] = (
@@ -164,12 +166,14 @@ class Simulation:
         job.outcome.end = now
         job.remaining = 0.0
         release(job)
-        self.touch(slot.pool)
+        self.touch(slot)
 
-    def touch(self, pool: Pool) -> None:
-        """Capacity freed on `pool`: every queue with pending jobs on it may admit."""
-        for queue in pool.queues:
-            if queue.pending_count:
+    def touch(self, slot: Slot) -> None:
+        """Capacity freed by `slot`: its queue and every queue with pending jobs on its
+        pool may admit (unless only its own quota keeps it out)."""
+        self.dirty.add(slot.queue.index)
+        for queue in slot.pool.queues:
+            if queue.pending_count and not queue.self_blocked:
                 self.dirty.add(queue.index)
 
     # -- scheduling ----------------------------------------------------------------------
@@ -197,22 +201,24 @@ class Simulation:
     ) -> tuple[float, tuple[int, float, int], SimJob, Slot] | None:
         head = queue.head()
         assert head is not None
-        slot = fitting_slot(head)
-        if slot is not None:
+        queue.self_blocked = False
+        slots = queue.slots
+        rooms = [slot.headroom() for slot in slots]
+        room = max(rooms)
+        if head.gpus <= room and queue.project_allows(head.project, head.gpus):
+            slot = slots[first_at_least(rooms, head.gpus)]
             return share_after(head, slot), head.key, head, slot
         if queue.preempts:
             found = preempt_for(head)
             if found is not None:
                 self.preempt(head, *found, now)
                 return None
-        if queue.strict:
-            return None
-        room = max(slot.headroom() for slot in queue.slots)
-        job = queue.best_fitting(room)
+        job = None if queue.strict else queue.best_fitting(room)
         if job is None:
+            need = head.gpus if queue.strict else min(queue.size_counts)
+            queue.self_blocked = max(slot.limit - slot.usage for slot in slots) < need
             return None
-        slot = fitting_slot(job)
-        assert slot is not None, "a best-fitting job fits some slot"
+        slot = slots[first_at_least(rooms, job.gpus)]
         return share_after(job, slot), job.key, job, slot
 
     def admit(self, job: SimJob, slot: Slot, now: float) -> None:
@@ -232,6 +238,7 @@ class Simulation:
         """Evict `victims` (already released by preempt_for) and admit `job` on `slot`."""
         for victim in victims:
             assert victim.slot is not None
+            self.dirty.add(victim.slot.queue.index)
             victim.outcome.runs.append(Run(victim.started, now, victim.slot.pool.name))
             victim.outcome.preempted += 1
             victim.remaining -= now - victim.started
@@ -250,6 +257,13 @@ class Simulation:
             queue = other.queue
             if queue.pending_count and queue.preempts and other is not slot:
                 self.dirty.add(queue.index)
+
+
+def first_at_least(rooms: list[int], gpus: int) -> int:
+    for index, room in enumerate(rooms):
+        if gpus <= room:
+            return index
+    raise AssertionError("a nominated job fits some slot")
 
 
 def share_after(job: SimJob, slot: Slot) -> float:

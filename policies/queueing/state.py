@@ -57,6 +57,7 @@ class Slot:
         "usage",
         "running",
         "by_priority",
+        "most",
     )
 
     def __init__(self, queue: QueueState, pool: Pool, nominal: int, limit: int, guaranteed: int):
@@ -69,6 +70,7 @@ class Slot:
         self.usage = 0
         self.running: dict[int, SimJob] = {}
         self.by_priority: dict[int, int] = defaultdict(int)
+        self.most = 0  # most_ever(), set once the platform is built
 
     def headroom(self) -> int:
         """Most GPUs one more job could take here now (pool, queue limit, cohort)."""
@@ -150,6 +152,7 @@ class QueueState:
         "caps",
         "weight",
         "preempts",
+        "self_blocked",
     )
 
     def __init__(self, index: int, model: QueueModel) -> None:
@@ -166,6 +169,9 @@ class QueueState:
         self.project_running: dict[str, int] = defaultdict(int)
         self.caps: dict[str, tuple[int, int]] = {}  # project -> (gpus, running jobs)
         self.weight = model.fair_share_weight
+        # True when its own quota (not the pool or the cohort) keeps every pending job out:
+        # only its own releases and arrivals can change that.
+        self.self_blocked = False
         self.preempts = (
             model.within_queue != "Never"
             or model.reclaim_within_cohort != "Never"
