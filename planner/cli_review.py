@@ -31,14 +31,14 @@ EXIT_ERROR, EXIT_DENIED = 1, 3
     "--policies",
     "policies",
     default=None,
-    type=click.Path(exists=True, path_type=Path),
+    type=click.Path(path_type=Path),
     help="Trusted policies (e.g. a checkout of the base branch); never read from the head.",
 )
 @click.option(
     "--trace",
     "trace",
     default=None,
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    type=click.Path(dir_okay=False, path_type=Path),
     help="Job trace to simulate under both sides (CSV or JSONL).",
 )
 @click.option(

@@ -201,6 +201,28 @@ def _percent(value: float | None) -> str:
     return "-" if value is None else f"{value:.1%}"
 
 
+def never_admitted_rows(report: ReviewReport) -> list[tuple[str, ...]]:
+    """Jobs no state of one side's platform could admit, with the reason on each side."""
+    sim = report.simulation
+    if sim is None:
+        return []
+    base, head = set(sim.base.never_admitted), set(sim.head.never_admitted)
+    rows = []
+    for job in sim.head.jobs:
+        if job.id in base or job.id in head:
+            rows.append(
+                (
+                    job.id,
+                    job.project,
+                    job.queue,
+                    str(job.gpus),
+                    sim.base.reasons.get(job.id, "admitted") if job.id in base else "admitted",
+                    sim.head.reasons.get(job.id, "admitted") if job.id in head else "admitted",
+                )
+            )
+    return rows
+
+
 def simulation_sections(report: ReviewReport) -> list[Section]:
     sim = report.simulation
     if sim is None:
@@ -215,7 +237,7 @@ def simulation_sections(report: ReviewReport) -> list[Section]:
         ("preemptions", str(sim.base.preemptions), str(sim.head.preemptions)),
         ("never admitted", str(len(sim.base.never_admitted)), str(len(sim.head.never_admitted))),
     ]
-    return [
+    sections = [
         Section(
             "wait-projects",
             f"Simulated wait per project ({sim.jobs} jobs of {sim.trace})",
@@ -231,6 +253,18 @@ def simulation_sections(report: ReviewReport) -> list[Section]:
         ),
         Section("simulation", "Simulation totals", ("figure", "base", "head"), totals),
     ]
+    never = never_admitted_rows(report)
+    if never:
+        title = (
+            f"Jobs never admitted ({len(sim.base.never_admitted)} base, "
+            f"{len(sim.head.never_admitted)} head)"
+        )
+        sections.append(
+            Section(
+                "never-admitted", title, ("job", "project", "queue", "gpus", "base", "head"), never
+            )
+        )
+    return sections
 
 
 def review_sections(report: ReviewReport) -> list[Section]:
