@@ -60,9 +60,26 @@ def all_commands(path: Path) -> list[list[str]]:
     return [command for text in scripts(load(path)) for command in trainform_commands(text)]
 
 
+def materialize(command: list[str], root: Path) -> None:
+    """Create the folders and files the pipeline's checkout would hold (click checks them)."""
+    if command[0] == "apply" and command[1].endswith(".tfplan"):
+        (root / command[1]).touch()
+    for option, value in zip(command, command[1:], strict=False):
+        if option == "--policies":
+            (root / value).mkdir(parents=True, exist_ok=True)
+        elif option == "--trace":
+            (root / value).parent.mkdir(parents=True, exist_ok=True)
+            (root / value).touch()
+
+
 @pytest.mark.parametrize("path", [GITHUB, GITLAB], ids=["github", "gitlab"])
-def test_every_trainform_command_parses(path: Path) -> None:
+def test_every_trainform_command_parses(
+    path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
     commands = all_commands(path)
+    for command in commands:
+        materialize(command, tmp_path)
     names = {command[0] for command in commands}
     assert {"validate", "plan", "review", "apply"} <= names, names
     for command in commands:
