@@ -12,7 +12,14 @@ from pathlib import Path
 import pytest
 
 from tests.engine.support import run_trainform
-from tests.policies.review.fixture import commit, make_repository, move_gpus, queues, write_trace
+from tests.policies.review.fixture import (
+    POOL,
+    commit,
+    make_repository,
+    move_gpus,
+    queues,
+    write_trace,
+)
 from tests.test_golden import check_golden
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "review"
@@ -153,18 +160,17 @@ def test_policies_are_never_read_from_the_head(tmp_path: Path) -> None:
         pytest.param(["--trace-from", "slurm"], "`sacct` is not on PATH", id="no-sacct"),
     ],
 )
-def test_errors_exit_1_with_a_message(moved: Path, args: list[str], message: str) -> None:
-    argv = ["review", "repo", "--base", "HEAD~1", *args]
-    if "--base" in args:
-        argv = ["review", "repo", *args]
-    env_path = os.environ.get("PATH", "")
-    try:
-        os.environ["PATH"] = os.pathsep.join(
-            p for p in env_path.split(os.pathsep) if not (Path(p) / "sacct").exists()
-        )
-        result = run_trainform(*argv, cwd=moved)
-    finally:
-        os.environ["PATH"] = env_path
+def test_errors_exit_1_with_a_message(
+    moved: Path, args: list[str], message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    argv = (
+        ["review", "repo", *args]
+        if "--base" in args
+        else ["review", "repo", "--base", "HEAD~1", *args]
+    )
+    path = os.environ.get("PATH", "").split(os.pathsep)
+    monkeypatch.setenv("PATH", os.pathsep.join(p for p in path if not (Path(p) / "sacct").exists()))
+    result = run_trainform(*argv, cwd=moved)
     assert result.returncode == 1, result.stdout
     assert message in result.stderr
     assert "Traceback" not in result.stderr
@@ -173,16 +179,47 @@ def test_errors_exit_1_with_a_message(moved: Path, args: list[str], message: str
 def test_invalid_base_specs_name_the_base_side(tmp_path: Path) -> None:
     make_repository(tmp_path / "repo")
     commit(tmp_path / "repo", {"platform/pools.yaml": "kind: ResourcePool\n"}, "broken base")
-    commit(tmp_path / "repo", {"platform/pools.yaml": BASE_POOL}, "fixed")
+    commit(tmp_path / "repo", {"platform/pools.yaml": POOL}, "fixed")
     result = review(tmp_path, "--head", "HEAD")
     assert result.returncode == 1
     assert "the base specs (HEAD~1" in result.stderr
     assert "repo/platform/pools.yaml:1:1" in result.stdout
 
 
-BASE_POOL = (
-    (Path(__file__).parent / "fixture.py")
-    .read_text(encoding="utf-8")
-    .split('POOL = """\\\n')[1]
-    .split('"""')[0]
-)
+def fake_sacct(folder: Path, jobs: int = 40) -> Path:
+    """A `sacct` stand-in printing Slurm's data_parser JSON (no Slurm runs here)."""
+    records = [
+        {
+            "job_id": 1000 + index,
+            "account": "team-a" if index % 3 else "team-b",
+            "partition": "team-a" if index % 3 else "team-b",
+            "time": {"submission": 1_700_000_000 + 300 * index, "elapsed": 3600},
+            "tres": {"allocated": [{"type": "gres", "name": "gpu", "count": 16}]},
+            "priority": {"set": True, "infinite": False, "number": 100},
+        }
+        for index in range(jobs)
+    ]
+    document = json.dumps(
+        {"meta": {"plugin": {"data_parser": "data_parser/v0.0.41"}}, "jobs": records}
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sacct.json").write_text(document, encoding="utf-8")
+    script = folder / "sacct"
+    script.write_text(
+        f'#!/bin/sh\n[ "$1" = --json ] || exit 2\necho "$@" > "{folder}/args"\n'
+        f'cat "{folder}/sacct.json"\n',
+        encoding="utf-8",
+    )
+    script.chmod(0o755)
+    return folder
+
+
+def test_trace_from_slurm_runs_sacct_json(moved: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir = fake_sacct(moved / "bin")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    result = review(moved, "--head", "HEAD", "--trace-from", "slurm", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    simulation = json.loads(result.stdout)["simulation"]
+    assert simulation["trace"] == "slurm accounting" and simulation["jobs"] == 40
+    assert set(simulation["projects"]) == {"team-a", "team-b"}
+    assert (bin_dir / "args").read_text(encoding="utf-8").startswith("--json --allusers")
