@@ -13,6 +13,7 @@ import click
 
 from planner.cli_options import TemplateInputs, format_option, spec_dir_argument, template_options
 from planner.cli_output import print_diagnostics
+from planner.render.diagnostics import render_diagnostics_text
 
 EXIT_ERROR, EXIT_DENIED = 1, 3
 
@@ -87,10 +88,15 @@ def review(
     try:
         report = make_review(request)
     except RefLoadError as error:
-        click.echo(
-            f"error: cannot review: the {error.side} specs ({error.ref}) are invalid", err=True
-        )
-        print_diagnostics(error.error, "json" if output_format == "json" else "text")
+        summary = f"cannot review: the {error.side} specs ({error.ref}) are invalid"
+        click.echo(f"error: {summary}", err=True)
+        if output_format == "markdown":
+            # For the pull-request comment: the diagnostics, fenced, under a heading.
+            files = len({d.location.file for d in error.error.diagnostics if d.location})
+            text = render_diagnostics_text(error.error.diagnostics, files, False)
+            click.echo(f"### trainform review: ERROR\n\n{summary}:\n\n```text\n{text}```")
+        else:
+            print_diagnostics(error.error, output_format)
         raise SystemExit(EXIT_ERROR) from None
     except ReviewError as error:
         click.echo(f"error: {error}", err=True)

@@ -223,3 +223,13 @@ def test_trace_from_slurm_runs_sacct_json(moved: Path, monkeypatch: pytest.Monke
     assert simulation["trace"] == "slurm accounting" and simulation["jobs"] == 40
     assert set(simulation["projects"]) == {"team-a", "team-b"}
     assert (bin_dir / "args").read_text(encoding="utf-8").startswith("--json --allusers")
+
+
+def test_invalid_head_in_markdown_is_a_comment_with_fenced_diagnostics(tmp_path: Path) -> None:
+    make_repository(tmp_path / "repo")
+    commit(tmp_path / "repo", {"platform/queues.yaml": queues(32, 32) + "  colour: blue\n"}, "typo")
+    result = review(tmp_path, "--head", "HEAD", "--format", "markdown")
+    assert result.returncode == 1
+    assert result.stdout.startswith("### trainform review: ERROR\n")
+    assert "```text\n" in result.stdout and "--> repo/platform/queues.yaml:26:3" in result.stdout
+    assert result.stdout.rstrip().endswith("```")
