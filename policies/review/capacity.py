@@ -11,7 +11,10 @@ defines each figure):
   borrowable = min(lendable, sum over members q of borrow(q)), where
   borrow(q) = min(borrowingLimit of q (unset: no limit), lendable - lend(q)).
 - per queue q: nominal (sum over pools) and reach = sum over pools of
-  min(capacity, nominal + borrow(q)) (nominal alone outside a cohort).
+  min(capacity, nominal + borrow(q)) (nominal alone outside a cohort); fair share = sum
+  over pools of the cohort's nominal on P x fairShareWeight(q) / sum of the member
+  queues' weights on P (its nominal outside a cohort): what weighted fair sharing gives q
+  when every member queue is busy.
 - per project X, over the queues X holds a Quota on: guaranteed = sum of
   min(quota.gpu, nominal(q)); reachable = sum of min(quota.gpu, reach(q)) (quota.gpu unset:
   no cap). A queue shared by several projects counts fully for each of them.
@@ -64,6 +67,7 @@ class CohortFigures:
 class QueueFigures:
     nominal: Decimal
     reach: Decimal
+    fair_share: Decimal = ZERO
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +93,7 @@ class _Entry:
     nominal: Decimal
     lend: Decimal
     borrowing_limit: Decimal | None
+    weight: Decimal = ZERO
 
 
 def _entries(specs: SpecSet) -> list[_Entry]:
@@ -103,7 +108,10 @@ def _entries(specs: SpecSet) -> list[_Entry]:
             lending = _gpu(entry.lending_limit)
             lend = ZERO if cohort is None else min(nominal, nominal if lending is None else lending)
             borrowing = _gpu(entry.borrowing_limit)
-            entries.append(_Entry(resource.name, cohort, entry.pool, nominal, lend, borrowing))
+            weight = Decimal(str(queue.spec.fair_share_weight))
+            entries.append(
+                _Entry(resource.name, cohort, entry.pool, nominal, lend, borrowing, weight)
+            )
     return entries
 
 
@@ -149,14 +157,28 @@ def compute_capacity(specs: SpecSet) -> Capacity:
 
     queue_nominal: dict[str, Decimal] = defaultdict(Decimal)
     queue_reach: dict[str, Decimal] = defaultdict(Decimal)
+    queue_share: dict[str, Decimal] = defaultdict(Decimal)
     for e in entries:
         capacity = capacities.get(e.pool, ZERO)
         queue_nominal[e.queue] += e.nominal
         queue_reach[e.queue] += min(capacity, e.nominal + borrow.get((e.queue, e.pool), ZERO))
+        queue_share[e.queue] += _fair_share(e, members.get((e.cohort or "", e.pool), []))
     queues = {
-        name: QueueFigures(queue_nominal[name], queue_reach[name]) for name in sorted(queue_nominal)
+        name: QueueFigures(queue_nominal[name], queue_reach[name], queue_share[name])
+        for name in sorted(queue_nominal)
     }
     return Capacity(pools, cohorts, queues, _projects(specs, queues))
+
+
+def _fair_share(entry: _Entry, group: list[_Entry]) -> Decimal:
+    """Weighted share of the cohort's nominal quota on the entry's pool (two decimals)."""
+    if entry.cohort is None:
+        return entry.nominal
+    weights = sum((e.weight for e in group), ZERO)
+    if weights == 0:
+        return ZERO
+    nominal = sum((e.nominal for e in group), ZERO)
+    return (nominal * entry.weight / weights).quantize(Decimal("0.01")).normalize()
 
 
 def _projects(specs: SpecSet, queues: dict[str, QueueFigures]) -> dict[str, ProjectFigures]:
@@ -193,7 +215,10 @@ def capacity_json(capacity: Capacity) -> dict[str, Any]:
             | figures(c, ("nominal", "lendable", "borrowable"))
             for key, c in capacity.cohorts.items()
         },
-        "queues": {name: figures(q, ("nominal", "reach")) for name, q in capacity.queues.items()},
+        "queues": {
+            name: figures(q, ("nominal", "reach", "fair_share"))
+            for name, q in capacity.queues.items()
+        },
         "projects": {
             name: figures(p, ("guaranteed", "reachable")) | {"queues": list(p.queues)}
             for name, p in capacity.projects.items()

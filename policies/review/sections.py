@@ -146,9 +146,14 @@ def capacity_sections(report: ReviewReport) -> list[Section]:
         ),
         Section(
             "queues",
-            "GPUs per queue",
-            ("queue", "nominal", "reach"),
-            _figure_rows(before.queues, after.queues, ("nominal", "reach"), lambda k, o, n: (k,)),
+            "GPUs per queue (nominal, reach with borrowing, weighted fair share)",
+            ("queue", "nominal", "reach", "fair share"),
+            _figure_rows(
+                before.queues,
+                after.queues,
+                ("nominal", "reach", "fair_share"),
+                lambda k, o, n: (k,),
+            ),
         ),
     ]
 

@@ -50,3 +50,10 @@ def test_overcommitted_pool_has_negative_unallocated_and_reach_stays_within_capa
     capacity = capacity_of(tmp_path, {**BASE, "platform/queues.yaml": queues(72, 32)})
     assert capacity.pools["gpu"].unallocated == Decimal(-40)
     assert capacity.queues["team-a"].reach == 64
+
+
+def test_fair_share_follows_weights_within_the_cohort(tmp_path: Path) -> None:
+    weighted = queues(32, 32).replace("  defaultPriority: 100\n", "  fairShareWeight: 3\n", 1)
+    capacity = capacity_of(tmp_path, {**BASE, "platform/queues.yaml": weighted})
+    assert capacity.queues["team-a"].fair_share == 48
+    assert capacity.queues["team-b"].fair_share == 16
