@@ -1,0 +1,46 @@
+"""platform_from_specs: the GPU view of the example platform's pools, queues and quotas."""
+
+from __future__ import annotations
+
+from policies.queueing import PoolQuota, ProjectQuota, TraceJob, platform_from_specs, simulate
+from specs import load_specs
+from tests.helpers import REPO
+
+
+def test_the_example_platform_becomes_gpu_pools_queues_and_quotas() -> None:
+    model = platform_from_specs(load_specs(str(REPO / "examples" / "platform")))
+    assert model.pools == {"h100": 128, "a100": 256, "hpc-a100": 256}
+    pretrain = model.queues["pretrain"]
+    assert pretrain.pools == (PoolQuota("h100", 96, borrowing_limit=32, lending_limit=48),)
+    assert (pretrain.cohort, pretrain.default_priority, pretrain.fair_share_weight) == (
+        "training",
+        1000,
+        2.0,
+    )
+    assert (
+        pretrain.within_queue,
+        pretrain.reclaim_within_cohort,
+        pretrain.borrow_within_cohort,
+        pretrain.borrow_max_priority,
+    ) == ("LowerPriority", "Any", "LowerPriority", 500)
+    finetune = model.queues["finetune"]
+    assert [quota.pool for quota in finetune.pools] == ["a100", "h100"]
+    assert finetune.pools[1].borrowing_limit == 0
+    assert model.queues["eval"].queueing_strategy == "StrictFIFO"
+    assert model.queues["hpc-batch"].cohort is None
+    assert model.quotas[("alignment", "hpc-batch")] == ProjectQuota(
+        "alignment", "hpc-batch", gpus=128, running_jobs=10
+    )
+
+
+def test_jobs_on_the_example_platform_are_admitted_within_their_quotas() -> None:
+    model = platform_from_specs(load_specs(str(REPO / "examples" / "platform")))
+    jobs = [
+        TraceJob("a", 0, "llm-pretrain", "pretrain", 96, 3600),
+        TraceJob("b", 10, "alignment", "finetune", 8, 600),
+        TraceJob("c", 20, "alignment", "hpc-debug", 32, 60),  # over alignment's 16
+    ]
+    result = simulate(model, jobs)
+    assert [outcome.wait for outcome in result.jobs] == [0, 0, None]
+    assert result.jobs[0].priority == 1000
+    assert "project 'alignment' may use at most 16" in result.reasons["c"]
