@@ -177,10 +177,9 @@ def finding_rows(report: ReviewReport) -> list[tuple[str, ...]]:
     for finding in sorted(
         report.findings, key=lambda f: (f.waived, str(f.severity) != "deny", f.location)
     ):
-        severity = f"{finding.severity} (waived)" if finding.waived else str(finding.severity)
-        rows.append(
-            (severity, finding.policy, finding.address, finding.location or "-", finding.message)
-        )
+        severity = "waived" if finding.waived else str(finding.severity)
+        message = finding.message + (f" (waived: {finding.waived})" if finding.waived else "")
+        rows.append((severity, finding.policy, finding.address, finding.location or "-", message))
     return rows
 
 

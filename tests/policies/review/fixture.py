@@ -131,21 +131,3 @@ def move_gpus(root: Path, subdir: str = "") -> None:
     """The pull request: 8 GPUs of nominal quota from team-a to team-b."""
     prefix = f"{subdir}/" if subdir else ""
     commit(root, {prefix + "platform/queues.yaml": queues(24, 40)}, "move 8 GPUs to team-b")
-
-
-def write_trace(path: Path, jobs: int = 300, seed: int = 8) -> Path:
-    """A deterministic CSV trace for the fixture platform: team-a submits most of the load
-    (about 85% of the pool's 64 GPUs over three days), so moving quota away from it shows."""
-    import random
-
-    generator = random.Random(seed)
-    lines = ["id,submit,project,queue,gpus,duration,priority"]
-    submit = 0.0
-    for index in range(jobs):
-        submit += generator.expovariate(1 / 650)
-        team = "team-a" if generator.random() < 0.6 else "team-b"
-        gpus = generator.choice((1, 2, 4, 8, 8, 16))
-        duration = generator.choice((600, 1800, 3600, 7200, 14400))
-        lines.append(f"job-{index:04d},{submit:.0f},{team},{team},{gpus},{duration},")
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path

@@ -6,31 +6,33 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.engine.support import run_trainform
+from tests.engine.support import REPO, run_trainform
 from tests.policies.review.fixture import (
     POOL,
     commit,
     make_repository,
     move_gpus,
     queues,
-    write_trace,
 )
 from tests.test_golden import check_golden
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "review"
+BUNDLED_TRACE = REPO / "examples" / "review" / "trace.csv"
 
 
 @pytest.fixture
 def moved(tmp_path: Path) -> Path:
-    """tmp_path holding `repo/` (base commit, then 8 GPUs moved to team-b) and `trace.csv`."""
+    """tmp_path holding `repo/` (base commit, then 8 GPUs moved to team-b) and `trace.csv`,
+    a copy of the bundled 2,000-job trace (examples/review/), made for this platform."""
     make_repository(tmp_path / "repo")
     move_gpus(tmp_path / "repo")
-    write_trace(tmp_path / "trace.csv")
+    shutil.copyfile(BUNDLED_TRACE, tmp_path / "trace.csv")
     return tmp_path
 
 
@@ -233,3 +235,24 @@ def test_invalid_head_in_markdown_is_a_comment_with_fenced_diagnostics(tmp_path:
     assert result.stdout.startswith("### trainform review: ERROR\n")
     assert "```text\n" in result.stdout and "--> repo/platform/queues.yaml:26:3" in result.stdout
     assert result.stdout.rstrip().endswith("```")
+
+
+def test_a_trusted_waiver_turns_the_denial_into_a_passing_review(tmp_path: Path) -> None:
+    make_repository(tmp_path / "repo")
+    commit(tmp_path / "repo", {"platform/queues.yaml": queues(48, 32)}, "team-a wants more")
+    trusted = tmp_path / "trusted"
+    trusted.mkdir()
+    (trusted / "policies.yaml").write_text(
+        "apiVersion: trainform/v1\nkind: PolicyConfig\nwaivers:\n"
+        "  - {policy: pool-capacity, address: Queue/team-a, reason: burst until March,"
+        " expires: 2999-01-01}\n"
+        "  - {policy: pool-capacity, address: Queue/team-b, reason: burst until March,"
+        " expires: 2999-01-01}\n",
+        encoding="utf-8",
+    )
+    result = review(tmp_path, "--head", "HEAD", "--policies", str(trusted), "--format", "markdown")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.startswith("### trainform review: allowed by policy")
+    assert "0 deny, 0 warn, 2 waived" in result.stdout
+    waived = row(section(result.stdout, "Policy findings"), "waived")
+    assert waived[1] == "pool-capacity" and waived[4].endswith("(waived: burst until March)")
