@@ -111,11 +111,19 @@ def test_nominal_quota_beyond_pool_capacity_is_denied_with_file_and_line(tmp_pat
     assert re.fullmatch(r"repo/platform/queues\.yaml:\d+:\d+", deny[3]), deny
 
 
-def test_a_head_template_reaching_python_internals_is_a_template_error(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "template",
+    [
+        pytest.param("{{ ''.__class__.__mro__ }}", id="mro"),
+        pytest.param("{{ cycler.__init__.__globals__ }}", id="globals"),
+        pytest.param("{{ self.__init__.__globals__.__builtins__ }}", id="builtins"),
+    ],
+)
+def test_a_head_template_reaching_python_internals_is_a_template_error(
+    tmp_path: Path, template: str
+) -> None:
     make_repository(tmp_path / "repo")
-    attack = queues(32, 32).replace(
-        "defaultPriority: 100", "defaultPriority: \"{{ ''.__class__.__mro__ }}\"", 1
-    )
+    attack = queues(32, 32).replace("defaultPriority: 100", f'defaultPriority: "{template}"', 1)
     commit(tmp_path / "repo", {"platform/queues.yaml": attack}, "escape the sandbox")
     result = review(tmp_path, "--head", "HEAD")
     assert result.returncode == 1
