@@ -135,9 +135,9 @@ def bench_trace(n: int, seed: int = 7) -> list[TraceJob]:
     jobs, now = [], 0.0
     for index in range(n):
         now += rng.expovariate(rate)
-        index = rng.choices(range(len(names)), shares)[0]
-        project = index * PROJECTS_PER_QUEUE + rng.randrange(PROJECTS_PER_QUEUE)
-        queue = names[index]
+        home = rng.choices(range(len(names)), shares)[0]
+        project = home * PROJECTS_PER_QUEUE + rng.randrange(PROJECTS_PER_QUEUE)
+        queue = names[home]
         jobs.append(
             TraceJob(
                 id=f"job-{index:06d}",
