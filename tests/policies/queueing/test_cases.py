@@ -262,3 +262,47 @@ def test_json_is_stable_and_complete() -> None:
     assert document["jobs"][0]["runs"] == [[0, 10, "pool"]]
     assert document["never_admitted"][0]["id"] == "b"
     assert "jobs" not in result.to_json(include_jobs=False)
+
+
+@pytest.mark.parametrize(
+    ("weights", "expected"),
+    [
+        pytest.param((1.0, 1.0), {"a2": 0, "b2": 10}, id="equal-weights-submit-order"),
+        pytest.param((1.0, 3.0), {"a2": 10, "b2": 0}, id="heavier-queue-borrows-first"),
+    ],
+)
+def test_borrowers_are_admitted_by_weighted_share(
+    weights: tuple[float, float], expected: dict[str, float]
+) -> None:
+    # q3 lends its 4 idle GPUs; q1 and q2, both at their nominal 4, each want to borrow 4.
+    platform = PlatformModel(
+        pools={"pool": 12},
+        queues={
+            name: QueueModel(name, (PoolQuota("pool", 4),), cohort="c", fair_share_weight=weight)
+            for name, weight in (("q1", weights[0]), ("q2", weights[1]), ("q3", 1.0))
+        },
+    )
+    trace = [
+        job("a1", 0, 4, 100, "q1"),
+        job("b1", 0, 4, 100, "q2"),
+        job("a2", 1, 4, 10, "q1"),
+        job("b2", 1, 4, 10, "q2"),
+    ]
+    result = waits(simulate(platform, trace))
+    assert {name: result[name] for name in expected} == expected
+
+
+@pytest.mark.parametrize(
+    ("threshold", "b_wait", "a_end"),
+    [
+        pytest.param(None, 0, 110, id="borrower-preempts-lower-priority-borrower"),
+        pytest.param(0, 90, 100, id="threshold-protects-priority-above-it"),
+    ],
+)
+def test_borrow_within_cohort_preempts_lower_priority_borrowers(
+    threshold: int | None, b_wait: float, a_end: float
+) -> None:
+    platform = cohort_of_two(borrow_within_cohort="LowerPriority", borrow_max_priority=threshold)
+    trace = [job("a", 0, 16, 100, "q1", priority=1), job("b", 10, 12, 10, "q2", priority=5)]
+    result = simulate(platform, trace)
+    assert (by_id(result, "b").wait, by_id(result, "a").end) == (b_wait, a_end)
