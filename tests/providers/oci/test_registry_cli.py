@@ -53,19 +53,22 @@ def test_apply_then_a_moved_tag_shows_in_drift(
 
     validated = run_trainform("validate", str(root), cwd=tmp_path)
     assert validated.returncode == 0, validated.stdout + validated.stderr
+    unpinned = run_trainform("plan", str(root), cwd=tmp_path)
+    assert unpinned.returncode == 3, unpinned.stdout + unpinned.stderr  # image-pinned denies
+    # Before the promotion runs, the lock pins the digest it will copy: its source's.
+    locked = run_trainform("lock", str(root), cwd=tmp_path)
+    assert locked.returncode == 0, locked.stdout + locked.stderr
+    lock = json.loads((root / "trainform.lock").read_text(encoding="utf-8"))
+    assert lock["images"]["Image/trainer-candidate"] == {"digest": first.digest}
+    assert lock["images"]["Image/trainer"] == {"digest": first.digest}
     planned = run_trainform("plan", str(root), cwd=tmp_path)
     assert planned.returncode == 0, planned.stdout + planned.stderr
     assert "Image/trainer" in planned.stdout and "Image/trainer-candidate" in planned.stdout
     applied = run_trainform("apply", str(root), "--auto-approve", cwd=tmp_path)
     assert applied.returncode == 0, applied.stdout + applied.stderr
     assert head_digest(registry_server.url, production, "2.4.1") == first.digest
-    again = run_trainform("plan", str(root), "--detailed-exitcode", cwd=tmp_path)
+    again = run_trainform("plan", str(root), "--locked", "--detailed-exitcode", cwd=tmp_path)
     assert again.returncode == 0, again.stdout + again.stderr
-    locked = run_trainform("lock", str(root), cwd=tmp_path)
-    assert locked.returncode == 0, locked.stdout + locked.stderr
-    lock = json.loads((root / "trainform.lock").read_text(encoding="utf-8"))
-    assert lock["images"]["Image/trainer-candidate"] == {"digest": first.digest}
-    assert lock["images"]["Image/trainer"] == {"digest": first.digest}
 
     second = push_image(registry_server.url, staging, "2.4.1", {LABEL: "def"}, b"second\n")
     drift = run_trainform("drift", str(root), "--format", "json", cwd=tmp_path)
