@@ -135,6 +135,14 @@ class Provider(ABC):
     def render(self, resource: DesiredResource) -> list[dict[str, Any]]:
         return []
 
+    def require_valid(self, resource: DesiredResource) -> None:
+        """Raise PermanentProviderError naming every problem `validate` finds."""
+        from providers.errors import PermanentProviderError
+
+        problems = self.validate(resource)
+        if problems:
+            raise PermanentProviderError("; ".join(f"{p.field}: {p.message}" for p in problems))
+
     @abstractmethod
     def observe(self, requests: list[ObserveRequest]) -> dict[str, Observation]:
         """Observations keyed by address, for every address asked."""

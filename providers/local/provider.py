@@ -298,13 +298,8 @@ class LocalProvider(Provider):
     def update(self, resource: DesiredResource, outputs: dict[str, Any]) -> dict[str, Any]:
         return self._put(resource)
 
-    def _check(self, resource: DesiredResource) -> None:
-        problems = self.validate(resource)
-        if problems:
-            raise PermanentProviderError("; ".join(f"{p.field}: {p.message}" for p in problems))
-
     def _put(self, resource: DesiredResource) -> dict[str, Any]:
-        self._check(resource)
+        self.require_valid(resource)
         if resource.kind == "TrainingJob":
             return {}  # the engine submits runs through submit(); nothing runs here
         outputs: dict[str, Any] = {}

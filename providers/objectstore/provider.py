@@ -290,9 +290,7 @@ class ObjectStoreProvider(Provider):
         return self._put(resource)
 
     def _put(self, resource: DesiredResource) -> dict[str, Any]:
-        problems = self.validate(resource)
-        if problems:
-            raise PermanentProviderError("; ".join(f"{p.field}: {p.message}" for p in problems))
+        self.require_valid(resource)
         bucket, prefix, key = self._where(resource.document)
         found = self._read_marker(bucket, key)
         if found is not None and found[0].get("manager") != self.manager:

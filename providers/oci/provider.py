@@ -176,7 +176,7 @@ class RegistryProvider(Provider):
         )
 
     def resolve(self, resource: DesiredResource) -> dict[str, Any]:
-        self._check(resource)
+        self.require_valid(resource)
         target = image_target(resource.spec, self.scheme)
         if target.digest:
             if not _promoted(resource) and (
@@ -208,7 +208,7 @@ class RegistryProvider(Provider):
         resource = DesiredResource(
             request.address, request.kind, request.name, request.project, request.document
         )
-        self._check(resource)
+        self.require_valid(resource)
         target = image_target(resource.spec, self.scheme)
         try:
             named = image_target({"reference": identifier}, self.scheme)
@@ -252,18 +252,13 @@ class RegistryProvider(Provider):
     # writes ------------------------------------------------------------------------------
 
     def create(self, resource: DesiredResource) -> dict[str, Any]:
-        self._check(resource)
+        self.require_valid(resource)
         if _promoted(resource):
             return self._promote(resource)
         return self._reference(resource)
 
     def update(self, resource: DesiredResource, outputs: dict[str, Any]) -> dict[str, Any]:
         return self.create(resource)
-
-    def _check(self, resource: DesiredResource) -> None:
-        problems = self.validate(resource)
-        if problems:
-            raise PermanentProviderError("; ".join(f"{p.field}: {p.message}" for p in problems))
 
     def _reference(self, resource: DesiredResource) -> dict[str, Any]:
         target = image_target(resource.spec, self.scheme)
