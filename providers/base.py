@@ -108,6 +108,21 @@ class ProviderContext:
 
 
 @dataclass(frozen=True)
+class Discovered:
+    """A live object trainform could manage, written as a spec (trainform import --from).
+
+    `document` is what a user would write: apiVersion, kind, metadata (name, and project for
+    project-scoped kinds), spec in camelCase. `identifier` is what `adopt` takes for it.
+    Planning right after the import must show no changes, so the document states every
+    field the provider compares.
+    """
+
+    document: dict[str, Any]
+    identifier: str
+    comment: str = ""
+
+
+@dataclass(frozen=True)
 class ValidationProblem:
     address: str
     field: str
@@ -174,6 +189,12 @@ class Provider(ABC):
         from providers.errors import PermanentProviderError
 
         raise PermanentProviderError(f"provider type {self.type} cannot import objects")
+
+    def discover(self) -> list[Discovered]:
+        """Every live object of the kinds this provider reconciles, as specs, read-only."""
+        from providers.errors import PermanentProviderError
+
+        raise PermanentProviderError(f"provider type {self.type} cannot generate specs")
 
     def list_owned(self) -> list[tuple[str, str]]:
         """(address, kind) of every object this provider instance marks as trainform's."""
