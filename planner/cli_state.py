@@ -89,17 +89,36 @@ def force_unlock(lock_id: str, spec_dir: str) -> None:
 
 
 @click.command("import")
-@click.argument("address")
-@click.argument("identifier", metavar="ID")
-@spec_dir_argument
+@click.argument("arguments", nargs=-1, metavar="[ADDRESS ID] [SPEC_DIR]")
+@click.option(
+    "--from",
+    "instance",
+    metavar="INSTANCE",
+    help="Write specs for everything provider INSTANCE has that the specs do not declare, "
+    "and adopt it into state.",
+)
+@click.option(
+    "--out",
+    metavar="FILE",
+    help="File (relative to SPEC_DIR) for the generated specs; default imported/INSTANCE.yaml.",
+)
 @template_options
 def import_command(
-    address: str,
-    identifier: str,
-    spec_dir: str,
+    arguments: tuple[str, ...],
+    instance: str | None,
+    out: str | None,
     inputs: TemplateInputs,
 ) -> None:
-    """Adopt the live object ID as the resource ADDRESS declared in the specs."""
+    """Adopt the live object ID as the resource ADDRESS declared in the specs, or, with
+    --from, generate specs for a live platform and adopt all of it."""
+    if instance is not None:
+        if len(arguments) > 1:
+            raise click.UsageError("with --from, give at most SPEC_DIR")
+        _import_from(instance, arguments[0] if arguments else ".", out, inputs)
+        return
+    if len(arguments) not in (2, 3):
+        raise click.UsageError("give ADDRESS and ID (and optionally SPEC_DIR), or --from INSTANCE")
+    address, identifier, spec_dir = (*arguments, ".")[:3]
     workspace = open_or_exit(spec_dir, inputs, "text")
     info = workspace.backend.lock("import")
     try:
@@ -109,4 +128,41 @@ def import_command(
         workspace.providers.close()
     click.echo(
         f"Imported {identifier} as {address}. Run plan to see how it differs from the specs."
+    )
+
+
+def _import_from(instance: str, spec_dir: str, out: str | None, inputs: TemplateInputs) -> None:
+    from pathlib import Path
+
+    from planner.generating import adopt_discovered, discover, write_discovered
+
+    workspace = open_or_exit(spec_dir, inputs, "text")
+    try:
+        found = discover(workspace, instance)
+    finally:
+        workspace.providers.close()
+    for line in found.skipped:
+        click.echo(f"Skipped {line}.")
+    if not found.new:
+        click.echo(f"Nothing to import from {instance}: the specs declare everything it has.")
+        return
+    path = Path(spec_dir) / (out or f"imported/{instance}.yaml")
+    write_discovered(found, path)
+    try:
+        workspace = open_or_exit(spec_dir, inputs, "text")
+    except SystemExit:
+        click.echo(f"The generated specs do not load; {path} was removed.", err=True)
+        path.unlink()
+        raise
+    info = workspace.backend.lock("import")
+    try:
+        adopted = adopt_discovered(workspace, found)
+    finally:
+        workspace.backend.unlock(info)
+        workspace.providers.close()
+    for address in adopted:
+        click.echo(f"Imported {address}.")
+    click.echo(
+        f"Wrote {len(adopted)} specs to {path} and adopted them into state. "
+        "Run plan: it should show no changes."
     )

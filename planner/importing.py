@@ -10,7 +10,10 @@ from planner.workspace import Workspace
 from providers.base import ObserveRequest
 
 
-def import_resource(workspace: Workspace, address: str, identifier: str) -> ResourceState:
+def import_resource(
+    workspace: Workspace, address: str, identifier: str, only: str | None = None
+) -> ResourceState:
+    """Adopt `identifier` as `address`; with `only`, from that provider instance alone."""
     desired = build_desired(workspace.specs)
     item = desired.get(address)
     if item is None:
@@ -23,6 +26,8 @@ def import_resource(workspace: Workspace, address: str, identifier: str) -> Reso
     outputs: dict[str, dict] = {}
     live = None
     for name in item.providers:
+        if only is not None and name != only:
+            continue
         provider = workspace.providers.get(name)
         request = ObserveRequest(address, item.kind, item.name, item.project, item.document)
         observation = provider.adopt(request, identifier)

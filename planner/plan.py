@@ -23,6 +23,7 @@ from planner.jobs import JobContext, plan_job
 from planner.lockfile import LOCK_FILE, LockFile, pins_from_state, resolve_pins, stale_entries
 from planner.normalize import humanize
 from planner.plan_model import Action, Plan, PlanFinding, ResourceChange
+from planner.provider_checks import change_impacts, provider_problems
 from planner.refresh import Target, observe_all
 from planner.session import ProviderSet, config_as_data
 from planner.state import ResourceState, State
@@ -125,15 +126,9 @@ def make_plan(
         desired = {a: d for a, d in desired.items() if a in keep}
         recorded = {a: r for a, r in recorded.items() if a in keep}
 
-    for item in desired.values():
-        for name in item.providers:
-            provider = providers.get(name)
-            if not provider.supports(item.kind):
-                continue
-            for problem in provider.validate(_desired_resource(item, recorded)):
-                problems.append(
-                    f"{problem.address} ({item.location}): {problem.field}: {problem.message}"
-                )
+    problems += provider_problems(
+        specs, desired, providers, lambda item: _desired_resource(item, recorded)
+    )
     if problems:
         raise PlanError(problems)
 
@@ -158,6 +153,10 @@ def make_plan(
             change = _change_for(
                 address, item, previous, schema, seen, options.refresh, options.destroy
             )
+            if item is not None and change.action is Action.UPDATE and options.refresh:
+                impacts = change_impacts(providers, names, _desired_resource(item, recorded), seen)
+                change.reasons.extend(impacts)
+                findings += [PlanFinding(address, "running-work", "warning", i) for i in impacts]
         if change.action in (Action.DELETE, Action.REPLACE) and address in protected:
             problems.append(
                 f"{address} ({protected[address]}): lifecycle.preventDestroy is set, "

@@ -147,7 +147,17 @@ class Provider(ABC):
     def validate(self, resource: DesiredResource) -> list[ValidationProblem]:
         return []
 
+    def validate_all(self, resources: list[DesiredResource]) -> list[ValidationProblem]:
+        """Problems that only show across resources (a cohort cycle, say); pure, no I/O.
+        Called once per plan with every resource this instance reconciles."""
+        return []
+
     def render(self, resource: DesiredResource) -> list[dict[str, Any]]:
+        return []
+
+    def change_impact(self, resource: DesiredResource, observation: Observation) -> list[str]:
+        """What an update of `resource` does to work already running (workloads a lower
+        quota leaves over it, say), one readable line each, for the plan; read-only."""
         return []
 
     def require_valid(self, resource: DesiredResource) -> None:

@@ -117,6 +117,15 @@ class PlatformDatabase:
                 )
             ]
 
+    def everything(self) -> list[sqlite3.Row]:
+        """Every object (address, kind, name, project, document), whoever manages it."""
+        with self._lock:
+            return list(
+                self._connection.execute(
+                    "SELECT address, kind, name, project, document FROM objects ORDER BY address"
+                )
+            )
+
     def adopt(self, identifier: str, address: str, kind: str, manager: str) -> bool:
         """Re-key the object stored as `identifier` to `address`, owned by `manager`."""
         with self._lock, self._connection:

@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 
 from providers.base import (
     DesiredResource,
+    Discovered,
     Finding,
     KindSchema,
     Observation,
@@ -289,6 +290,24 @@ class LocalProvider(Provider):
 
     def list_owned(self) -> list[tuple[str, str]]:
         return self.database.owned(self.manager)
+
+    def discover(self) -> list[Discovered]:
+        found = []
+        for row in self.database.everything():
+            stored = json.loads(row["document"])
+            metadata = {
+                "name": row["name"],
+                **({"project": row["project"]} if row["project"] else {}),
+            }
+            metadata.update({k: v for k, v in stored.get("metadata", {}).items() if v})
+            document = {
+                "apiVersion": "trainform/v1",
+                "kind": row["kind"],
+                "metadata": metadata,
+                "spec": stored["spec"],
+            }
+            found.append(Discovered(document, row["address"], "from the local platform database"))
+        return found
 
     # writes --------------------------------------------------------------------------
 

@@ -1,0 +1,104 @@
+"""Provider checks at plan time: what each provider finds wrong before anything is called.
+
+`provider_problems` runs every provider's `validate` on each of its resources and its
+`validate_all` on all of them at once (cross-resource rules such as cohort cycles), and
+names each problem by address, file:line:column of the offending field, and field path.
+`change_impacts` asks providers what an update does to work already running.
+Both are pure reads of specs and observations; make_plan (plan.py) calls them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from planner.desired import DesiredItem
+from planner.session import ProviderSet
+from providers.base import DesiredResource, Observation, ValidationProblem
+from specs import SpecSet
+from specs.positions import SourceMap
+
+_STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def parse_field(field: str) -> tuple[str | int, ...]:
+    """("spec", "pools", 0, "lendingLimit") for "spec.pools[0].lendingLimit"."""
+    return tuple(
+        int(index) if index else name for name, index in _STEP.findall(field) if name or index
+    )
+
+
+class FieldLocator:
+    """file:line:column of a field of a loaded resource (the resource's start if unknown)."""
+
+    def __init__(self, specs: SpecSet | None) -> None:
+        self._specs = specs
+        self._maps: dict[str, SourceMap | None] = {}
+
+    def locate(self, address: str, field: str, fallback: str) -> str:
+        resource = self._specs.resources.get(address) if self._specs else None
+        if resource is None:
+            return fallback
+        start = resource.location
+        line, column = start.line, start.column
+        source = self._source(start.file)
+        if source is not None and field:
+            found = source.locate(resource.document_index, list(parse_field(field)), False, 0)
+            if found[0] >= start.line:
+                line, column = found
+        shown = os.path.relpath(start.file, self._specs.root) if self._specs else start.file
+        return f"{Path(shown).as_posix()}:{line}:{column}"
+
+    def _source(self, file: str) -> SourceMap | None:
+        if file not in self._maps:
+            try:
+                self._maps[file] = SourceMap(Path(file).read_text(encoding="utf-8"))
+            except OSError:
+                self._maps[file] = None
+        return self._maps[file]
+
+
+def provider_problems(
+    specs: SpecSet | None,
+    desired: dict[str, DesiredItem],
+    providers: ProviderSet,
+    make_resource: Callable[[DesiredItem], DesiredResource],
+) -> list[str]:
+    """Every problem providers find in the desired resources, one line each."""
+    locator = FieldLocator(specs)
+    found: list[tuple[ValidationProblem, str]] = []
+    per_instance: dict[str, list[DesiredResource]] = {}
+    for item in desired.values():
+        for name in item.providers:
+            provider = providers.get(name)
+            if not provider.supports(item.kind):
+                continue
+            resource = make_resource(item)
+            per_instance.setdefault(name, []).append(resource)
+            found += [(p, item.location) for p in provider.validate(resource)]
+    for name, resources in sorted(per_instance.items()):
+        for problem in providers.get(name).validate_all(resources):
+            item = desired.get(problem.address)
+            found.append((problem, item.location if item else problem.address))
+    lines = []
+    for problem, fallback in found:
+        where = locator.locate(problem.address, problem.field, fallback)
+        lines.append(f"{problem.address} ({where}): {problem.field}: {problem.message}")
+    return sorted(set(lines), key=lines.index)
+
+
+def change_impacts(
+    providers: ProviderSet,
+    names: list[str],
+    resource: DesiredResource,
+    seen: list[Observation | None],
+) -> list[str]:
+    """What an update does to running work, as reasons for the change."""
+    impacts: list[str] = []
+    for name, observation in zip(names, seen, strict=False):
+        if observation is None or not observation.exists:
+            continue
+        impacts += providers.get(name).change_impact(resource, observation)
+    return impacts
