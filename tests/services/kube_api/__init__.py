@@ -1,0 +1,57 @@
+"""A fake Kubernetes API server, faithful on the wire, for the Kubernetes/Kueue provider's tests.
+
+`start_kube_api(folder)` starts it in a background thread on 127.0.0.1 and returns a
+`KubeAPI` (url, `configuration()`, `kubeconfig` file, `requests` log with `count()` and
+`reset_requests()`, `store`, `stop()`). It serves discovery (/version, /api, /apis, ...),
+core v1 Namespace, ResourceQuota, Pod; batch/v1 Job; scheduling.k8s.io/v1 PriorityClass;
+apiextensions.k8s.io/v1 CustomResourceDefinition; and every kind of the CRDs it is seeded
+with (by default Kueue's, tests/reference/kueue-crds). The kubernetes Python client, its
+DynamicClient, and kubectl (get, apply --server-side, delete) work against it.
+
+Known gaps (a real cluster differs here):
+- no admission: no Kueue controller or webhooks, no defaulting, no OpenAPI schema validation
+  or pruning (unknown fields are kept; `fieldValidation=Strict` is accepted and ignored),
+  no CEL rules, no conversion between a CRD's versions (every version sees the same fields);
+- no controllers: nothing schedules, no pods run, no garbage collection of dependents
+  (`propagationPolicy` is accepted and ignored); deleting a Namespace deletes its objects
+  at once (the answer shows it Terminating); a CRD deleted takes its objects along;
+- field ownership is simplified (see fields.py): lists are atomic, no `k:`/`v:` item keys;
+- strategic merge patch on built-ins is a JSON merge patch (lists replaced, no `$patch`);
+  on custom resources it is refused with 415, as on a real server;
+- no watch (`watch=true` answers 405), no protobuf or CBOR, no authentication or RBAC,
+  no aggregated discovery, no OpenAPI documents (/openapi/v2 and /openapi/v3 answer 404),
+  tables (`as=Table`) have NAME and AGE only.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from tests.services.kube_api import operations
+from tests.services.kube_api.resources import CRD_FOLDER, CRD_TYPE, NAMESPACE_TYPE, load_crds
+from tests.services.kube_api.server import KubeAPI, RequestRecord
+
+__all__ = ["KubeAPI", "RequestRecord", "start_kube_api", "CRD_FOLDER"]
+
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+def seed(api: KubeAPI, crd_folder: Path | None = CRD_FOLDER) -> None:
+    """The namespaces every cluster has, and the CRDs of `crd_folder` (None: no CRDs)."""
+    for name in SYSTEM_NAMESPACES:
+        target = operations.Target(NAMESPACE_TYPE, "v1", None, None)
+        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+        operations.create(api.store, target, body, {}, "kube-apiserver/v1.32.0")
+    for crd in load_crds(crd_folder) if crd_folder is not None else []:
+        target = operations.Target(CRD_TYPE, "v1", None, None)
+        operations.create(api.store, target, crd, {}, "kubectl/v1.32.0")
+
+
+def start_kube_api(folder: Path | None = None, crd_folder: Path | None = CRD_FOLDER) -> KubeAPI:
+    """Start a fake API server; its kubeconfig is written to `folder` (a temp dir if None)."""
+    where = folder if folder is not None else Path(tempfile.mkdtemp(prefix="kube-api-"))
+    api = KubeAPI(where)
+    seed(api, crd_folder)
+    api.start()
+    return api

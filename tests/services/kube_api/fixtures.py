@@ -1,0 +1,24 @@
+"""The session fixture `kube_api`: one fake API server for the whole test session.
+
+Register it in tests/conftest.py with
+`from tests.services.kube_api.fixtures import kube_api  # noqa: F401`.
+Tests share the server: use unique names (or namespaces) and read `kube_api.requests`
+after `kube_api.reset_requests()`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.services.kube_api import KubeAPI, start_kube_api
+
+
+@pytest.fixture(scope="session")
+def kube_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeAPI]:
+    api = start_kube_api(tmp_path_factory.mktemp("kube-api"))
+    try:
+        yield api
+    finally:
+        api.stop()

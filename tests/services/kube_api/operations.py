@@ -1,0 +1,464 @@
+"""The verbs on one resource: get, list, create, update (PUT), patch, delete.
+
+Called by `server.py` with a `Target` (resource type, version, namespace, name,
+subresource) and the parsed query; they return (HTTP code, body) or raise `ApiError`.
+Rules kept from the real server: uid/resourceVersion/creationTimestamp/generation are
+server-set; `.status` is ignored by writes to the main resource of a kind with a status
+subresource and a status write changes nothing but `.status`; generation counts changes
+outside metadata (and status); custom resources need a resourceVersion on PUT; objects
+with finalizers are only marked on delete; deleting a Namespace or a CRD deletes what lies
+in it; `dryRun=All` answers without storing.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import random
+import re
+import string
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from tests.services.kube_api import errors, fields
+from tests.services.kube_api.errors import ApiError
+from tests.services.kube_api.patch import json_patch, merge_patch
+from tests.services.kube_api.resources import CRD_TYPE, NAMESPACE_TYPE, ResourceType
+from tests.services.kube_api.selectors import field_matcher, label_matcher
+from tests.services.kube_api.store import Store
+
+Query = dict[str, str]
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a URL addresses."""
+
+    type: ResourceType
+    version: str
+    namespace: str | None  # None: cluster-scoped, or a list across all namespaces
+    name: str | None
+    subresource: str = ""
+
+    @property
+    def api_version(self) -> str:
+        return self.type.api_version(self.version)
+
+    def not_found(self) -> ApiError:
+        return errors.not_found(self.type.group, self.type.plural, self.name or "")
+
+
+def present(target: Target, obj: dict[str, Any]) -> dict[str, Any]:
+    """The stored object as the client sees it at the requested version."""
+    shown = {"apiVersion": target.api_version, "kind": target.type.kind}
+    shown.update({k: v for k, v in obj.items() if k not in ("apiVersion", "kind")})
+    return shown
+
+
+def _dry_run(query: Query, body: dict[str, Any] | None = None) -> bool:
+    values = [query["dryRun"]] if "dryRun" in query else list((body or {}).get("dryRun") or [])
+    for value in values:
+        if value != "All":
+            raise errors.bad_request(f'dryRun: Unsupported value: "{value}": '
+                                     f'supported values: "All"')
+    return bool(values)
+
+
+def _manager(query: Query, user_agent: str) -> str:
+    return query.get("fieldManager") or user_agent.split("/", 1)[0][:128] or "unknown"
+
+
+def _skip_status(target: Target) -> bool:
+    return target.type.status_subresource
+
+
+def _spec_view(target: Target, obj: dict[str, Any]) -> dict[str, Any]:
+    ignored = {"metadata", "apiVersion", "kind"}
+    if target.type.status_subresource:
+        ignored.add("status")
+    return {k: v for k, v in obj.items() if k not in ignored}
+
+
+def get(store: Store, target: Target) -> dict[str, Any]:
+    found = store.get(target.type.group, target.type.plural, target.namespace or "",
+                      target.name or "")
+    if found is None:
+        raise target.not_found()
+    return present(target, found)
+
+
+def list_objects(store: Store, target: Target, query: Query) -> dict[str, Any]:
+    labels = label_matcher(query.get("labelSelector"))
+    by_field = field_matcher(query.get("fieldSelector"))
+    with store.lock:
+        revision = str(store.revision)
+        items = [o for o in store.items(target.type.group, target.type.plural, target.namespace)
+                 if labels(o) and by_field(o)]
+    start = _continue_start(query.get("continue"))
+    if start is not None:
+        revision = start[0]
+        items = [o for o in items if _key(o) > start[1]]
+    metadata: dict[str, Any] = {"resourceVersion": revision}
+    limit = int(query["limit"]) if query.get("limit", "").isdigit() else 0
+    if 0 < limit < len(items):
+        metadata["continue"] = _continue_token(revision, _key(items[limit - 1]))
+        metadata["remainingItemCount"] = len(items) - limit
+        items = items[:limit]
+    shown = [present(target, o) if target.type.custom else
+             {k: v for k, v in o.items() if k not in ("apiVersion", "kind")} for o in items]
+    return {"apiVersion": target.api_version, "kind": target.type.list_kind,
+            "metadata": metadata, "items": shown}
+
+
+def _key(obj: dict[str, Any]) -> str:
+    return f"{obj['metadata'].get('namespace', '')}/{obj['metadata']['name']}"
+
+
+def _continue_token(revision: str, last: str) -> str:
+    raw = json.dumps({"v": "meta.k8s.io/v1", "rv": int(revision), "start": last + "\x00"})
+    return base64.urlsafe_b64encode(raw.encode()).decode()
+
+
+def _continue_start(token: str | None) -> tuple[str, str] | None:
+    if not token:
+        return None
+    try:
+        decoded = json.loads(base64.urlsafe_b64decode(token.encode()))
+        return str(decoded["rv"]), str(decoded["start"]).rstrip("\x00")
+    except (ValueError, KeyError, TypeError) as error:
+        raise errors.bad_request(f"continue key is not valid: {error}") from None
+
+
+def _check_name(target: Target, name: str) -> None:
+    pattern, limit, what = (_LABEL, 63, "RFC 1123 label") if target.type is NAMESPACE_TYPE \
+        else (_SUBDOMAIN, 253, "RFC 1123 subdomain")
+    if len(name) > limit or not pattern.fullmatch(name):
+        raise errors.invalid(
+            target.type.kind, target.type.group, name, "metadata.name",
+            f'Invalid value: "{name}": a lowercase {what} must consist of lower case '
+            f"alphanumeric characters, '-' or '.', and must start and end with an "
+            f"alphanumeric character",
+        )
+
+
+def _check_body(target: Target, body: Any, name: str | None) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise errors.bad_request("the object provided is not a JSON object")
+    api_version, kind = body.get("apiVersion"), body.get("kind")
+    if api_version is not None and api_version != target.api_version:
+        raise errors.bad_request(f"the API version in the data ({api_version}) does not match "
+                                 f"the expected API version ({target.api_version})")
+    if kind is not None and kind != target.type.kind:
+        raise errors.bad_request(f"the kind in the data ({kind}) does not match the expected "
+                                 f"kind ({target.type.kind})")
+    metadata = body.setdefault("metadata", {})
+    if not isinstance(metadata, dict):
+        raise errors.bad_request("metadata must be an object")
+    if target.type.namespaced:
+        if metadata.get("namespace") not in (None, "", target.namespace):
+            raise errors.bad_request("the namespace of the provided object does not match the "
+                                     "namespace sent on the request")
+        metadata["namespace"] = target.namespace
+    else:
+        metadata.pop("namespace", None)
+    if name is not None and metadata.get("name") not in (None, name):
+        raise errors.bad_request(f"the name of the object ({metadata.get('name')}) does not "
+                                 f"match the name on the URL ({name})")
+    if name is not None:
+        metadata["name"] = name
+    body["apiVersion"], body["kind"] = target.api_version, target.type.kind
+    return body
+
+
+def _require_namespace(store: Store, target: Target) -> None:
+    if target.type.namespaced and store.get("", "namespaces", "", target.namespace or "") is None:
+        raise errors.not_found("", "namespaces", target.namespace or "")
+
+
+def _prepare_create(target: Target, obj: dict[str, Any]) -> None:
+    metadata = obj["metadata"]
+    for key in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp",
+                "managedFields", "selfLink"):
+        metadata.pop(key, None)
+    metadata["uid"] = str(uuid.uuid4())
+    metadata["creationTimestamp"] = fields.now()
+    metadata["generation"] = 1
+    if target.type.status_subresource:
+        obj.pop("status", None)
+    if target.type is NAMESPACE_TYPE:
+        metadata.setdefault("labels", {})["kubernetes.io/metadata.name"] = metadata["name"]
+        obj["spec"] = {"finalizers": ["kubernetes"]}
+        obj["status"] = {"phase": "Active"}
+    elif target.type is CRD_TYPE:
+        obj["status"] = _crd_status(obj)
+    elif not target.type.custom and target.type.status_subresource:
+        obj["status"] = {"phase": "Pending"} if target.type.kind == "Pod" else {}
+
+
+def _crd_status(crd: dict[str, Any]) -> dict[str, Any]:
+    """What the CRD controllers write at once: names accepted, Established, stored version."""
+    spec = crd.get("spec") or {}
+    conditions = [
+        {"type": kind, "status": "True", "reason": reason, "message": message,
+         "lastTransitionTime": fields.now()}
+        for kind, reason, message in (
+            ("NamesAccepted", "NoConflicts", "no conflicts found"),
+            ("Established", "InitialNamesAccepted", "the initial names have been accepted"),
+        )
+    ]
+    stored = [v["name"] for v in spec.get("versions") or [] if v.get("storage")]
+    return {"acceptedNames": spec.get("names") or {}, "conditions": conditions,
+            "storedVersions": stored}
+
+
+def _write(store: Store, target: Target, obj: dict[str, Any], dry_run: bool) -> dict[str, Any]:
+    if not dry_run:
+        obj["metadata"]["resourceVersion"] = store.next_revision()
+        store.put(target.type.group, target.type.plural, obj)
+    return present(target, obj)
+
+
+def create(store: Store, target: Target, body: Any, query: Query, agent: str) -> dict[str, Any]:
+    obj = _check_body(target, body, None)
+    dry_run = _dry_run(query)
+    metadata = obj["metadata"]
+    if not metadata.get("name"):
+        if not metadata.get("generateName"):
+            raise errors.invalid(target.type.kind, target.type.group, "", "metadata.name",
+                                 "Required value: name or generateName is required")
+        suffix = "".join(random.choices(string.ascii_lowercase + string.digits, k=5))
+        metadata["name"] = metadata["generateName"] + suffix
+    _check_name(target, metadata["name"])
+    with store.lock:
+        _require_namespace(store, target)
+        if store.get(target.type.group, target.type.plural, target.namespace or "",
+                     metadata["name"]) is not None:
+            raise errors.already_exists(target.type.group, target.type.plural, metadata["name"])
+        _prepare_create(target, obj)
+        metadata["managedFields"] = fields.record_update(
+            None, obj, _manager(query, agent), "", target.api_version, _skip_status(target))
+        return _write(store, target, obj, dry_run)
+
+
+def _finish_update(
+    store: Store, target: Target, old: dict[str, Any], new: dict[str, Any],
+    dry_run: bool, managed: list[dict[str, Any]] | None, manager: str,
+) -> dict[str, Any]:
+    """Carry the server-set fields over, bump generation, store (or delete) the result."""
+    if target.subresource == "status":
+        status = new.get("status")
+        new = copy.deepcopy(old)
+        if status is None:
+            new.pop("status", None)
+        else:
+            new["status"] = status
+    elif target.type.status_subresource:
+        if "status" in old:
+            new["status"] = copy.deepcopy(old["status"])
+        else:
+            new.pop("status", None)
+    metadata = new["metadata"]
+    for key in ("uid", "creationTimestamp", "generation", "deletionTimestamp",
+                "deletionGracePeriodSeconds", "name", "namespace"):
+        if key in old["metadata"]:
+            metadata[key] = old["metadata"][key]
+        else:
+            metadata.pop(key, None)
+    if target.type is NAMESPACE_TYPE:
+        metadata.setdefault("labels", {})["kubernetes.io/metadata.name"] = metadata["name"]
+    if _spec_view(target, new) != _spec_view(target, old):
+        metadata["generation"] = int(old["metadata"].get("generation", 1)) + 1
+    metadata["managedFields"] = managed if managed is not None else fields.record_update(
+        old, new, manager, target.subresource, target.api_version,
+        _skip_status(target) and target.subresource != "status")
+    if _comparable(new) == _comparable(old):
+        return present(target, old)  # a no-op write keeps the resourceVersion
+    if metadata.get("deletionTimestamp") and not metadata.get("finalizers"):
+        if not dry_run:
+            store.remove(target.type.group, target.type.plural, target.namespace or "",
+                         metadata["name"])
+            store.next_revision()
+        return present(target, new)
+    return _write(store, target, new, dry_run)
+
+
+def _comparable(obj: dict[str, Any]) -> dict[str, Any]:
+    """An object without what a no-op write may change (resourceVersion, ownership times)."""
+    shown = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
+    metadata = {k: v for k, v in obj["metadata"].items() if k != "resourceVersion"}
+    metadata["managedFields"] = [
+        {k: v for k, v in entry.items() if k != "time"}
+        for entry in metadata.get("managedFields") or []
+    ]
+    shown["metadata"] = metadata
+    return shown
+
+
+def update(store: Store, target: Target, body: Any, query: Query, agent: str) -> dict[str, Any]:
+    obj = _check_body(target, body, target.name)
+    dry_run = _dry_run(query)
+    with store.lock:
+        old = store.get(target.type.group, target.type.plural, target.namespace or "",
+                        target.name or "")
+        if old is None:
+            raise target.not_found()
+        wanted = obj["metadata"].get("resourceVersion")
+        if not wanted and target.type.custom:
+            raise errors.invalid(target.type.kind, target.type.group, target.name or "",
+                                 "metadata.resourceVersion",
+                                 "Invalid value: 0x0: must be specified for an update")
+        if wanted and wanted != old["metadata"]["resourceVersion"]:
+            raise errors.stale(target.type.group, target.type.plural, target.name or "")
+        return _finish_update(store, target, old, obj, dry_run, None, _manager(query, agent))
+
+
+PATCH_TYPES = (
+    "application/merge-patch+json", "application/strategic-merge-patch+json",
+    "application/json-patch+json", "application/apply-patch+yaml",
+    "application/apply-patch+cbor",
+)
+
+
+def patch(
+    store: Store, target: Target, raw: bytes, content_type: str, query: Query, agent: str,
+) -> tuple[int, dict[str, Any]]:
+    kind = content_type.split(";", 1)[0].strip().lower()
+    if kind not in PATCH_TYPES[:4] or (kind.startswith("application/strategic")
+                                       and target.type.custom):
+        raise errors.unsupported_media_type(kind)
+    dry_run = _dry_run(query)
+    try:
+        body = yaml.safe_load(raw.decode()) if kind.endswith("yaml") else json.loads(raw or b"null")
+    except (ValueError, yaml.YAMLError) as error:
+        raise errors.bad_request(f"error decoding patch: {error}") from None
+    if kind.endswith("apply-patch+yaml"):
+        return _apply(store, target, body, query, dry_run)
+    if kind.endswith("json-patch+json") and not isinstance(body, list):
+        raise errors.bad_request("json: cannot unmarshal object into Go value of type "
+                                 "jsonpatch.Patch")
+    if not kind.endswith("json-patch+json") and not isinstance(body, dict):
+        raise errors.bad_request("the body of a merge patch must be a JSON object")
+    with store.lock:
+        old = store.get(target.type.group, target.type.plural, target.namespace or "",
+                        target.name or "")
+        if old is None:
+            raise target.not_found()
+        current = present(target, old)
+        patched = json_patch(current, body) if kind.endswith("json-patch+json") \
+            else merge_patch(current, body)
+        if not isinstance(patched, dict) or not isinstance(patched.get("metadata"), dict):
+            raise errors.unprocessable("the patched object is not a valid object")
+        wanted = patched["metadata"].get("resourceVersion")
+        if wanted and wanted != old["metadata"]["resourceVersion"]:
+            raise errors.stale(target.type.group, target.type.plural, target.name or "")
+        patched = _check_body(target, patched, target.name)
+        return 200, _finish_update(store, target, old, patched, dry_run, None,
+                                   _manager(query, agent))
+
+
+def _apply(
+    store: Store, target: Target, body: Any, query: Query, dry_run: bool,
+) -> tuple[int, dict[str, Any]]:
+    manager = query.get("fieldManager")
+    if not manager:
+        raise errors.bad_request("PATCH, application/apply-patch+yaml requests require a "
+                                 "fieldManager query parameter")
+    force = query.get("force", "false").lower() == "true"
+    applied = _check_body(target, body, target.name)
+    if applied["metadata"].get("managedFields"):
+        raise errors.bad_request("metadata.managedFields must be nil")
+    with store.lock:
+        old = store.get(target.type.group, target.type.plural, target.namespace or "",
+                        target.name or "")
+        if old is None:
+            if target.subresource:
+                raise target.not_found()
+            _check_name(target, target.name or "")
+            _require_namespace(store, target)
+            obj = {k: v for k, v in applied.items()}
+            _prepare_create(target, obj)
+            skip = {"status"} if target.type.status_subresource else set()
+            config = {k: v for k, v in applied.items() if k not in skip}
+            _, managed = fields.apply(None, config, manager, force, "", target.api_version,
+                                      _skip_status(target))
+            obj["metadata"]["managedFields"] = managed
+            return 201, _write(store, target, obj, dry_run)
+        wanted = applied["metadata"].get("resourceVersion")
+        if wanted and wanted != old["metadata"]["resourceVersion"]:
+            raise errors.stale(target.type.group, target.type.plural, target.name or "")
+        if target.subresource == "status":
+            config = {k: v for k, v in applied.items() if k in ("apiVersion", "kind", "status")}
+            config["metadata"] = {}
+        elif target.type.status_subresource:
+            config = {k: v for k, v in applied.items() if k != "status"}
+        else:
+            config = applied
+        merged, managed = fields.apply(
+            present(target, old), config, manager, force, target.subresource,
+            target.api_version, _skip_status(target) and target.subresource != "status")
+        return 200, _finish_update(store, target, old, merged, dry_run, managed, manager)
+
+
+def delete(store: Store, target: Target, query: Query, body: Any) -> dict[str, Any]:
+    options = body if isinstance(body, dict) else {}
+    dry_run = _dry_run(query, options)
+    policy = query.get("propagationPolicy") or options.get("propagationPolicy")
+    if policy not in (None, "Orphan", "Background", "Foreground"):
+        raise errors.bad_request(f'propagationPolicy: Unsupported value: "{policy}"')
+    group, plural, namespace = target.type.group, target.type.plural, target.namespace or ""
+    with store.lock:
+        old = store.get(group, plural, namespace, target.name or "")
+        if old is None:
+            raise target.not_found()
+        preconditions = options.get("preconditions") or {}
+        for key in ("uid", "resourceVersion"):
+            if preconditions.get(key) and preconditions[key] != old["metadata"].get(key):
+                raise errors.conflict(
+                    group, plural, target.name or "",
+                    f"Precondition failed: {key.upper() if key == 'uid' else key} in "
+                    f"precondition: {preconditions[key]}, {key} in object meta: "
+                    f"{old['metadata'].get(key)}")
+        gone = copy.deepcopy(old)
+        gone["metadata"].setdefault("deletionTimestamp", fields.now())
+        if target.type is NAMESPACE_TYPE:
+            gone["status"] = {"phase": "Terminating"}
+        if old["metadata"].get("finalizers") and target.type is not NAMESPACE_TYPE:
+            gone["metadata"]["deletionGracePeriodSeconds"] = 0
+            return _write(store, target, gone, dry_run)
+        if not dry_run:
+            store.remove(group, plural, namespace, target.name or "")
+            if target.type is NAMESPACE_TYPE:
+                store.drop_namespace(target.name or "")
+            if target.type is CRD_TYPE:
+                store.drop_resource(old["spec"]["group"], old["spec"]["names"]["plural"])
+            gone["metadata"]["resourceVersion"] = store.next_revision()
+    if target.type.kind == "Job":
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                "details": {"name": target.name, "group": group, "kind": plural,
+                            "uid": old["metadata"]["uid"]}}
+    return present(target, gone)
+
+
+def delete_collection(store: Store, target: Target, query: Query, body: Any) -> dict[str, Any]:
+    """DELETE on a collection: delete every object the selectors match; answer the list."""
+    if target.type.kind == "Namespace":
+        raise errors.method_not_allowed()
+    listed = list_objects(store, target, {k: v for k, v in query.items()
+                                          if k in ("labelSelector", "fieldSelector")})
+    deleted = []
+    for item in listed["items"]:
+        metadata = item["metadata"]
+        one = Target(target.type, target.version, metadata.get("namespace"), metadata["name"])
+        try:
+            deleted.append(delete(store, one, query, body))
+        except ApiError as error:
+            if error.code != 404:
+                raise
+    listed["items"] = deleted
+    return listed

@@ -1,0 +1,322 @@
+"""The HTTP layer: a stdlib ThreadingHTTPServer that routes Kubernetes API paths.
+
+`KubeAPI` owns the store, the server thread, the request log and the catalog (built-ins plus
+the CRDs in the store, rebuilt when a CRD changes). `Handler` parses a request, resolves
+the URL to a `Target` or a discovery document, calls `operations`, and writes JSON (Status
+objects for errors). Every request is logged as a `RequestRecord` tests can read and reset.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.parse
+import uuid
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.services.kube_api import discovery, errors, openapi, operations
+from tests.services.kube_api.errors import ApiError
+from tests.services.kube_api.operations import Target
+from tests.services.kube_api.resources import CRD_TYPE, Catalog, build_catalog
+from tests.services.kube_api.store import Store
+from tests.services.kube_api.tables import as_table
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """One request as the server saw it (query values: the last one of each name)."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    content_type: str
+    status: int
+
+
+class KubeAPI:
+    """A running fake API server: its URL, store, request log, and client configuration."""
+
+    def __init__(self, folder: Path) -> None:
+        self.store = Store()
+        self.folder = folder
+        self._catalog: tuple[int, Catalog] | None = None
+        self._log: list[RequestRecord] = []
+        self._log_lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._server.api = self  # type: ignore[attr-defined]
+        self.port = self._server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.kubeconfig = folder / "kubeconfig"
+        self._thread = threading.Thread(target=self._server.serve_forever,
+                                        name="kube-api", daemon=True)
+
+    def start(self) -> None:
+        self.kubeconfig.write_text(yaml.safe_dump(self.kubeconfig_dict()))
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5)
+
+    def kubeconfig_dict(self, namespace: str = "default") -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "users": [{"name": "fake", "user": {}}],
+            "contexts": [{"name": "fake",
+                          "context": {"cluster": "fake", "user": "fake", "namespace": namespace}}],
+            "current-context": "fake",
+        }
+
+    def configuration(self) -> Any:
+        """A fresh `kubernetes.client.Configuration` pointing at this server."""
+        from kubernetes import client
+
+        configuration = client.Configuration()
+        configuration.host = self.url
+        return configuration
+
+    def catalog(self) -> Catalog:
+        with self.store.lock:
+            if self._catalog is None or self._catalog[0] != self.store.crd_revision:
+                crds = self.store.items(CRD_TYPE.group, CRD_TYPE.plural, None)
+                self._catalog = (self.store.crd_revision, build_catalog(crds))
+            return self._catalog[1]
+
+    @property
+    def requests(self) -> list[RequestRecord]:
+        with self._log_lock:
+            return list(self._log)
+
+    def reset_requests(self) -> None:
+        with self._log_lock:
+            self._log.clear()
+
+    def count(self, method: str | None = None, path_prefix: str = "") -> int:
+        """How many logged requests match `method` (any if None) and start with `path_prefix`."""
+        return sum(1 for r in self.requests
+                   if (method is None or r.method == method) and r.path.startswith(path_prefix))
+
+    def record(self, entry: RequestRecord) -> None:
+        with self._log_lock:
+            self._log.append(entry)
+
+
+class Handler(BaseHTTPRequestHandler):
+    """One request: route, run the verb, answer JSON."""
+
+    protocol_version = "HTTP/1.1"
+    server_version = "trainform-fake-kube-apiserver"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        return  # the request log replaces stderr noise
+
+    @property
+    def api(self) -> KubeAPI:
+        return self.server.api  # type: ignore[attr-defined, no-any-return]
+
+    def do_GET(self) -> None:
+        self._handle("GET")
+
+    def do_POST(self) -> None:
+        self._handle("POST")
+
+    def do_PUT(self) -> None:
+        self._handle("PUT")
+
+    def do_PATCH(self) -> None:
+        self._handle("PATCH")
+
+    def do_DELETE(self) -> None:
+        self._handle("DELETE")
+
+    def _body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            chunks = []
+            while True:
+                size = int(self.rfile.readline().strip().split(b";")[0], 16)
+                if size == 0:
+                    self.rfile.readline()
+                    return b"".join(chunks)
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _handle(self, method: str) -> None:
+        parsed = urllib.parse.urlsplit(self.path)
+        query = {k: v[-1] for k, v in urllib.parse.parse_qs(parsed.query,
+                                                            keep_blank_values=True).items()}
+        content_type = self.headers.get("Content-Type", "")
+        raw = self._body()
+        headers: dict[str, str] = {}
+        try:
+            code, body = self._route(method, parsed.path, query, raw, content_type, headers)
+        except ApiError as error:
+            code, body = error.code, error.status()
+        except Exception as error:  # noqa: BLE001 - a bug answers 500 like a real server would
+            code, body = 500, ApiError(500, "InternalError", f"Internal error occurred: "
+                                       f"{type(error).__name__}: {error}").status()
+        self.api.record(RequestRecord(method, parsed.path, query, content_type, code))
+        self._send(code, body, headers)
+
+    def _send(self, code: int, body: Any, headers: dict[str, str]) -> None:
+        if isinstance(body, str):
+            data, kind = body.encode(), "text/plain; charset=utf-8"
+        else:
+            data, kind = json.dumps(body).encode(), "application/json"
+        self.send_response(code)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Cache-Control", "no-cache, private")
+        self.send_header("Audit-Id", str(uuid.uuid4()))
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _accepts_json(self) -> bool:
+        accept = self.headers.get("Accept", "") or "*/*"
+        return any(part.split(";")[0].strip() in ("application/json", "*/*", "application/*")
+                   for part in accept.split(","))
+
+    def _wants_table(self) -> bool:
+        accept = self.headers.get("Accept", "")
+        return any("as=Table" in part and "application/json" in part
+                   for part in accept.split(","))
+
+    def _route(
+        self, method: str, path: str, query: dict[str, str], raw: bytes, content_type: str,
+        headers: dict[str, str],
+    ) -> tuple[int, Any]:
+        parts = [p for p in path.split("/") if p]
+        if parts in (["healthz"], ["readyz"], ["livez"]):
+            return 200, "ok"
+        if not self._accepts_json() and parts[:1] != ["openapi"]:
+            raise ApiError(406, "NotAcceptable", "only the following media types are accepted: "
+                           "application/json, application/yaml")
+        catalog = self.api.catalog()
+        if method == "GET":
+            document = self._discovery(parts, catalog)
+            if document is not None:
+                return 200, document
+        target = self._target(parts, catalog)
+        warning = target.type.warnings.get(target.version)
+        if warning:
+            headers["Warning"] = f'299 - "{warning}"'
+        return self._verb(method, target, query, raw, content_type)
+
+    def _discovery(self, parts: list[str], catalog: Catalog) -> Any:
+        if parts == ["openapi", "v3"]:
+            return openapi.root(catalog)
+        if parts[:2] == ["openapi", "v3"]:
+            rest = parts[2:]
+            found = None
+            if rest[:1] == ["api"] and len(rest) == 2:
+                found = openapi.document(catalog, "", rest[1])
+            elif rest[:1] == ["apis"] and len(rest) == 3:
+                found = openapi.document(catalog, rest[1], rest[2])
+            if found is None:
+                raise errors.not_found_path()
+            return found
+        if parts[:1] == ["openapi"]:
+            raise errors.not_found_path()
+        if parts == ["version"]:
+            return discovery.VERSION_INFO
+        if parts == ["api"]:
+            return discovery.api_versions(f"127.0.0.1:{self.api.port}")
+        if parts == ["api", "v1"]:
+            return discovery.api_resource_list(catalog, "", "v1")
+        if parts == ["apis"]:
+            return discovery.api_group_list(catalog)
+        if len(parts) == 2 and parts[0] == "apis":
+            found = discovery.api_group(catalog, parts[1])
+            if found is None:
+                raise errors.not_found_path()
+            return found
+        if len(parts) == 3 and parts[0] == "apis":
+            found = discovery.api_resource_list(catalog, parts[1], parts[2])
+            if found is None:
+                raise errors.not_found_path()
+            return found
+        return None
+
+    def _target(self, parts: list[str], catalog: Catalog) -> Target:
+        if parts[:2] == ["api", "v1"]:
+            group, version, rest = "", "v1", parts[2:]
+        elif len(parts) >= 3 and parts[0] == "apis":
+            group, version, rest = parts[1], parts[2], parts[3:]
+        else:
+            raise errors.not_found_path()
+        namespace: str | None = None
+        own_subresource = not group and len(rest) == 3 and rest[2] in ("status", "finalize")
+        if len(rest) >= 3 and rest[0] == "namespaces" and not own_subresource:
+            namespace, rest = rest[1], rest[2:]
+        if not rest or len(rest) > 3:
+            raise errors.not_found_path()
+        found = catalog.find(group, version, rest[0])
+        if found is None or (namespace is not None and not found.namespaced):
+            raise errors.not_found_path()
+        name = rest[1] if len(rest) > 1 else None
+        subresource = rest[2] if len(rest) > 2 else ""
+        if subresource and (subresource != "status" or not found.status_subresource):
+            raise errors.not_found_path()
+        if found.namespaced and name is not None and namespace is None:
+            raise errors.not_found_path()
+        return Target(found, version, namespace, name, subresource)
+
+    def _verb(
+        self, method: str, target: Target, query: dict[str, str], raw: bytes, content_type: str,
+    ) -> tuple[int, Any]:
+        store, agent = self.api.store, self.headers.get("User-Agent", "")
+        if target.name is None:
+            if method == "GET":
+                if query.get("watch") in ("true", "1"):
+                    raise errors.method_not_allowed("watch is not supported by the fake server")
+                listed = operations.list_objects(store, target, query)
+                return 200, as_table(target, listed) if self._wants_table() else listed
+            if method == "POST" and (target.namespace is not None or not target.type.namespaced):
+                return 201, operations.create(store, target, _decode(raw, content_type), query,
+                                              agent)
+            if method == "DELETE":
+                return 200, operations.delete_collection(store, target, query,
+                                                         _decode_optional(raw, content_type))
+            raise errors.method_not_allowed()
+        if method == "GET":
+            found = operations.get(store, target)
+            return 200, as_table(target, {"items": [found]}) if self._wants_table() else found
+        if method == "PUT":
+            return 200, operations.update(store, target, _decode(raw, content_type), query, agent)
+        if method == "PATCH":
+            return operations.patch(store, target, raw, content_type, query, agent)
+        if method == "DELETE" and not target.subresource:
+            return 200, operations.delete(store, target, query,
+                                          _decode_optional(raw, content_type))
+        raise errors.method_not_allowed()
+
+
+def _decode(raw: bytes, content_type: str) -> Any:
+    kind = content_type.split(";", 1)[0].strip().lower()
+    try:
+        if kind in ("application/yaml", "application/x-yaml"):
+            return yaml.safe_load(raw.decode())
+        if kind in ("", "application/json", "*/*"):
+            return json.loads(raw or b"null")
+    except (ValueError, yaml.YAMLError) as error:
+        raise errors.bad_request(f"the body of the request could not be decoded: {error}") \
+            from None
+    raise ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown "
+                   f"format - accepted media types include: application/json, "
+                   f"application/yaml ({kind})")
+
+
+def _decode_optional(raw: bytes, content_type: str) -> Any:
+    return _decode(raw, content_type) if raw.strip() else None
