@@ -299,3 +299,222 @@ def test_kubectl_applies_gets_and_deletes(kube_api: KubeAPI, tmp_path: Path) -> 
     run("delete", "-f", str(manifest))
     listed = json.loads(run("get", "clusterqueues", "-o", "json"))
     assert name not in [item["metadata"]["name"] for item in listed["items"]]
+
+
+def apply_cq(custom: client.CustomObjectsApi, body: dict[str, Any], manager: str,
+             force: bool = False) -> dict[str, Any]:
+    data, _, _ = custom.patch_cluster_custom_object_with_http_info(
+        KUEUE, V, "clusterqueues", body["metadata"]["name"], body, field_manager=manager,
+        force=force, _content_type="application/apply-patch+yaml")
+    return data  # type: ignore[no-any-return]
+
+
+def test_apply_conflicts_between_managers_unless_forced(
+    custom: client.CustomObjectsApi,
+) -> None:
+    name = unique("cq")
+    apply_cq(custom, cluster_queue(name, cohort="a"), "first")
+    shared = apply_cq(custom, cluster_queue(name, cohort="a"), "second")  # same value: shared
+    assert {e["manager"] for e in shared["metadata"]["managedFields"]} == {"first", "second"}
+    with pytest.raises(ApiException) as caught:
+        apply_cq(custom, cluster_queue(name, cohort="b"), "second")
+    body = error_body(caught.value)
+    assert caught.value.status == 409 and body["reason"] == "Conflict"
+    assert body["message"] == ('Apply failed with 1 conflict: conflict with "first" using '
+                               f'{KUEUE}/{V}: .spec.cohort')
+    assert body["details"]["causes"][0]["field"] == ".spec.cohort"
+    forced = apply_cq(custom, cluster_queue(name, cohort="b"), "second", force=True)
+    assert forced["spec"]["cohort"] == "b"
+    owners = {e["manager"]: e["fieldsV1"] for e in forced["metadata"]["managedFields"]}
+    assert "f:cohort" not in owners["first"].get("f:spec", {})
+
+
+def test_apply_removes_fields_the_manager_stopped_applying(
+    custom: client.CustomObjectsApi,
+) -> None:
+    name = unique("cq")
+    apply_cq(custom, cluster_queue(name, cohort="a", queueingStrategy="BestEffortFIFO"), "mgr")
+    applied = apply_cq(custom, cluster_queue(name, cohort="a"), "mgr")
+    assert "queueingStrategy" not in applied["spec"]
+    assert applied["metadata"]["generation"] == 2
+    again = apply_cq(custom, cluster_queue(name, cohort="a"), "mgr")
+    assert again["metadata"]["resourceVersion"] == applied["metadata"]["resourceVersion"]
+
+
+def test_apply_requires_a_field_manager(custom: client.CustomObjectsApi) -> None:
+    name = unique("cq")
+    with pytest.raises(ApiException) as caught:
+        custom.patch_cluster_custom_object(KUEUE, V, "clusterqueues", name, cluster_queue(name),
+                                           _content_type="application/apply-patch+yaml")
+    assert caught.value.status == 400
+    assert "fieldManager" in error_body(caught.value)["message"]
+
+
+def test_strategic_merge_patch_is_refused_for_custom_resources(
+    custom: client.CustomObjectsApi,
+) -> None:
+    name = unique("cq")
+    custom.create_cluster_custom_object(KUEUE, V, "clusterqueues", cluster_queue(name))
+    with pytest.raises(ApiException) as caught:
+        custom.patch_cluster_custom_object(
+            KUEUE, V, "clusterqueues", name, {"spec": {"cohort": "x"}},
+            _content_type="application/strategic-merge-patch+json")
+    assert caught.value.status == 415
+
+
+def test_failed_json_patch_test_is_a_422_and_changes_nothing(
+    custom: client.CustomObjectsApi,
+) -> None:
+    name = unique("cq")
+    custom.create_cluster_custom_object(KUEUE, V, "clusterqueues", cluster_queue(name))
+    with pytest.raises(ApiException) as caught:
+        custom.patch_cluster_custom_object(
+            KUEUE, V, "clusterqueues", name,
+            [{"op": "test", "path": "/spec/cohort", "value": "nope"},
+             {"op": "add", "path": "/spec/cohort", "value": "x"}],
+            _content_type="application/json-patch+json")
+    assert caught.value.status == 422
+    assert "cohort" not in custom.get_cluster_custom_object(
+        KUEUE, V, "clusterqueues", name)["spec"]
+
+
+def test_dry_run_answers_but_stores_nothing(custom: client.CustomObjectsApi) -> None:
+    name = unique("cq")
+    answered = custom.create_cluster_custom_object(KUEUE, V, "clusterqueues",
+                                                   cluster_queue(name), dry_run="All")
+    assert answered["metadata"]["name"] == name
+    with pytest.raises(ApiException):
+        custom.get_cluster_custom_object(KUEUE, V, "clusterqueues", name)
+    stored = custom.create_cluster_custom_object(KUEUE, V, "clusterqueues", cluster_queue(name))
+    patched = custom.patch_cluster_custom_object(
+        KUEUE, V, "clusterqueues", name, {"spec": {"cohort": "dry"}}, dry_run="All")
+    assert patched["spec"]["cohort"] == "dry"
+    stored["spec"]["cohort"] = "dry-put"
+    custom.replace_cluster_custom_object(KUEUE, V, "clusterqueues", name, stored, dry_run="All")
+    applied = cluster_queue(name, cohort="dry-apply")
+    custom.patch_cluster_custom_object(KUEUE, V, "clusterqueues", name, applied,
+                                       field_manager="m", dry_run="All",
+                                       _content_type="application/apply-patch+yaml")
+    custom.delete_cluster_custom_object(KUEUE, V, "clusterqueues", name, dry_run="All")
+    now = custom.get_cluster_custom_object(KUEUE, V, "clusterqueues", name)
+    assert now["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
+    assert "cohort" not in now["spec"]
+
+
+def test_job_status_patch_changes_only_status(
+    api_client: client.ApiClient, namespace: str
+) -> None:
+    batch = client.BatchV1Api(api_client)
+    job = client.V1Job(
+        metadata=client.V1ObjectMeta(name="train", labels={"kueue.x-k8s.io/queue-name": "lq"}),
+        spec=client.V1JobSpec(suspend=True, template=client.V1PodTemplateSpec(
+            spec=client.V1PodSpec(restart_policy="Never", containers=[
+                client.V1Container(name="main", image="busybox")]))))
+    created = batch.create_namespaced_job(namespace, job)
+    assert created.metadata.generation == 1
+    patched = batch.patch_namespaced_job_status(
+        "train", namespace, {"status": {"active": 1}, "spec": {"suspend": False}})
+    assert patched.status.active == 1
+    assert patched.spec.suspend is True and patched.metadata.generation == 1
+    resumed = batch.patch_namespaced_job("train", namespace, {"spec": {"suspend": False}})
+    assert resumed.spec.suspend is False and resumed.metadata.generation == 2
+    assert resumed.status.active == 1
+    batch.delete_namespaced_job("train", namespace, propagation_policy="Background")
+    with pytest.raises(ApiException) as caught:
+        batch.read_namespaced_job("train", namespace)
+    assert caught.value.status == 404
+
+
+def test_put_of_a_custom_resource_needs_a_resource_version(
+    custom: client.CustomObjectsApi,
+) -> None:
+    name = unique("cq")
+    custom.create_cluster_custom_object(KUEUE, V, "clusterqueues", cluster_queue(name))
+    with pytest.raises(ApiException) as caught:
+        custom.replace_cluster_custom_object(KUEUE, V, "clusterqueues", name, cluster_queue(name))
+    assert caught.value.status == 422
+
+
+def test_deprecated_version_serves_the_same_object_with_a_warning(
+    api_client: client.ApiClient, custom: client.CustomObjectsApi
+) -> None:
+    name = unique("cq")
+    custom.create_cluster_custom_object(KUEUE, V, "clusterqueues", cluster_queue(name))
+    old, _, headers = custom.get_cluster_custom_object_with_http_info(
+        KUEUE, "v1beta1", "clusterqueues", name)
+    assert old["apiVersion"] == f"{KUEUE}/v1beta1"
+    assert old["spec"] == {"namespaceSelector": {}}
+    assert "deprecated" in headers["Warning"]
+
+
+def test_field_selector_and_delete_collection(
+    custom: client.CustomObjectsApi, namespace: str
+) -> None:
+    for name in ("a", "b", "c"):
+        custom.create_namespaced_custom_object(
+            KUEUE, V, namespace, "localqueues",
+            {"apiVersion": f"{KUEUE}/{V}", "kind": "LocalQueue", "metadata": {"name": name},
+             "spec": {"clusterQueue": "cq"}})
+    picked = custom.list_namespaced_custom_object(
+        KUEUE, V, namespace, "localqueues", field_selector="metadata.name=b")
+    assert [i["metadata"]["name"] for i in picked["items"]] == ["b"]
+    custom.delete_collection_namespaced_custom_object(
+        KUEUE, V, namespace, "localqueues", field_selector="metadata.name!=b")
+    left = custom.list_namespaced_custom_object(KUEUE, V, namespace, "localqueues")
+    assert [i["metadata"]["name"] for i in left["items"]] == ["b"]
+
+
+def test_finalizers_hold_an_object_until_removed(custom: client.CustomObjectsApi) -> None:
+    name = unique("cq")
+    body = cluster_queue(name)
+    body["metadata"]["finalizers"] = ["example.com/hold"]
+    custom.create_cluster_custom_object(KUEUE, V, "clusterqueues", body)
+    marked = custom.delete_cluster_custom_object(KUEUE, V, "clusterqueues", name)
+    assert marked["metadata"]["deletionTimestamp"]
+    assert custom.get_cluster_custom_object(KUEUE, V, "clusterqueues", name)
+    custom.patch_cluster_custom_object(KUEUE, V, "clusterqueues", name,
+                                       {"metadata": {"finalizers": None}})
+    with pytest.raises(ApiException) as caught:
+        custom.get_cluster_custom_object(KUEUE, V, "clusterqueues", name)
+    assert caught.value.status == 404
+
+
+def test_request_log_records_method_path_and_query(
+    kube_api: KubeAPI, custom: client.CustomObjectsApi  # noqa: F811
+) -> None:
+    kube_api.reset_requests()
+    custom.list_cluster_custom_object(KUEUE, V, "clusterqueues", label_selector="a=b")
+    assert kube_api.count("GET", f"/apis/{KUEUE}/{V}/clusterqueues") == 1
+    [record] = kube_api.requests
+    assert record.query == {"labelSelector": "a=b"} and record.status == 200
+
+
+def test_kubeconfig_loads_with_the_python_client(kube_api: KubeAPI) -> None:  # noqa: F811
+    from kubernetes import config
+
+    with config.new_client_from_config(config_file=str(kube_api.kubeconfig)) as api:
+        names = [n.metadata.name for n in client.CoreV1Api(api).list_namespace().items]
+    assert "default" in names
+
+
+def test_a_deleted_crd_takes_its_kind_out_of_discovery(tmp_path: Path) -> None:
+    from tests.services.kube_api import start_kube_api
+
+    server = start_kube_api(tmp_path)
+    try:
+        with client.ApiClient(server.configuration()) as api:
+            extensions = client.ApiextensionsV1Api(api)
+            crd = extensions.read_custom_resource_definition(f"cohorts.{KUEUE}")
+            assert crd.status.conditions[-1].type == "Established"
+            objects = client.CustomObjectsApi(api)
+            objects.create_cluster_custom_object(
+                KUEUE, V, "cohorts",
+                {"apiVersion": f"{KUEUE}/{V}", "kind": "Cohort", "metadata": {"name": "c"}})
+            extensions.delete_custom_resource_definition(f"cohorts.{KUEUE}")
+            listed = objects.get_api_resources(KUEUE, V)
+            assert "cohorts" not in [r.name for r in listed.resources]
+            with pytest.raises(ApiException) as caught:
+                objects.list_cluster_custom_object(KUEUE, V, "cohorts")
+            assert caught.value.status == 404
+    finally:
+        server.stop()

@@ -370,6 +370,9 @@ def _apply(
         raise errors.bad_request("PATCH, application/apply-patch+yaml requests require a "
                                  "fieldManager query parameter")
     force = query.get("force", "false").lower() == "true"
+    if not isinstance(body, dict) or not body.get("apiVersion") or not body.get("kind"):
+        raise errors.bad_request("error decoding YAML: Object 'Kind' is missing or apiVersion "
+                                 "is not set: an applied configuration names both")
     applied = _check_body(target, body, target.name)
     if applied["metadata"].get("managedFields"):
         raise errors.bad_request("metadata.managedFields must be nil")

@@ -128,8 +128,9 @@ def from_crd(crd: dict[str, Any]) -> ResourceType:
 def load_crds(folder: Path = CRD_FOLDER) -> list[dict[str, Any]]:
     """The CustomResourceDefinition documents of every *.yaml file in `folder`."""
     documents: list[dict[str, Any]] = []
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     for path in sorted(folder.glob("*.yaml")):
-        for document in yaml.safe_load_all(path.read_text()):
+        for document in yaml.load_all(path.read_text(), Loader=loader):  # noqa: S506 - safe
             if document and document.get("kind") == "CustomResourceDefinition":
                 documents.append(document)
     return documents

@@ -53,7 +53,7 @@ class KubeAPI:
         self.port = self._server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self.kubeconfig = folder / "kubeconfig"
-        self._thread = threading.Thread(target=self._server.serve_forever,
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,),
                                         name="kube-api", daemon=True)
 
     def start(self) -> None:
@@ -114,6 +114,7 @@ class Handler(BaseHTTPRequestHandler):
     """One request: route, run the verb, answer JSON."""
 
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out as separate writes
     server_version = "trainform-fake-kube-apiserver"
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
