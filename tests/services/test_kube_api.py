@@ -5,17 +5,22 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client, dynamic
+from kubernetes import client, dynamic, watch
 from kubernetes.client.rest import ApiException
 
 from tests.services.kube_api import KubeAPI
+from tests.services.kube_api.errors import ApiError
 from tests.services.kube_api.fixtures import kube_api  # noqa: F401 - the session fixture
+from tests.services.kube_api.patch import json_patch, merge_patch, strategic_merge_patch
+from tests.services.kube_api.selectors import label_matcher
 
 KUEUE = "kueue.x-k8s.io"
 V = "v1beta2"
@@ -279,20 +284,27 @@ def test_dynamic_client_finds_kueue_kinds(api_client: client.ApiClient) -> None:
         queues.get(name=name)
 
 
-def test_kubectl_applies_gets_and_deletes(kube_api: KubeAPI, tmp_path: Path) -> None:  # noqa: F811
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
+@pytest.fixture
+def kubectl(kube_api: KubeAPI) -> Any:  # noqa: F811
+    """Run kubectl against the server; answer its stdout (a non-zero exit fails the test)."""
+    program = shutil.which("kubectl")
+    if program is None:
         pytest.skip("kubectl is not on PATH")
-    name = unique("cq")
-    manifest = tmp_path / "cq.yaml"
-    manifest.write_text(json.dumps(cluster_queue(name, cohort="all")))
 
-    def run(*args: str) -> str:
-        done = subprocess.run([kubectl, "--kubeconfig", str(kube_api.kubeconfig), *args],
-                              capture_output=True, text=True, timeout=60)
+    def run(*args: str, stdin: str | None = None) -> str:
+        done = subprocess.run([program, "--kubeconfig", str(kube_api.kubeconfig), *args],
+                              capture_output=True, text=True, timeout=60, input=stdin)
         assert done.returncode == 0, done.stderr
         return done.stdout
 
+    return run
+
+
+def test_kubectl_applies_gets_and_deletes(kubectl: Any, tmp_path: Path) -> None:
+    run = kubectl
+    name = unique("cq")
+    manifest = tmp_path / "cq.yaml"
+    manifest.write_text(json.dumps(cluster_queue(name, cohort="all")))
     run("apply", "-f", str(manifest), "--server-side", "--field-manager", "x")
     listed = json.loads(run("get", "clusterqueues", "-o", "json"))
     assert name in [item["metadata"]["name"] for item in listed["items"]]
@@ -518,3 +530,141 @@ def test_a_deleted_crd_takes_its_kind_out_of_discovery(tmp_path: Path) -> None:
             assert caught.value.status == 404
     finally:
         server.stop()
+
+
+
+def test_kubectl_client_side_apply_wait_and_table(
+    kubectl: Any, custom: client.CustomObjectsApi
+) -> None:
+    name = unique("cq")
+    body = cluster_queue(name, cohort="one")
+    body["metadata"]["finalizers"] = ["example.com/hold"]
+    assert "created" in kubectl("apply", "-f", "-", stdin=json.dumps(body))
+    body["spec"]["cohort"] = "two"
+    assert "configured" in kubectl("apply", "-f", "-", stdin=json.dumps(body))
+    assert custom.get_cluster_custom_object(KUEUE, V, "clusterqueues", name)["spec"]["cohort"] \
+        == "two"
+    table = kubectl("get", "clusterqueues", name)
+    assert table.split()[:3] == ["NAME", "AGE", name]
+
+    def later() -> None:
+        time.sleep(0.3)
+        custom.patch_cluster_custom_object_status(
+            KUEUE, V, "clusterqueues", name,
+            {"status": {"conditions": [{"type": "Active", "status": "True", "reason": "Ready",
+                                        "message": "", "lastTransitionTime":
+                                        "2026-01-01T00:00:00Z"}]}})
+        time.sleep(0.3)
+        custom.patch_cluster_custom_object(KUEUE, V, "clusterqueues", name,
+                                           {"metadata": {"finalizers": None}})
+
+    helper = threading.Thread(target=later)
+    helper.start()
+    try:
+        kubectl("wait", "--for=condition=Active", f"clusterqueue/{name}", "--timeout=20s")
+        kubectl("delete", "clusterqueue", name, "--timeout=20s")  # waits for the finalizer
+    finally:
+        helper.join()
+    with pytest.raises(ApiException):
+        custom.get_cluster_custom_object(KUEUE, V, "clusterqueues", name)
+
+
+def test_watch_streams_added_modified_deleted(custom: client.CustomObjectsApi) -> None:
+    name = unique("rf")
+    body = {"apiVersion": f"{KUEUE}/{V}", "kind": "ResourceFlavor",
+            "metadata": {"name": name, "labels": {"w": name}}}
+    custom.create_cluster_custom_object(KUEUE, V, "resourceflavors", body)
+
+    def later() -> None:
+        time.sleep(0.2)
+        custom.patch_cluster_custom_object(KUEUE, V, "resourceflavors", name,
+                                           {"spec": {"nodeLabels": {"a": "b"}}})
+        custom.delete_cluster_custom_object(KUEUE, V, "resourceflavors", name)
+
+    helper = threading.Thread(target=later)
+    helper.start()
+    seen = []
+    watcher = watch.Watch()
+    for event in watcher.stream(custom.list_cluster_custom_object, KUEUE, V, "resourceflavors",
+                                label_selector=f"w={name}", timeout_seconds=10):
+        seen.append((event["type"], event["object"]["metadata"]["name"]))
+        if event["type"] == "DELETED":
+            watcher.stop()
+    helper.join()
+    assert seen == [("ADDED", name), ("MODIFIED", name), ("DELETED", name)]
+
+
+def test_strategic_merge_patch_merges_containers_by_name(
+    api_client: client.ApiClient, namespace: str
+) -> None:
+    core = client.CoreV1Api(api_client)
+    pod = client.V1Pod(metadata=client.V1ObjectMeta(name="p"), spec=client.V1PodSpec(
+        containers=[client.V1Container(name="a", image="one"),
+                    client.V1Container(name="b", image="two")]))
+    core.create_namespaced_pod(namespace, pod)
+    patched = core.patch_namespaced_pod(
+        "p", namespace, {"spec": {"containers": [{"name": "b", "image": "three"}]}},
+        _content_type="application/strategic-merge-patch+json")
+    assert [(c.name, c.image) for c in patched.spec.containers] == [("a", "one"), ("b", "three")]
+
+
+@pytest.mark.parametrize(
+    ("selector", "matches"),
+    [
+        pytest.param("a=1", True, id="equals"),
+        pytest.param("a==2", False, id="double-equals"),
+        pytest.param("a!=2", True, id="not-equals"),
+        pytest.param("missing!=2", True, id="not-equals-matches-absent-key"),
+        pytest.param("a in (1,2)", True, id="in"),
+        pytest.param("a notin (1)", False, id="notin"),
+        pytest.param("missing notin (1)", True, id="notin-matches-absent-key"),
+        pytest.param("a", True, id="exists"),
+        pytest.param("!a", False, id="does-not-exist"),
+        pytest.param("a>0,a<2", True, id="greater-and-less"),
+        pytest.param("app.kubernetes.io/name=q, b in (x, y)", True, id="prefixed-key-and-set"),
+    ],
+)
+def test_label_selector_requirements(selector: str, matches: bool) -> None:
+    obj = {"metadata": {"labels": {"a": "1", "b": "x", "app.kubernetes.io/name": "q"}}}
+    assert label_matcher(selector)(obj) is matches
+
+
+@pytest.mark.parametrize("selector", ["a in b", "a b", "=b", "a in ()", "a>x", "a=(b)"])
+def test_malformed_label_selector_is_a_bad_request(selector: str) -> None:
+    with pytest.raises(ApiError) as caught:
+        label_matcher(selector)
+    assert caught.value.code == 400
+
+
+def test_merge_patch_follows_rfc_7386() -> None:
+    target = {"a": "b", "c": {"d": "e", "f": "g"}, "l": [1, 2]}
+    patch = {"a": "z", "c": {"f": None}, "l": [3]}
+    assert merge_patch(target, patch) == {"a": "z", "c": {"d": "e"}, "l": [3]}
+
+
+def test_json_patch_follows_rfc_6902() -> None:
+    target = {"foo": ["bar", "baz"], "x": {"y": 1}}
+    operations = [
+        {"op": "add", "path": "/foo/1", "value": "qux"},
+        {"op": "add", "path": "/foo/-", "value": "end"},
+        {"op": "remove", "path": "/foo/0"},
+        {"op": "replace", "path": "/x/y", "value": 2},
+        {"op": "copy", "from": "/x", "path": "/copied"},
+        {"op": "move", "from": "/copied/y", "path": "/moved"},
+        {"op": "test", "path": "/moved", "value": 2},
+        {"op": "add", "path": "/a~1b", "value": True},
+    ]
+    assert json_patch(target, operations) == {
+        "foo": ["qux", "baz", "end"], "x": {"y": 2}, "copied": {}, "moved": 2, "a/b": True}
+
+
+def test_strategic_merge_patch_directives() -> None:
+    live = {"spec": {"containers": [{"name": "a", "image": "x"}, {"name": "b", "image": "y"}],
+                     "finalizers": ["f1", "f2"], "strategy": {"type": "X", "extra": 1}}}
+    patch = {"spec": {"$setElementOrder/containers": [{"name": "a"}],
+                      "containers": [{"name": "b", "$patch": "delete"}],
+                      "$deleteFromPrimitiveList/finalizers": ["f1"],
+                      "strategy": {"$patch": "replace", "type": "Y"}}}
+    assert strategic_merge_patch(live, patch) == {
+        "spec": {"containers": [{"name": "a", "image": "x"}], "finalizers": ["f2"],
+                 "strategy": {"type": "Y"}}}

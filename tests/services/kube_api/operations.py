@@ -26,7 +26,7 @@ import yaml
 
 from tests.services.kube_api import errors, fields
 from tests.services.kube_api.errors import ApiError
-from tests.services.kube_api.patch import json_patch, merge_patch
+from tests.services.kube_api.patch import json_patch, merge_patch, strategic_merge_patch
 from tests.services.kube_api.resources import CRD_TYPE, NAMESPACE_TYPE, ResourceType
 from tests.services.kube_api.selectors import field_matcher, label_matcher
 from tests.services.kube_api.store import Store
@@ -281,9 +281,9 @@ def _finish_update(
         return present(target, old)  # a no-op write keeps the resourceVersion
     if metadata.get("deletionTimestamp") and not metadata.get("finalizers"):
         if not dry_run:
-            store.remove(target.type.group, target.type.plural, target.namespace or "",
-                         metadata["name"])
-            store.next_revision()
+            gone = store.remove(target.type.group, target.type.plural, target.namespace or "",
+                                metadata["name"])
+            new["metadata"]["resourceVersion"] = (gone or old)["metadata"]["resourceVersion"]
         return present(target, new)
     return _write(store, target, new, dry_run)
 
@@ -350,8 +350,12 @@ def patch(
         if old is None:
             raise target.not_found()
         current = present(target, old)
-        patched = json_patch(current, body) if kind.endswith("json-patch+json") \
-            else merge_patch(current, body)
+        if kind.endswith("json-patch+json"):
+            patched = json_patch(current, body)
+        elif kind.startswith("application/strategic"):
+            patched = strategic_merge_patch(current, body)
+        else:
+            patched = merge_patch(current, body)
         if not isinstance(patched, dict) or not isinstance(patched.get("metadata"), dict):
             raise errors.unprocessable("the patched object is not a valid object")
         wanted = patched["metadata"].get("resourceVersion")
@@ -435,12 +439,12 @@ def delete(store: Store, target: Target, query: Query, body: Any) -> dict[str, A
             gone["metadata"]["deletionGracePeriodSeconds"] = 0
             return _write(store, target, gone, dry_run)
         if not dry_run:
-            store.remove(group, plural, namespace, target.name or "")
             if target.type is NAMESPACE_TYPE:
                 store.drop_namespace(target.name or "")
             if target.type is CRD_TYPE:
                 store.drop_resource(old["spec"]["group"], old["spec"]["names"]["plural"])
-            gone["metadata"]["resourceVersion"] = store.next_revision()
+            removed = store.remove(group, plural, namespace, target.name or "")
+            gone["metadata"]["resourceVersion"] = (removed or old)["metadata"]["resourceVersion"]
     if target.type.kind == "Job":
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                 "details": {"name": target.name, "group": group, "kind": plural,

@@ -1,10 +1,15 @@
-"""Patch formats: JSON merge patch (RFC 7386) and JSON patch (RFC 6902).
+"""Patch formats: JSON merge patch (RFC 7386), JSON patch (RFC 6902), and an approximate
+strategic merge patch.
 
-`merge_patch` also serves `application/strategic-merge-patch+json` for built-in kinds (a
-known gap: lists are replaced instead of merged by their patch merge key, and `$patch`
-directives are not understood; the real server rejects strategic merge for custom
-resources with 415, and so does this one). Server-side apply lives in `fields.py`.
-Errors raise `ApiError` 422 (patch cannot be applied), as the real server answers.
+`strategic_merge_patch` serves `application/strategic-merge-patch+json` for built-in kinds
+without their Go struct tags: a list of objects that all carry `name` (containers, env,
+volumes, ...) merges item by item on `name`; every other list is replaced (the real server
+merges some lists on other keys, e.g. volumeMounts on mountPath, ports on containerPort).
+The directives `$patch: delete|replace`, `$deleteFromPrimitiveList/<field>` and
+`$retainKeys` are honoured and `$setElementOrder/<field>` is dropped (order is not
+rearranged). The real server refuses strategic merge for custom resources with 415, and so
+does this one. Server-side apply lives in `fields.py`. Errors raise `ApiError` 422 (patch
+cannot be applied), as the real server answers.
 """
 
 from __future__ import annotations
@@ -25,6 +30,67 @@ def merge_patch(target: Any, patch: Any) -> Any:
             result.pop(key, None)
         else:
             result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+_DELETE = object()
+
+
+def _named(items: Any) -> bool:
+    return isinstance(items, list) and all(isinstance(i, dict) and "name" in i for i in items)
+
+
+def _merge_named(live: list[Any], patch: list[Any]) -> list[Any]:
+    merged = copy.deepcopy(live)
+    for item in patch:
+        position = next((i for i, old in enumerate(merged) if old["name"] == item["name"]), None)
+        if item.get("$patch") == "delete":
+            if position is not None:
+                del merged[position]
+        elif position is None:
+            merged.append({k: v for k, v in item.items() if k != "$patch"})
+        else:
+            result = strategic_merge_patch(merged[position], item)
+            if result is _DELETE:
+                del merged[position]
+            else:
+                merged[position] = result
+    return merged
+
+
+def strategic_merge_patch(target: Any, patch: Any) -> Any:
+    """Merge `patch` into `target` the way strategic merge does for the common cases."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    directive = patch.get("$patch")
+    if directive == "delete":
+        return _DELETE
+    body = {k: v for k, v in patch.items() if k != "$patch"}
+    if directive == "replace":
+        return copy.deepcopy(body)
+    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in body.items():
+        if key.startswith("$setElementOrder/") or key == "$retainKeys":
+            continue
+        if key.startswith("$deleteFromPrimitiveList/"):
+            field = key.split("/", 1)[1]
+            result[field] = [v for v in result.get(field) or [] if v not in value]
+            continue
+        if value is None:
+            result.pop(key, None)
+        elif isinstance(value, dict):
+            merged = strategic_merge_patch(result.get(key), value)
+            if merged is _DELETE:
+                result.pop(key, None)
+            else:
+                result[key] = merged
+        elif value and _named(value) and _named(result.get(key)):
+            result[key] = _merge_named(result[key], value)
+        else:
+            result[key] = copy.deepcopy(value)
+    if isinstance(body.get("$retainKeys"), list):
+        keep = set(body["$retainKeys"])
+        result = {k: v for k, v in result.items() if k in keep or k in body}
     return result
 
 

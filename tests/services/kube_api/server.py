@@ -25,6 +25,7 @@ from tests.services.kube_api.operations import Target
 from tests.services.kube_api.resources import CRD_TYPE, Catalog, build_catalog
 from tests.services.kube_api.store import Store
 from tests.services.kube_api.tables import as_table
+from tests.services.kube_api.watch import WatchStream
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ class KubeAPI:
 
     def __init__(self, folder: Path) -> None:
         self.store = Store()
+        self.stopping = threading.Event()  # ends open watches
         self.folder = folder
         self._catalog: tuple[int, Catalog] | None = None
         self._log: list[RequestRecord] = []
@@ -61,6 +63,7 @@ class KubeAPI:
         self._thread.start()
 
     def stop(self) -> None:
+        self.stopping.set()
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(5)
@@ -167,7 +170,10 @@ class Handler(BaseHTTPRequestHandler):
             code, body = 500, ApiError(500, "InternalError", f"Internal error occurred: "
                                        f"{type(error).__name__}: {error}").status()
         self.api.record(RequestRecord(method, parsed.path, query, content_type, code))
-        self._send(code, body, headers)
+        if isinstance(body, WatchStream):
+            body.run(self)
+        else:
+            self._send(code, body, headers)
 
     def _send(self, code: int, body: Any, headers: dict[str, str]) -> None:
         if isinstance(body, str):
@@ -281,7 +287,7 @@ class Handler(BaseHTTPRequestHandler):
         if target.name is None:
             if method == "GET":
                 if query.get("watch") in ("true", "1"):
-                    raise errors.method_not_allowed("watch is not supported by the fake server")
+                    return 200, WatchStream(store, target, query, self.api.stopping)
                 listed = operations.list_objects(store, target, query)
                 return 200, as_table(target, listed) if self._wants_table() else listed
             if method == "POST" and (target.namespace is not None or not target.type.namespaced):

@@ -3,16 +3,31 @@
 Objects are kept as JSON-like dicts exactly as the API returns them, except `apiVersion`,
 which readers set to the version they asked for (no conversion between versions: a CRD's
 versions all see the same fields). `revision` is the global resourceVersion counter; every
-write takes the next value. Callers hold `lock` across read-modify-write sequences.
+write takes the next value, and every stored change is appended to the event history that
+watches read (`events_after`, woken through `changed`). Callers hold `lock` across
+read-modify-write sequences.
 """
 
 from __future__ import annotations
 
+import bisect
 import copy
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 Key = tuple[str, str]  # (namespace or "", name)
+
+
+@dataclass(frozen=True)
+class Event:
+    """One stored change, as a watch reports it."""
+
+    revision: int
+    type: str  # ADDED, MODIFIED, DELETED
+    group: str
+    plural: str
+    object: dict[str, Any]
 
 
 class Store:
@@ -20,9 +35,12 @@ class Store:
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
+        self.changed = threading.Condition(self.lock)
         self.revision = 0
-        self._objects: dict[tuple[str, str], dict[Key, dict[str, Any]]] = {}
         self.crd_revision = 0  # bumps when a CustomResourceDefinition changes
+        self._objects: dict[tuple[str, str], dict[Key, dict[str, Any]]] = {}
+        self._events: list[Event] = []
+        self._event_revisions: list[int] = []
 
     def next_revision(self) -> str:
         with self.lock:
@@ -34,19 +52,33 @@ class Store:
             found = self._objects.get((group, plural), {}).get((namespace, name))
             return copy.deepcopy(found) if found is not None else None
 
+    def _record(self, kind: str, group: str, plural: str, obj: dict[str, Any]) -> None:
+        revision = int(obj["metadata"]["resourceVersion"])
+        self._events.append(Event(revision, kind, group, plural, copy.deepcopy(obj)))
+        self._event_revisions.append(revision)
+        if plural == "customresourcedefinitions":
+            self.crd_revision += 1
+        self.changed.notify_all()
+
     def put(self, group: str, plural: str, obj: dict[str, Any]) -> None:
+        """Store `obj` (its metadata.resourceVersion already set by `next_revision`)."""
         metadata = obj["metadata"]
         with self.lock:
             bucket = self._objects.setdefault((group, plural), {})
-            bucket[(metadata.get("namespace", ""), metadata["name"])] = copy.deepcopy(obj)
-            if plural == "customresourcedefinitions":
-                self.crd_revision += 1
+            key = (metadata.get("namespace", ""), metadata["name"])
+            kind = "MODIFIED" if key in bucket else "ADDED"
+            bucket[key] = copy.deepcopy(obj)
+            self._record(kind, group, plural, obj)
 
-    def remove(self, group: str, plural: str, namespace: str, name: str) -> None:
+    def remove(self, group: str, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """Delete one object; answer it with the deletion's resourceVersion (None if absent)."""
         with self.lock:
-            self._objects.get((group, plural), {}).pop((namespace, name), None)
-            if plural == "customresourcedefinitions":
-                self.crd_revision += 1
+            found = self._objects.get((group, plural), {}).pop((namespace, name), None)
+            if found is None:
+                return None
+            found["metadata"]["resourceVersion"] = self.next_revision()
+            self._record("DELETED", group, plural, found)
+            return found
 
     def items(self, group: str, plural: str, namespace: str | None) -> list[dict[str, Any]]:
         """Objects of one resource, in one namespace or all, sorted by (namespace, name)."""
@@ -61,13 +93,20 @@ class Store:
     def drop_namespace(self, namespace: str) -> None:
         """Delete every namespaced object in `namespace` (what the namespace controller does)."""
         with self.lock:
-            for bucket in self._objects.values():
+            for (group, plural), bucket in list(self._objects.items()):
                 for key in [k for k in bucket if k[0] == namespace]:
-                    del bucket[key]
+                    self.remove(group, plural, *key)
 
     def drop_resource(self, group: str, plural: str) -> None:
+        """Delete every object of one resource (what removing its CRD does)."""
         with self.lock:
-            self._objects.pop((group, plural), None)
+            for key in list(self._objects.get((group, plural), {})):
+                self.remove(group, plural, *key)
+
+    def events_after(self, revision: int) -> list[Event]:
+        with self.lock:
+            start = bisect.bisect_right(self._event_revisions, revision)
+            return self._events[start:]
 
     def count(self) -> int:
         with self.lock:
