@@ -668,3 +668,38 @@ def test_strategic_merge_patch_directives() -> None:
     assert strategic_merge_patch(live, patch) == {
         "spec": {"containers": [{"name": "a", "image": "x"}], "finalizers": ["f2"],
                  "strategy": {"type": "Y"}}}
+
+
+def test_system_namespaces_cannot_be_deleted(api_client: client.ApiClient) -> None:
+    with pytest.raises(ApiException) as caught:
+        client.CoreV1Api(api_client).delete_namespace("default")
+    assert caught.value.status == 403
+
+
+def test_defaults_come_from_the_crd_schema_and_job_defaulting(tmp_path: Path) -> None:
+    from tests.services.kube_api import start_kube_api
+
+    server = start_kube_api(tmp_path, defaults=True)
+    try:
+        with client.ApiClient(server.configuration()) as api:
+            objects = client.CustomObjectsApi(api)
+            created = objects.create_cluster_custom_object(
+                KUEUE, V, "clusterqueues", cluster_queue("defaulted"))
+            assert created["spec"]["queueingStrategy"] == "BestEffortFIFO"
+            assert created["spec"]["stopPolicy"] == "None"
+            assert created["metadata"]["labels"] == {"team": "a"}  # metadata is left alone
+            patched = objects.patch_cluster_custom_object(
+                KUEUE, V, "clusterqueues", "defaulted", {"spec": {"queueingStrategy": None}})
+            assert patched["spec"]["queueingStrategy"] == "BestEffortFIFO"
+            job = client.BatchV1Api(api).create_namespaced_job("default", {
+                "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+                "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
+                    {"name": "main", "image": "busybox:1.36"}]}}}})
+            assert (job.spec.backoff_limit, job.spec.completions, job.spec.suspend) \
+                == (6, 1, False)
+            assert job.spec.selector.match_labels == {
+                "batch.kubernetes.io/controller-uid": job.metadata.uid}
+            assert job.metadata.labels["job-name"] == "j"
+            assert job.spec.template.spec.containers[0].image_pull_policy == "IfNotPresent"
+    finally:
+        server.stop()

@@ -6,21 +6,25 @@
 core v1 Namespace, ResourceQuota, Pod; batch/v1 Job; scheduling.k8s.io/v1 PriorityClass;
 apiextensions.k8s.io/v1 CustomResourceDefinition; and every kind of the CRDs it is seeded
 with (by default Kueue's, tests/reference/kueue-crds). The kubernetes Python client, its
-DynamicClient, and kubectl (get, apply --server-side, delete) work against it.
+DynamicClient and watch, and kubectl (get, apply, apply --server-side, delete, wait) work
+against it.
 
 Known gaps (a real cluster differs here):
-- no admission: no Kueue controller or webhooks, no defaulting, no OpenAPI schema validation
-  or pruning (unknown fields are kept; `fieldValidation=Strict` is accepted and ignored),
-  no CEL rules, no conversion between a CRD's versions (every version sees the same fields);
+- no admission: no Kueue controller or webhooks, no OpenAPI schema validation or pruning
+  (unknown fields are kept; `fieldValidation=Strict` is accepted and ignored), no CEL
+  rules, no immutability rules, no conversion between a CRD's versions (every version sees
+  the same fields); no defaulting unless started with `defaults=True` (CRD schema defaults
+  and Job/Pod defaults only, see defaults.py);
 - no controllers: nothing schedules, no pods run, no garbage collection of dependents
   (`propagationPolicy` is accepted and ignored); deleting a Namespace deletes its objects
   at once (the answer shows it Terminating); a CRD deleted takes its objects along;
 - field ownership is simplified (see fields.py): lists are atomic, no `k:`/`v:` item keys;
-- strategic merge patch on built-ins is a JSON merge patch (lists replaced, no `$patch`);
-  on custom resources it is refused with 415, as on a real server;
-- no watch (`watch=true` answers 405), no protobuf or CBOR, no authentication or RBAC,
-  no aggregated discovery, no OpenAPI documents (/openapi/v2 and /openapi/v3 answer 404),
-  tables (`as=Table`) have NAME and AGE only.
+- strategic merge patch on built-ins is approximated (see patch.py); on custom resources it
+  is refused with 415, as on a real server;
+- JSON only: no protobuf (so kubectl's generator commands such as `kubectl create
+  namespace` get 415: use `kubectl apply -f`) or CBOR; no authentication or RBAC; no
+  aggregated discovery; OpenAPI v3 documents carry no schemas (`kubectl explain` fails),
+  no /openapi/v2; tables (`as=Table`) have NAME and AGE only; watches never expire.
 """
 
 from __future__ import annotations
@@ -48,10 +52,17 @@ def seed(api: KubeAPI, crd_folder: Path | None = CRD_FOLDER) -> None:
         operations.create(api.store, target, crd, {}, "kubectl/v1.32.0")
 
 
-def start_kube_api(folder: Path | None = None, crd_folder: Path | None = CRD_FOLDER) -> KubeAPI:
-    """Start a fake API server; its kubeconfig is written to `folder` (a temp dir if None)."""
+def start_kube_api(
+    folder: Path | None = None, crd_folder: Path | None = CRD_FOLDER, defaults: bool = False
+) -> KubeAPI:
+    """Start a fake API server; its kubeconfig is written to `folder` (a temp dir if None).
+
+    `crd_folder`: the CRDs to install (None: none, as on a cluster without Kueue).
+    `defaults`: fill in schema and built-in defaults like a real server (see defaults.py).
+    """
     where = folder if folder is not None else Path(tempfile.mkdtemp(prefix="kube-api-"))
     api = KubeAPI(where)
     seed(api, crd_folder)
+    api.store.defaults = defaults
     api.start()
     return api

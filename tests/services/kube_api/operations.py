@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from tests.services.kube_api import errors, fields
+from tests.services.kube_api.defaults import apply_defaults
 from tests.services.kube_api.errors import ApiError
 from tests.services.kube_api.patch import json_patch, merge_patch, strategic_merge_patch
 from tests.services.kube_api.resources import CRD_TYPE, NAMESPACE_TYPE, ResourceType
@@ -241,6 +242,8 @@ def create(store: Store, target: Target, body: Any, query: Query, agent: str) ->
                      metadata["name"]) is not None:
             raise errors.already_exists(target.type.group, target.type.plural, metadata["name"])
         _prepare_create(target, obj)
+        if store.defaults:
+            apply_defaults(target.type, target.version, obj, creating=True)
         metadata["managedFields"] = fields.record_update(
             None, obj, _manager(query, agent), "", target.api_version, _skip_status(target))
         return _write(store, target, obj, dry_run)
@@ -263,6 +266,8 @@ def _finish_update(
             new["status"] = copy.deepcopy(old["status"])
         else:
             new.pop("status", None)
+    if store.defaults:
+        apply_defaults(target.type, target.version, new, creating=False)
     metadata = new["metadata"]
     for key in ("uid", "creationTimestamp", "generation", "deletionTimestamp",
                 "deletionGracePeriodSeconds", "name", "namespace"):
@@ -390,6 +395,8 @@ def _apply(
             _require_namespace(store, target)
             obj = {k: v for k, v in applied.items()}
             _prepare_create(target, obj)
+            if store.defaults:
+                apply_defaults(target.type, target.version, obj, creating=True)
             skip = {"status"} if target.type.status_subresource else set()
             config = {k: v for k, v in applied.items() if k not in skip}
             _, managed = fields.apply(None, config, manager, force, "", target.api_version,
@@ -419,6 +426,9 @@ def delete(store: Store, target: Target, query: Query, body: Any) -> dict[str, A
     if policy not in (None, "Orphan", "Background", "Foreground"):
         raise errors.bad_request(f'propagationPolicy: Unsupported value: "{policy}"')
     group, plural, namespace = target.type.group, target.type.plural, target.namespace or ""
+    if target.type is NAMESPACE_TYPE and target.name in ("default", "kube-system", "kube-public"):
+        raise ApiError(403, "Forbidden", f'namespaces "{target.name}" is forbidden: this '
+                       f"namespace may not be deleted", {"name": target.name, "kind": plural})
     with store.lock:
         old = store.get(group, plural, namespace, target.name or "")
         if old is None:

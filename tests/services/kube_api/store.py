@@ -38,6 +38,7 @@ class Store:
         self.changed = threading.Condition(self.lock)
         self.revision = 0
         self.crd_revision = 0  # bumps when a CustomResourceDefinition changes
+        self.defaults = False  # a server option: fill in defaults (see defaults.py)
         self._objects: dict[tuple[str, str], dict[Key, dict[str, Any]]] = {}
         self._events: list[Event] = []
         self._event_revisions: list[int] = []
