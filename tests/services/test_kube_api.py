@@ -703,3 +703,57 @@ def test_defaults_come_from_the_crd_schema_and_job_defaulting(tmp_path: Path) ->
             assert job.spec.template.spec.containers[0].image_pull_policy == "IfNotPresent"
     finally:
         server.stop()
+
+
+def test_apply_merges_list_map_items_by_key_per_manager(
+    custom: client.CustomObjectsApi,
+) -> None:
+    name = unique("cq")
+
+    def checks(*items: dict[str, Any]) -> dict[str, Any]:
+        return cluster_queue(name, admissionChecksStrategy={"admissionChecks": list(items)})
+
+    apply_cq(custom, checks({"name": "first-check", "onFlavors": ["a"]}), "one")
+    both = apply_cq(custom, checks({"name": "second-check"}), "two")
+    listed = both["spec"]["admissionChecksStrategy"]["admissionChecks"]
+    assert [c["name"] for c in listed] == ["first-check", "second-check"]
+    owned = {e["manager"]: e["fieldsV1"] for e in both["metadata"]["managedFields"]}
+    items = owned["one"]["f:spec"]["f:admissionChecksStrategy"]["f:admissionChecks"]
+    assert items == {'k:{"name":"first-check"}': {".": {}, "f:name": {}, "f:onFlavors": {
+        'v:"a"': {}}}}
+    union = apply_cq(custom, checks({"name": "first-check", "onFlavors": ["b"]}), "two")
+    first = union["spec"]["admissionChecksStrategy"]["admissionChecks"][0]
+    assert first["onFlavors"] == ["a", "b"]  # a set: each manager owns its own values
+    listed = union["spec"]["admissionChecksStrategy"]["admissionChecks"]
+    assert [c["name"] for c in listed] == ["first-check"]  # "two" stopped applying the other
+    dropped = apply_cq(custom, cluster_queue(name), "one")
+    listed = dropped["spec"]["admissionChecksStrategy"]["admissionChecks"]
+    assert listed == [{"name": "first-check", "onFlavors": ["b"]}]  # "two" still owns it
+
+
+def test_status_apply_conflicts_on_a_condition_owned_by_another_manager(
+    custom: client.CustomObjectsApi,
+) -> None:
+    name = unique("cq")
+    custom.create_cluster_custom_object(KUEUE, V, "clusterqueues", cluster_queue(name))
+
+    def condition(manager: str, kind: str, status: str) -> dict[str, Any]:
+        body = {"apiVersion": f"{KUEUE}/{V}", "kind": "ClusterQueue",
+                "metadata": {"name": name},
+                "status": {"conditions": [{"type": kind, "status": status, "reason": "R",
+                                           "message": "", "lastTransitionTime":
+                                           "2026-01-01T00:00:00Z"}]}}
+        return custom.patch_cluster_custom_object_status(  # type: ignore[no-any-return]
+            KUEUE, V, "clusterqueues", name, body, field_manager=manager,
+            _content_type="application/apply-patch+yaml")
+
+    condition("kueue", "Active", "True")
+    both = condition("other", "Extra", "True")
+    assert [c["type"] for c in both["status"]["conditions"]] == ["Active", "Extra"]
+    with pytest.raises(ApiException) as caught:
+        condition("other", "Active", "False")
+    assert caught.value.status == 409
+    fields = [c["field"] for c in error_body(caught.value)["details"]["causes"]]
+    assert fields == ['.status.conditions[type="Active"].status']
+    entry = next(e for e in both["metadata"]["managedFields"] if e["manager"] == "kueue")
+    assert entry["subresource"] == "status" and entry["operation"] == "Apply"

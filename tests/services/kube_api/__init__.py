@@ -18,7 +18,8 @@ Known gaps (a real cluster differs here):
 - no controllers: nothing schedules, no pods run, no garbage collection of dependents
   (`propagationPolicy` is accepted and ignored); deleting a Namespace deletes its objects
   at once (the answer shows it Terminating); a CRD deleted takes its objects along;
-- field ownership is simplified (see fields.py): lists are atomic, no `k:`/`v:` item keys;
+- field ownership is simplified (see fields.py): list-map and set items of CRD schemas are
+  tracked by key (`k:`/`v:`), but lists of built-in kinds (containers, ...) are atomic;
 - strategic merge patch on built-ins is approximated (see patch.py); on custom resources it
   is refused with 415, as on a real server;
 - JSON only: no protobuf (so kubectl's generator commands such as `kubectl create

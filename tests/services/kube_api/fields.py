@@ -1,19 +1,23 @@
-"""Field ownership and server-side apply, simplified.
+"""Field ownership (metadata.managedFields) and server-side apply, schema-aware but simplified.
 
-A field set is a set of paths (tuples of map keys). Maps are walked key by key; every list
-is one atomic leaf (the real server merges lists of `x-kubernetes-list-type: map` or `set`
-item by item: here a manager always owns, and replaces, a whole list). Paths render as
-`metadata.managedFields[].fieldsV1` the way the real server writes them (`{"f:spec":
-{"f:cohort": {}}}`), without the `.` self-markers and without `k:`/`v:` list-item keys.
+A field set is a set of paths; a path is a tuple of fieldsV1 elements exactly as the real
+server writes them: `f:<field>` for a map key, `k:{"name":"x"}` for an item of a list with
+`x-kubernetes-list-type: map` (plus a `.` leaf for the item itself), `v:"x"` for an item of a
+`set` list. List types come from the CRD's structural schema for the version in use; for
+metadata, `finalizers` is a set and `ownerReferences` a map keyed by uid; every other list
+(all lists of built-in kinds' specs, e.g. containers) is one atomic leaf. Maps with
+`x-kubernetes-map-type: atomic` are leaves too.
 
 What apply does (`apply`): the applied configuration's leaf paths are the manager's new
 Apply set. A path another manager owns whose live value differs from the applied one is a
 conflict: 409 Conflict naming every such field, unless `force`, which takes them over.
-Fields the manager applied before and no longer applies are removed from the object
-unless another manager also owns them. Then the configuration is merged into the live
-object (maps merge, lists and scalars replace). Non-apply writes (`record_update`) give
-the writer (`fieldManager`, or the User-Agent's product name) ownership of every field
-they changed and take it away from the other managers, as the real server does.
+Fields the manager applied before and no longer applies are removed from the object unless
+another manager owns them. Then the configuration is merged into the live object (maps by
+key, list-maps by item key, sets by union, other lists and scalars replaced). Non-apply
+writes (`record_update`) give the writer (`fieldManager`, or the User-Agent's product
+name) ownership of every field they changed and take it from the other managers.
+Gaps: no `.` self-markers for plain maps, no `i:` (index) elements, no defaulted-field
+handling, no reset of fields on the status subresource beyond `.status`.
 """
 
 from __future__ import annotations
@@ -26,59 +30,137 @@ from typing import Any
 from tests.services.kube_api.errors import ApiError
 
 FieldPath = tuple[str, ...]
+Schema = dict[str, Any] | None
 _SERVER_METADATA = {
     "name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp",
     "managedFields", "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds",
 }
+METADATA_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "finalizers": {"type": "array", "x-kubernetes-list-type": "set"},
+        "ownerReferences": {"type": "array", "x-kubernetes-list-type": "map",
+                            "x-kubernetes-list-map-keys": ["uid"]},
+    },
+}
+_MISSING = object()
 
 
 def now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def leaf_paths(obj: dict[str, Any], skip_status: bool) -> set[FieldPath]:
+def _child(schema: Schema, key: str) -> Schema:
+    if not schema:
+        return None
+    properties = schema.get("properties") or {}
+    if key in properties:
+        return properties[key]  # type: ignore[no-any-return]
+    extra = schema.get("additionalProperties")
+    return extra if isinstance(extra, dict) else None
+
+
+def _list_type(schema: Schema) -> tuple[str, list[str]]:
+    if not schema:
+        return "atomic", []
+    kind = schema.get("x-kubernetes-list-type", "atomic")
+    return kind, list(schema.get("x-kubernetes-list-map-keys") or [])
+
+
+def _item_key(item: Any, keys: list[str]) -> str | None:
+    if not isinstance(item, dict) or not all(k in item for k in keys):
+        return None
+    return "k:" + json.dumps({k: item[k] for k in keys}, separators=(",", ":"))
+
+
+def _value_key(item: Any) -> str:
+    return "v:" + json.dumps(item, separators=(",", ":"))
+
+
+def _walk(node: Any, schema: Schema, prefix: FieldPath, paths: set[FieldPath]) -> None:
+    if isinstance(node, dict) and node and (schema or {}).get("x-kubernetes-map-type") != "atomic":
+        for key, value in node.items():
+            _walk(value, _child(schema, key), (*prefix, f"f:{key}"), paths)
+        return
+    if isinstance(node, list) and node:
+        kind, keys = _list_type(schema)
+        items = (schema or {}).get("items")
+        item_keys = [_item_key(i, keys) for i in node] if kind == "map" else []
+        if kind == "map" and all(item_keys):
+            for item, key in zip(node, item_keys, strict=True):
+                element = (*prefix, str(key))
+                paths.add((*element, "."))
+                for field, value in item.items():
+                    _walk(value, _child(items, field), (*element, f"f:{field}"), paths)
+            return
+        if kind == "set":
+            paths.update((*prefix, _value_key(item)) for item in node)
+            return
+    paths.add(prefix)
+
+
+def object_schema(schema: Schema) -> dict[str, Any]:
+    """The root schema of a kind with the metadata list rules spliced in."""
+    root = dict(schema or {"type": "object"})
+    root["properties"] = {**(root.get("properties") or {}), "metadata": METADATA_SCHEMA}
+    return root
+
+
+def leaf_paths(obj: dict[str, Any] | None, skip_status: bool, schema: Schema = None
+               ) -> set[FieldPath]:
     """Every owned leaf path of an object (server-set metadata, apiVersion, kind excluded)."""
     paths: set[FieldPath] = set()
-
-    def walk(node: Any, prefix: FieldPath) -> None:
-        if isinstance(node, dict) and node:
-            for key, value in node.items():
-                walk(value, (*prefix, key))
-        else:
-            paths.add(prefix)
-
-    for key, value in obj.items():
+    root = object_schema(schema)
+    for key, value in (obj or {}).items():
         if key in ("apiVersion", "kind") or (key == "status" and skip_status):
             continue
         if key == "metadata" and isinstance(value, dict):
             for meta_key, meta_value in value.items():
                 if meta_key not in _SERVER_METADATA:
-                    walk(meta_value, ("metadata", meta_key))
+                    _walk(meta_value, _child(METADATA_SCHEMA, meta_key),
+                          ("f:metadata", f"f:{meta_key}"), paths)
             continue
-        walk(value, (key,))
+        _walk(value, _child(root, key), (f"f:{key}",), paths)
     return paths
 
 
-_MISSING = object()
+def _step(node: Any, element: str) -> Any:
+    if element == ".":
+        return True if node is not _MISSING else _MISSING
+    if element.startswith("f:"):
+        return node.get(element[2:], _MISSING) if isinstance(node, dict) else _MISSING
+    if not isinstance(node, list):
+        return _MISSING
+    if element.startswith("k:"):
+        wanted = json.loads(element[2:])
+        for item in node:
+            if isinstance(item, dict) and all(item.get(k) == v for k, v in wanted.items()):
+                return item
+        return _MISSING
+    value = json.loads(element[2:])
+    return value if value in node else _MISSING
 
 
 def value_at(obj: Any, path: FieldPath) -> Any:
-    node = obj
-    for key in path:
-        if not isinstance(node, dict) or key not in node:
+    node = obj if obj is not None else _MISSING
+    for element in path:
+        if node is _MISSING:
             return _MISSING
-        node = node[key]
+        node = _step(node, element)
     return node
 
 
 def _remove_path(obj: dict[str, Any], path: FieldPath) -> None:
-    node: Any = obj
-    for key in path[:-1]:
-        if not isinstance(node, dict) or key not in node:
-            return
-        node = node[key]
-    if isinstance(node, dict):
-        node.pop(path[-1], None)
+    if path[-1] == ".":
+        path = path[:-1]
+    parent = value_at(obj, path[:-1])
+    last = path[-1]
+    if last.startswith("f:") and isinstance(parent, dict):
+        parent.pop(last[2:], None)
+    elif isinstance(parent, list):
+        found = _step(parent, last)
+        if found is not _MISSING:
+            parent.remove(found)
 
 
 def _overlaps(left: FieldPath, right: FieldPath) -> bool:
@@ -86,13 +168,30 @@ def _overlaps(left: FieldPath, right: FieldPath) -> bool:
     return left[:shorter] == right[:shorter]
 
 
-def deep_merge(live: Any, applied: Any) -> Any:
-    """Maps merge recursively; everything else (lists, scalars) replaces."""
-    if isinstance(live, dict) and isinstance(applied, dict):
+def merge(live: Any, applied: Any, schema: Schema) -> Any:
+    """Merge an applied configuration into a live value, following the schema's list types."""
+    if isinstance(live, dict) and isinstance(applied, dict) and \
+            (schema or {}).get("x-kubernetes-map-type") != "atomic":
         merged = copy.deepcopy(live)
         for key, value in applied.items():
-            merged[key] = deep_merge(live.get(key), value)
+            merged[key] = merge(live.get(key), value, _child(schema, key))
         return merged
+    if isinstance(live, list) and isinstance(applied, list):
+        kind, keys = _list_type(schema)
+        if kind == "set":
+            return copy.deepcopy(live) + [copy.deepcopy(v) for v in applied if v not in live]
+        if kind == "map" and all(_item_key(i, keys) for i in [*live, *applied]):
+            result = copy.deepcopy(live)
+            items = (schema or {}).get("items")
+            for item in applied:
+                key = _item_key(item, keys)
+                index = next((n for n, old in enumerate(result)
+                              if _item_key(old, keys) == key), None)
+                if index is None:
+                    result.append(copy.deepcopy(item))
+                else:
+                    result[index] = merge(result[index], item, items)
+            return result
     return copy.deepcopy(applied)
 
 
@@ -100,18 +199,16 @@ def to_fields_v1(paths: set[FieldPath]) -> dict[str, Any]:
     tree: dict[str, Any] = {}
     for path in sorted(paths):
         node = tree
-        for key in path:
-            node = node.setdefault(f"f:{key}", {})
+        for element in path:
+            node = node.setdefault(element, {})
     return tree
 
 
 def from_fields_v1(tree: dict[str, Any], prefix: FieldPath = ()) -> set[FieldPath]:
     paths: set[FieldPath] = set()
-    for key, child in tree.items():
-        if not key.startswith("f:"):
-            continue
-        path = (*prefix, key[2:])
-        if isinstance(child, dict) and any(k.startswith("f:") for k in child):
+    for element, child in tree.items():
+        path = (*prefix, element)
+        if isinstance(child, dict) and child:
             paths |= from_fields_v1(child, path)
         else:
             paths.add(path)
@@ -158,11 +255,11 @@ class Managers:
 
 def record_update(
     old: dict[str, Any] | None, new: dict[str, Any], manager: str, subresource: str,
-    api_version: str, skip_status: bool,
+    api_version: str, skip_status: bool, schema: Schema = None,
 ) -> list[dict[str, Any]]:
     """managedFields after a create/update/patch by `manager`: it owns what it changed."""
     managers = Managers((old or {}).get("metadata", {}).get("managedFields"))
-    new_paths = leaf_paths(new, skip_status)
+    new_paths = leaf_paths(new, skip_status, schema)
     changed = {p for p in new_paths if value_at(old, p) != value_at(new, p)} if old else new_paths
     for owned in managers.sets.values():
         owned -= {p for p in owned if value_at(new, p) is _MISSING}
@@ -173,13 +270,13 @@ def record_update(
 
 def apply(
     live: dict[str, Any] | None, applied: dict[str, Any], manager: str, force: bool,
-    subresource: str, api_version: str, skip_status: bool,
+    subresource: str, api_version: str, skip_status: bool, schema: Schema = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Server-side apply of `applied` onto `live`: (the merged object, its managedFields)."""
     base = copy.deepcopy(live) if live is not None else {}
     managers = Managers(base.get("metadata", {}).get("managedFields"))
     key = (manager, "Apply", subresource)
-    applied_paths = leaf_paths(applied, skip_status)
+    applied_paths = leaf_paths(applied, skip_status, schema)
     conflicts: dict[FieldPath, str] = {}
     for other, owned in managers.sets.items():
         if other[0] == manager:
@@ -198,28 +295,42 @@ def apply(
                 owned -= {p for p in owned if any(_overlaps(p, c) for c in conflicts)}
     previously = managers.sets.get(key, set())
     others = set().union(*(s for k, s in managers.sets.items() if k != key))
-    for path in previously - applied_paths:
-        if not any(_overlaps(path, q) for q in others | applied_paths):
+    kept = others | applied_paths
+    # whole list items first (so their fields go with them), then the deepest fields first
+    for path in sorted(previously - applied_paths, key=lambda p: (p[-1] != ".", -len(p))):
+        scope = path[:-1] if path[-1] == "." else path  # an item stays while others own in it
+        if not any(_overlaps(path, q) or q[:len(scope)] == scope for q in kept):
             _remove_path(base, path)
-    merged = deep_merge(base, {k: v for k, v in applied.items() if k != "metadata"})
+    root = object_schema(schema)
+    merged = merge(base, {k: v for k, v in applied.items() if k != "metadata"}, root)
     metadata = merged.setdefault("metadata", {})
     for meta_key, meta_value in (applied.get("metadata") or {}).items():
         if meta_key not in _SERVER_METADATA:
-            metadata[meta_key] = deep_merge(metadata.get(meta_key), meta_value)
+            metadata[meta_key] = merge(metadata.get(meta_key), meta_value,
+                                       _child(METADATA_SCHEMA, meta_key))
     managers.sets[key] = applied_paths  # shared fields (same value) stay shared
     managers.meta[key] = {"apiVersion": api_version, "time": now()}
     return merged, managers.entries()
 
 
-def _render(path: FieldPath) -> str:
-    return "".join(f".{p}" if p.replace("-", "_").isidentifier() else f"[{json.dumps(p)}]"
-                   for p in path)
+def render(path: FieldPath) -> str:
+    """A path as the real server names it in conflict messages: .spec.list[name="x"].field"""
+    text = ""
+    for element in path:
+        if element.startswith("f:"):
+            text += f".{element[2:]}"
+        elif element.startswith("k:"):
+            keys = json.loads(element[2:])
+            text += "[" + ",".join(f"{k}={json.dumps(v)}" for k, v in keys.items()) + "]"
+        elif element.startswith("v:"):
+            text += f"[={element[2:]}]"
+    return text
 
 
 def _conflict_error(conflicts: dict[FieldPath, str], api_version: str) -> ApiError:
     causes = [
         {"reason": "FieldManagerConflict",
-         "message": f'conflict with "{owner}" using {api_version}', "field": _render(path)}
+         "message": f'conflict with "{owner}" using {api_version}', "field": render(path)}
         for path, owner in sorted(conflicts.items())
     ]
     if len(causes) == 1:

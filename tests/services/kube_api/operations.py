@@ -79,6 +79,10 @@ def _skip_status(target: Target) -> bool:
     return target.type.status_subresource
 
 
+def _schema(target: Target) -> dict[str, Any] | None:
+    return target.type.schema(target.version) if target.type.custom else None
+
+
 def _spec_view(target: Target, obj: dict[str, Any]) -> dict[str, Any]:
     ignored = {"metadata", "apiVersion", "kind"}
     if target.type.status_subresource:
@@ -245,7 +249,8 @@ def create(store: Store, target: Target, body: Any, query: Query, agent: str) ->
         if store.defaults:
             apply_defaults(target.type, target.version, obj, creating=True)
         metadata["managedFields"] = fields.record_update(
-            None, obj, _manager(query, agent), "", target.api_version, _skip_status(target))
+            None, obj, _manager(query, agent), "", target.api_version, _skip_status(target),
+            _schema(target))
         return _write(store, target, obj, dry_run)
 
 
@@ -281,7 +286,7 @@ def _finish_update(
         metadata["generation"] = int(old["metadata"].get("generation", 1)) + 1
     metadata["managedFields"] = managed if managed is not None else fields.record_update(
         old, new, manager, target.subresource, target.api_version,
-        _skip_status(target) and target.subresource != "status")
+        _skip_status(target) and target.subresource != "status", _schema(target))
     if _comparable(new) == _comparable(old):
         return present(target, old)  # a no-op write keeps the resourceVersion
     if metadata.get("deletionTimestamp") and not metadata.get("finalizers"):
@@ -400,7 +405,7 @@ def _apply(
             skip = {"status"} if target.type.status_subresource else set()
             config = {k: v for k, v in applied.items() if k not in skip}
             _, managed = fields.apply(None, config, manager, force, "", target.api_version,
-                                      _skip_status(target))
+                                      _skip_status(target), _schema(target))
             obj["metadata"]["managedFields"] = managed
             return 201, _write(store, target, obj, dry_run)
         wanted = applied["metadata"].get("resourceVersion")
@@ -415,7 +420,8 @@ def _apply(
             config = applied
         merged, managed = fields.apply(
             present(target, old), config, manager, force, target.subresource,
-            target.api_version, _skip_status(target) and target.subresource != "status")
+            target.api_version, _skip_status(target) and target.subresource != "status",
+            _schema(target))
         return 200, _finish_update(store, target, old, merged, dry_run, managed, manager)
 
 
