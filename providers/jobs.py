@@ -84,10 +84,14 @@ class JobLaunch:
     max_runtime: int | None = None
     suite: str | None = None
     model_run: str | None = None
+    image: str = ""
+    """Container image reference (repository@digest) for providers that run containers."""
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["datasets"] = [asdict(d) for d in self.datasets]
+        if not self.image:
+            del data["image"]  # host runtimes need none; keeps plans of those unchanged
         return data
 
 

@@ -31,6 +31,17 @@ class KubernetesConnection(SpecModel):
     namespace_prefix: str = Field(
         default="", description="Prefix of the namespaces created for projects."
     )
+    name_prefix: str = Field(
+        default="",
+        description="Prefix of the cluster-scoped Kueue objects trainform writes "
+        "(ClusterQueues, ResourceFlavors, Topologies, WorkloadPriorityClasses), so several "
+        "trainform instances can share one cluster.",
+    )
+    force_conflicts: bool = Field(
+        default=False,
+        description="Take over fields another field manager set (server-side apply with "
+        "force). Off: such a conflict fails the apply and names the other manager.",
+    )
 
 
 class SlurmConnection(SpecModel):

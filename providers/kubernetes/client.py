@@ -1,0 +1,230 @@
+"""The kubernetes provider's one door to the API server (official `kubernetes` client).
+
+`KubeClient` builds an ApiClient from a kubeconfig and context (as kubectl would: the
+connection's kubeconfig, else $KUBECONFIG / ~/.kube/config, else the in-cluster service
+account) and speaks REST through it for every kind in kinds.py: get, list (one request,
+filtered by a label selector), server-side apply (`application/apply-patch+yaml` with the
+field manager; `force` only when the connection says so), merge patch and delete. It
+reads raw JSON, so a create (201) and an update (200) come back alike.
+
+Errors, "cannot <verb> <object>: <cause>" with the server's own message:
+  429, 5xx, timeouts, refused connections -> TransientProviderError (Retry-After honoured)
+  409 on apply -> PermanentProviderError naming the other field manager and its fields
+  anything else -> PermanentProviderError
+`requests` counts the requests sent (tests assert batching with it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from providers.errors import (
+    PermanentProviderError,
+    ProviderConfigError,
+    TransientProviderError,
+)
+from providers.kubernetes.kinds import BY_KIND, ApiKind
+
+TIMEOUT = 30.0
+
+
+def make_api_client(kubeconfig: str, context: str, spec_root: Path | None = None) -> Any:
+    from kubernetes import client, config
+    from kubernetes.config.config_exception import ConfigException
+
+    path = kubeconfig
+    if path and spec_root is not None and not os.path.isabs(path):
+        path = str(spec_root / path)
+    try:
+        if (
+            not path
+            and not os.environ.get("KUBECONFIG")
+            and not Path("~/.kube/config").expanduser().exists()
+            and os.environ.get("KUBERNETES_SERVICE_HOST")
+        ):
+            config.load_incluster_config()
+            return client.ApiClient()
+        return config.new_client_from_config(config_file=path or None, context=context or None)
+    except (ConfigException, OSError, TypeError, ValueError) as exc:
+        raise ProviderConfigError(
+            f"cannot load kubeconfig {path or '(default)'}"
+            f"{f' context {context}' if context else ''}: {exc}"
+        ) from None
+
+
+def describe(obj: dict[str, Any]) -> str:
+    metadata = obj.get("metadata") or {}
+    where = f"{metadata['namespace']}/" if metadata.get("namespace") else ""
+    return f"{obj.get('kind', 'object')} {where}{metadata.get('name', '')}"
+
+
+def _message(body: bytes) -> tuple[str, dict[str, Any]]:
+    try:
+        status = json.loads(body)
+    except ValueError:
+        return body.decode(errors="replace").strip()[:500], {}
+    if not isinstance(status, dict):
+        return str(status)[:500], {}
+    return str(status.get("message") or status.get("reason") or ""), status
+
+
+def conflict_message(what: str, status: dict[str, Any], message: str) -> str:
+    causes = (status.get("details") or {}).get("causes") or []
+    fields = [str(c.get("field", "")) for c in causes if c.get("field")]
+    managers = sorted(
+        {
+            part.split('"')[1]
+            for c in causes
+            for part in [str(c.get("message", ""))]
+            if part.count('"') >= 2
+        }
+    )
+    who = ", ".join(managers) or "another field manager"
+    listed = f" ({', '.join(fields)})" if fields else ""
+    return (
+        f"cannot apply {what}: conflict with field manager {who} on fields{listed}: {message}; "
+        "trainform does not take over fields another manager set (remove that manager's "
+        "change, or set forceConflicts: true on the connection to take them)"
+    )
+
+
+class KubeClient:
+    def __init__(self, api_client: Any) -> None:
+        self.api = api_client
+        self.requests = 0
+
+    def close(self) -> None:
+        closer = getattr(self.api, "close", None)
+        if closer is not None:
+            closer()
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        doing: str,
+        query: list[tuple[str, str]] | None = None,
+        body: Any = None,
+        content_type: str | None = None,
+    ) -> tuple[int, bytes]:
+        import urllib3
+
+        headers = {"Accept": "application/json"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        self.requests += 1
+        try:
+            verb, url, header_params, payload, _ = self.api.param_serialize(
+                method,
+                path,
+                query_params=query or [],
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+            )
+            response = self.api.call_api(
+                verb, url, header_params=header_params, body=payload, _request_timeout=TIMEOUT
+            )
+            data = response.read() or b""
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise TransientProviderError(f"cannot {doing}: {exc}") from None
+        except Exception as exc:  # the client raises ApiException on some paths
+            status = getattr(exc, "status", None)
+            if status is None:
+                raise
+            return int(status), (getattr(exc, "body", b"") or b"")
+        return int(response.status), data
+
+    def _check(self, status: int, data: bytes, doing: str) -> Any:
+        if 200 <= status < 300:
+            return json.loads(data) if data else {}
+        message, _ = _message(data)
+        if status == 429 or status >= 500:
+            raise TransientProviderError(f"cannot {doing}: {status} {message}")
+        raise PermanentProviderError(f"cannot {doing}: {status} {message}")
+
+    def get(self, api: ApiKind, name: str, namespace: str | None = None) -> dict | None:
+        doing = f"read {api.kind} {f'{namespace}/' if namespace else ''}{name}"
+        status, data = self._send("GET", api.path(namespace, name), doing)
+        if status == 404:
+            return None
+        return self._check(status, data, doing)  # type: ignore[no-any-return]
+
+    def list(
+        self, api: ApiKind, selector: str = "", namespace: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Every object of the kind (in `namespace`, or cluster-wide) matching `selector`:
+        one request; each item gets its kind and apiVersion back."""
+        doing = f"list {api.plural}{f' in {namespace}' if namespace else ''}"
+        query = [("labelSelector", selector)] if selector else []
+        status, data = self._send("GET", api.path(namespace), doing, query)
+        if status == 404 and api.namespaced and namespace:
+            return []  # the namespace is gone, so is everything in it
+        if status == 404:
+            raise PermanentProviderError(
+                f"cannot {doing}: the cluster does not serve {api.api_version} {api.kind}"
+                + (" (is Kueue installed?)" if api.api_version.startswith("kueue") else "")
+            )
+        answer = self._check(status, data, doing)
+        items = answer.get("items") or []
+        for item in items:
+            item.setdefault("kind", api.kind)
+            item.setdefault("apiVersion", api.api_version)
+        return list(items)
+
+    def apply(self, manifest: dict[str, Any], field_manager: str, force: bool) -> dict:
+        api = BY_KIND[manifest["kind"]]
+        metadata = manifest["metadata"]
+        what = describe(manifest)
+        query = [("fieldManager", field_manager)] + ([("force", "true")] if force else [])
+        status, data = self._send(
+            "PATCH",
+            api.path(metadata.get("namespace"), metadata["name"]),
+            f"apply {what}",
+            query,
+            manifest,
+            "application/apply-patch+yaml",
+        )
+        if status == 409:
+            message, details = _message(data)
+            raise PermanentProviderError(conflict_message(what, details, message))
+        return self._check(status, data, f"apply {what}")  # type: ignore[no-any-return]
+
+    def merge_patch(
+        self,
+        api: ApiKind,
+        name: str,
+        namespace: str | None,
+        patch: dict[str, Any],
+        field_manager: str,
+        subresource: str = "",
+    ) -> dict:
+        path = api.path(namespace, name) + (f"/{subresource}" if subresource else "")
+        doing = f"patch {api.kind} {name}"
+        status, data = self._send(
+            "PATCH",
+            path,
+            doing,
+            [("fieldManager", field_manager)],
+            patch,
+            "application/merge-patch+json",
+        )
+        return self._check(status, data, doing)  # type: ignore[no-any-return]
+
+    def delete(self, api: ApiKind, name: str, namespace: str | None = None) -> bool:
+        """Delete (background propagation); False when it was already gone."""
+        doing = f"delete {api.kind} {f'{namespace}/' if namespace else ''}{name}"
+        status, data = self._send(
+            "DELETE",
+            api.path(namespace, name),
+            doing,
+            body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"},
+            content_type="application/json",
+        )
+        if status == 404:
+            return False
+        self._check(status, data, doing)
+        return True

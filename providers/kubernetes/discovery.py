@@ -1,0 +1,204 @@
+"""discover(): the Kueue objects of a cluster written as trainform specs (import --from).
+
+- ResourceFlavor -> ResourcePool: nodeSelector from nodeLabels, tolerations, topology from
+  its Topology's levels. nodes, cpu, memory and accelerator (required by trainform) come
+  from trainform's own annotation when the flavor was written by trainform; else from the
+  Nodes whose labels match nodeLabels (count, allocatable cpu and memory, accelerator
+  count and resource name); else, with no Node to read, from the largest quota a
+  ClusterQueue grants on the flavor, as one node holding it all (the comment says so).
+- ClusterQueue -> Queue: cohort, pools and quotas (cpu, memory, and any other covered
+  resource as the accelerator), preemption, fair-sharing weight, queueing strategy, stop
+  policy; defaultPriority from the WorkloadPriorityClass of the same name (0 without one).
+  WorkloadPriorityClasses are not a trainform kind of their own.
+- LocalQueue -> Quota `<local queue>` of the Project its namespace stands for (namespace
+  minus namespacePrefix), on the queue its ClusterQueue is; limits from the ResourceQuota
+  of the same name when there is one. Each such namespace -> Project (owners from
+  trainform's annotation, else the namespace itself as a placeholder owner to edit).
+
+Identifiers name the primary object: `ResourceFlavor/<name>`, `ClusterQueue/<name>`,
+`LocalQueue/<namespace>/<name>`, `Namespace/<name>`. Read-only.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from providers.base import Discovered
+from providers.errors import PermanentProviderError
+from providers.kubernetes.client import KubeClient
+from providers.kubernetes.kinds import (
+    CLUSTER_QUEUE,
+    LOCAL_QUEUE,
+    NAMESPACE,
+    NODE,
+    RESOURCE_FLAVOR,
+    RESOURCE_QUOTA,
+    TOPOLOGY,
+    WORKLOAD_PRIORITY_CLASS,
+)
+from providers.kubernetes.manifests import OWNERS_ANNOTATION, POOL_ANNOTATION
+from providers.kubernetes.naming import Naming
+from providers.kubernetes.projection import canonical, project_document
+
+_EMPTY_QUEUE = {"pools": []}
+
+
+def _name(obj: dict[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name", ""))
+
+
+def _namespace(obj: dict[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("namespace", ""))
+
+
+def _document(kind: str, name: str, spec: dict[str, Any], project: str | None = None) -> dict:
+    metadata: dict[str, Any] = {"name": name}
+    if project:
+        metadata["project"] = project
+    return {"apiVersion": "trainform/v1", "kind": kind, "metadata": metadata, "spec": spec}
+
+
+def _nodes(client: KubeClient) -> list[dict[str, Any]]:
+    try:
+        return client.list(NODE)
+    except PermanentProviderError:
+        return []  # nodes not listable with these credentials
+
+
+def _pool_facts(
+    flavor: dict[str, Any], nodes: list[dict[str, Any]], quotas: dict[str, dict[str, str]]
+) -> tuple[dict[str, Any], str]:
+    annotation = ((flavor.get("metadata") or {}).get("annotations") or {}).get(POOL_ANNOTATION)
+    if annotation:
+        try:
+            return json.loads(annotation), "from trainform's annotation"
+        except ValueError:
+            pass
+    wanted = (flavor.get("spec") or {}).get("nodeLabels") or {}
+    matching = [
+        n
+        for n in nodes
+        if all(
+            ((n.get("metadata") or {}).get("labels") or {}).get(k) == v for k, v in wanted.items()
+        )
+    ]
+    if matching:
+        allocatable = (matching[0].get("status") or {}).get("allocatable") or {}
+        facts: dict[str, Any] = {
+            "nodes": len(matching),
+            "cpu": canonical(allocatable.get("cpu", "1")),
+            "memory": canonical(allocatable.get("memory", "1")),
+        }
+        for resource, amount in allocatable.items():
+            if resource.endswith("/gpu") and int(canonical(amount) or 0) > 0:
+                facts["accelerator"] = {
+                    "type": wanted.get("cloud.google.com/gke-accelerator", resource.split("/")[0]),
+                    "count": int(canonical(amount)),
+                    "resourceName": resource,
+                }
+        return facts, f"from {len(matching)} matching nodes"
+    quota = quotas.get(_name(flavor), {})
+    facts = {"nodes": 1, "cpu": quota.get("cpu", "1"), "memory": quota.get("memory", "1")}
+    if quota.get("gpu") and quota["gpu"] != "0":
+        facts["accelerator"] = {
+            "type": "gpu",
+            "count": min(int(quota["gpu"]), 64),
+            "resourceName": quota.get("gpuName", "nvidia.com/gpu"),
+        }
+    return facts, "nodes, cpu, memory: no node readable, sized from the largest queue quota"
+
+
+def _largest_quotas(queues: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
+    largest: dict[str, dict[str, str]] = {}
+    for queue in queues:
+        for group in (queue.get("spec") or {}).get("resourceGroups") or []:
+            for flavor in group.get("flavors") or []:
+                entry = largest.setdefault(flavor.get("name", ""), {})
+                for resource in flavor.get("resources") or []:
+                    name = resource.get("name", "")
+                    key = name if name in ("cpu", "memory") else "gpu"
+                    value = canonical(resource.get("nominalQuota", "0"))
+                    if int(float(value)) >= int(float(entry.get(key, "0"))):
+                        entry[key] = value
+                        if key == "gpu":
+                            entry["gpuName"] = name
+    return largest
+
+
+def discover_documents(client: KubeClient, naming: Naming, instance: str) -> list[Discovered]:
+    flavors = client.list(RESOURCE_FLAVOR)
+    topologies = {_name(t): t for t in client.list(TOPOLOGY)}
+    queues = client.list(CLUSTER_QUEUE)
+    priorities = {_name(p): p for p in client.list(WORKLOAD_PRIORITY_CLASS)}
+    local_queues = client.list(LOCAL_QUEUE)
+    quotas = {(_namespace(q), _name(q)): q for q in client.list(RESOURCE_QUOTA)}
+    namespaces = {_name(n): n for n in client.list(NAMESPACE)}
+    nodes = _nodes(client) if flavors else []
+    largest = _largest_quotas(queues)
+    found: list[Discovered] = []
+    for flavor in flavors:
+        name = naming.spec_name(_name(flavor))
+        if name is None:
+            continue
+        facts, source = _pool_facts(flavor, nodes, largest)
+        spec = {"provider": instance, **facts}
+        objects = {"ResourceFlavor": flavor, "Topology": topologies.get(_name(flavor))}
+        document = _document("ResourcePool", name, spec)
+        projected = project_document(
+            "ResourcePool", {"metadata": {}, "spec": dict(spec)}, objects, naming
+        )
+        document["spec"] = {**(projected or {}).get("spec", {}), **spec}
+        if not document["spec"].get("topology"):
+            document["spec"].pop("topology", None)
+        found.append(Discovered(document, f"ResourceFlavor/{_name(flavor)}", source))
+    for queue in queues:
+        name = naming.spec_name(_name(queue))
+        if name is None:
+            continue
+        objects = {"ClusterQueue": queue, "WorkloadPriorityClass": priorities.get(_name(queue))}
+        projected = project_document(
+            "Queue", {"metadata": {}, "spec": dict(_EMPTY_QUEUE)}, objects, naming
+        )
+        spec = (projected or {}).get("spec", {})
+        if spec.get("defaultPriority") is None:
+            spec["defaultPriority"] = 0
+        found.append(Discovered(_document("Queue", name, spec), f"ClusterQueue/{_name(queue)}"))
+    projects: set[str] = set()
+    for local_queue in local_queues:
+        namespace = _namespace(local_queue)
+        project = naming.project_of(namespace)
+        target = naming.spec_name(str((local_queue.get("spec") or {}).get("clusterQueue", "")))
+        if project is None or target is None:
+            continue
+        if project not in projects:
+            projects.add(project)
+            found.append(_project(namespaces.get(namespace), project))
+        quota = quotas.get((namespace, _name(local_queue)))
+        objects = {"ResourceQuota": quota or {"spec": {}}, "LocalQueue": local_queue}
+        projected = project_document("Quota", {"metadata": {}, "spec": {}}, objects, naming) or {
+            "spec": {}
+        }
+        found.append(
+            Discovered(
+                _document("Quota", _name(local_queue), projected["spec"], project),
+                f"LocalQueue/{namespace}/{_name(local_queue)}",
+                "" if quota else "no ResourceQuota of the same name: no limits",
+            )
+        )
+    return found
+
+
+def _project(namespace: dict[str, Any] | None, project: str) -> Discovered:
+    annotations = ((namespace or {}).get("metadata") or {}).get("annotations") or {}
+    try:
+        owners = json.loads(annotations.get(OWNERS_ANNOTATION, "[]")) or []
+    except ValueError:
+        owners = []
+    comment = "" if owners else "owners: the namespace's name stands in; set the real owners"
+    spec = {
+        "displayName": annotations.get("trainform.dev/display-name", ""),
+        "owners": owners or [project],
+    }
+    name = _name(namespace or {}) or project
+    return Discovered(_document("Project", project, spec), f"Namespace/{name}", comment)

@@ -1,0 +1,282 @@
+"""Training and evaluation attempts as batch/v1 Jobs admitted by Kueue, and their status.
+
+An attempt becomes one Indexed Job in the project's namespace: completions = parallelism =
+nodes (one pod per node), the accelerator requested and limited per pod, created with
+`suspend: true` and the label `kueue.x-k8s.io/queue-name` (the project's LocalQueue named
+as the queue), so Kueue unsuspends it when it admits its Workload. `backoffLimit: 0`:
+trainform, not the Job controller, decides on retries (planner/jobs.py resumes a failed
+attempt from its latest valid checkpoint as a new attempt, a new Job).
+
+Each TrainingJob address has a run ledger, the ConfigMap `trainform-runs-<address hash>`
+in its namespace, listing every attempt trainform submitted (run id, attempt, kind, suite,
+Job name, checkpoint prefix, cancelled). Status joins the ledger with the Jobs and their
+Kueue Workloads:
+
+- ledger says cancelled               -> cancelled
+- Job gone                            -> failed, "Job deleted outside trainform"
+- Job condition Complete / Failed     -> succeeded / failed (the condition's reason, message)
+- Job suspended                       -> queued; why: the Workload's QuotaReserved or
+                                         Admitted message, Evicted / Preempted (requeued by
+                                         Kueue) with Kueue's message, or no Workload yet
+- otherwise                           -> running
+
+Checkpoint layout and environment: providers/jobs.py; the checkpoint, output and metrics
+locations are under `<checkpoint prefix>/<run id>/` (s3://, read by the objectstore
+provider's S3Checkpoints). Pure; the provider does the I/O.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from providers.jobs import AttemptStatus, JobLaunch, RunPhase
+from providers.kubernetes.naming import (
+    PRIORITY_CLASS_LABEL,
+    QUEUE_NAME_LABEL,
+    Naming,
+    dns_label,
+    label_safe,
+    short_hash,
+)
+from providers.local.environment import dataset_location, parameter_text, variable_suffix
+
+RUN_LABEL = "trainform.dev/run-id"
+ATTEMPT_LABEL = "trainform.dev/attempt"
+LAUNCH_LABEL = "trainform.dev/launch"
+SPEC_HASH_LABEL = "trainform.dev/spec-hash"
+SUITE_ANNOTATION = "trainform.dev/suite"
+LEDGER_KEY = "attempts.json"
+CONTAINER = "main"
+DELETED = "Job deleted outside trainform"
+
+
+def job_name(launch: JobLaunch) -> str:
+    name = launch.address.rsplit("/", 1)[-1]
+    run = launch.run_id.removeprefix("r-")[:8]
+    if launch.kind == "eval":
+        suite = (launch.suite or "").rsplit("/", 1)[-1]
+        return dns_label(f"{name}-{run}-eval-{suite}-{launch.attempt}")
+    return dns_label(f"{name}-{run}-{launch.attempt}")
+
+
+def ledger_name(address: str) -> str:
+    return f"trainform-runs-{short_hash(address)}"
+
+
+def run_location(launch_or_prefix: JobLaunch | str, run_id: str) -> str:
+    prefix = (
+        launch_or_prefix.checkpoint_prefix
+        if isinstance(launch_or_prefix, JobLaunch)
+        else launch_or_prefix
+    )
+    return f"{prefix.rstrip('/')}/{run_id}" if prefix else ""
+
+
+def job_environment(launch: JobLaunch) -> dict[str, str]:
+    """TRAINFORM_* as providers/jobs.py documents them, then the launch's own env."""
+    run_dir = run_location(launch, launch.model_run or launch.run_id)
+    env = {
+        "TRAINFORM_JOB": launch.address,
+        "TRAINFORM_RUN_ID": launch.run_id,
+        "TRAINFORM_ATTEMPT": str(launch.attempt),
+        "TRAINFORM_CHECKPOINT_DIR": run_dir,
+        "TRAINFORM_OUTPUT_DIR": f"{run_dir}/output" if run_dir else "",
+        "TRAINFORM_PROGRESS_FILE": "/tmp/trainform/progress.json",
+        "TRAINFORM_RESUME_FROM": f"{run_dir}/{launch.resume_from}" if launch.resume_from else "",
+        "TRAINFORM_RESUME_STEP": (launch.resume_from or "step-0").removeprefix("step-"),
+    }
+    if launch.checkpoint_interval is not None:
+        env["TRAINFORM_CHECKPOINT_INTERVAL"] = str(launch.checkpoint_interval)
+    if launch.keep_last is not None:
+        env["TRAINFORM_KEEP_LAST"] = str(launch.keep_last)
+    for dataset in launch.datasets:
+        location = dataset_location({"document": dataset.document, "version": dataset.version})
+        suffix = variable_suffix(dataset.name)
+        env[f"TRAINFORM_DATASET_{suffix}"] = location
+        env[f"TRAINFORM_DATASET_{suffix}_URI"] = location
+    if launch.kind == "eval":
+        suite = (launch.suite or "").rsplit("/", 1)[-1]
+        env["TRAINFORM_MODEL_DIR"] = f"{run_dir}/output" if run_dir else ""
+        env["TRAINFORM_METRICS_FILE"] = (
+            f"{run_dir}/evaluations/{suite}/metrics.json" if run_dir else ""
+        )
+        env["TRAINFORM_EVAL_SUITE"] = launch.suite or ""
+    for name, value in launch.parameters.items():
+        env[f"TRAINFORM_PARAM_{variable_suffix(name)}"] = parameter_text(value)
+    env["TRAINFORM_PARAMETERS"] = json.dumps(launch.parameters, sort_keys=True)
+    env.update(launch.env)
+    return env
+
+
+def job_manifest(
+    naming: Naming, launch: JobLaunch, gpu_name: str, priority_class: str | None
+) -> dict[str, Any]:
+    namespace = naming.namespace(launch.project or "")
+    per_node = launch.gpus // max(launch.nodes, 1)
+    requests: dict[str, str] = {"cpu": str(launch.cpu), "memory": str(launch.memory)}
+    limits: dict[str, str] = {"memory": str(launch.memory)}
+    if per_node:
+        requests[gpu_name] = limits[gpu_name] = str(per_node)
+    run_labels = {
+        RUN_LABEL: label_safe(launch.run_id),
+        ATTEMPT_LABEL: str(launch.attempt),
+        LAUNCH_LABEL: launch.kind,
+        SPEC_HASH_LABEL: short_hash(json.dumps(launch.to_json(), sort_keys=True)),
+    }
+    labels = {
+        **naming.labels(launch.address, "TrainingJob"),
+        **run_labels,
+        QUEUE_NAME_LABEL: dns_label(launch.queue),
+    }
+    if priority_class:
+        labels[PRIORITY_CLASS_LABEL] = priority_class
+    annotations = naming.annotations(launch.address)
+    if launch.suite:
+        annotations[SUITE_ANNOTATION] = launch.suite
+    spec: dict[str, Any] = {
+        "suspend": True,
+        "completionMode": "Indexed",
+        "completions": launch.nodes,
+        "parallelism": launch.nodes,
+        "backoffLimit": 0,
+        "template": {
+            "metadata": {"labels": {**naming.labels(launch.address, "TrainingJob"), **run_labels}},
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [
+                    {
+                        "name": CONTAINER,
+                        "image": launch.image,
+                        "command": list(launch.command),
+                        "env": [
+                            {"name": k, "value": v}
+                            for k, v in sorted(job_environment(launch).items())
+                        ],
+                        "resources": {"requests": requests, "limits": limits},
+                    }
+                ],
+            },
+        },
+    }
+    if launch.max_runtime:
+        spec["activeDeadlineSeconds"] = launch.max_runtime
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": job_name(launch),
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": annotations,
+        },
+        "spec": spec,
+    }
+
+
+def ledger_entry(launch: JobLaunch, submitted_at: str) -> dict[str, Any]:
+    return {
+        "runId": launch.run_id,
+        "attempt": launch.attempt,
+        "kind": launch.kind,
+        "suite": launch.suite,
+        "job": job_name(launch),
+        "checkpointPrefix": launch.checkpoint_prefix,
+        "resumeFrom": launch.resume_from or "",
+        "submittedAt": submitted_at,
+        "cancelled": False,
+    }
+
+
+def ledger_manifest(
+    naming: Naming, address: str, namespace: str, entries: list[dict[str, Any]]
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": ledger_name(address),
+            "namespace": namespace,
+            "labels": naming.labels(address, "TrainingJob"),
+            "annotations": naming.annotations(address),
+        },
+        "data": {LEDGER_KEY: json.dumps(entries, sort_keys=True)},
+    }
+
+
+def ledger_entries(config_map: dict[str, Any] | None) -> list[dict[str, Any]]:
+    if not config_map:
+        return []
+    try:
+        entries = json.loads((config_map.get("data") or {}).get(LEDGER_KEY, "[]"))
+    except ValueError:
+        return []
+    return entries if isinstance(entries, list) else []
+
+
+def _condition(obj: dict[str, Any] | None, kind: str) -> dict[str, Any] | None:
+    for condition in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if condition.get("type") == kind and condition.get("status") == "True":
+            return dict(condition)
+    return None
+
+
+def _said(condition: dict[str, Any] | None) -> str:
+    if not condition:
+        return ""
+    reason, message = condition.get("reason", ""), condition.get("message", "")
+    return f"{reason}: {message}" if reason and message else reason or message
+
+
+def why_pending(workload: dict[str, Any] | None) -> str:
+    """Kueue's own words on why an attempt waits."""
+    if workload is None:
+        return "waiting for Kueue to create the Workload"
+    for kind in ("Evicted", "Preempted"):
+        condition = _condition(workload, kind)
+        if condition:
+            return f"{kind.lower()} by Kueue ({_said(condition)}); requeued"
+    conditions = {c.get("type"): c for c in (workload.get("status") or {}).get("conditions") or []}
+    reserved = conditions.get("QuotaReserved")
+    if reserved is None or reserved.get("status") != "True":
+        return f"no quota reserved: {_said(reserved) or 'pending in the ClusterQueue'}"
+    admitted = conditions.get("Admitted")
+    return f"quota reserved, not yet admitted: {_said(admitted) or 'admission checks pending'}"
+
+
+def attempt_status(
+    entry: dict[str, Any], job: dict[str, Any] | None, workload: dict[str, Any] | None
+) -> AttemptStatus:
+    base = AttemptStatus(
+        attempt=int(entry.get("attempt", 0)),
+        phase=RunPhase.QUEUED,
+        submitted_at=str(entry.get("submittedAt", "")),
+        resumed_from=str(entry.get("resumeFrom") or ""),
+        log=f"kubectl logs job/{entry.get('job', '')}",
+    )
+    if entry.get("cancelled"):
+        base.phase, base.reason = RunPhase.CANCELLED, "cancelled"
+        return base
+    if job is None:
+        base.phase, base.reason = RunPhase.FAILED, DELETED
+        return base
+    status = job.get("status") or {}
+    base.started_at = str(status.get("startTime") or "")
+    complete, failed = _condition(job, "Complete"), _condition(job, "Failed")
+    if complete:
+        base.phase, base.ended_at = RunPhase.SUCCEEDED, str(status.get("completionTime") or "")
+    elif failed:
+        base.phase, base.reason = RunPhase.FAILED, _said(failed) or "Job failed"
+        base.ended_at = str(failed.get("lastTransitionTime") or "")
+    elif (job.get("spec") or {}).get("suspend", False):
+        base.phase, base.reason = RunPhase.QUEUED, why_pending(workload)
+    else:
+        base.phase = RunPhase.RUNNING
+    return base
+
+
+def owner_job(workload: dict[str, Any]) -> str | None:
+    for owner in (workload.get("metadata") or {}).get("ownerReferences") or []:
+        if owner.get("kind") == "Job":
+            return str(owner.get("name"))
+    return None

@@ -1,0 +1,177 @@
+"""Kueue's admission rules, checked offline at plan time so a bad spec fails with file:line.
+
+Kueue rejects these in its webhooks and CRD validations; trainform finds them before any
+request. One resource at a time (`resource_problems`):
+
+- a quota amount that is not a non-negative Kubernetes quantity;
+- lendingLimit above nominalQuota for the same resource of a pool;
+- borrowingLimit (or lendingLimit) on a queue without a cohort;
+- the same pool (flavor) twice in one queue;
+- reclaimWithinCohort Never with a borrowWithinCohort policy other than Never;
+- more flavors or covered resources than a ClusterQueue holds (64 each);
+- a namespace, flavor or queue name that is not a DNS-1123 label once prefixed.
+
+Across the resources of one provider instance (`instance_problems`):
+
+- a queue admitting onto a pool that is not declared on this instance (flavor missing);
+- two Quotas of one project on the same queue (both would own its LocalQueue);
+- a TrainingJob whose project has no Quota on its queue (no LocalQueue: never admitted).
+
+Cohort cycles cannot be expressed: `spec.cohort` names a flat cohort (trainform has no
+Cohort kind with a parent), so a cohort never contains another. Sharing a flavor between
+queues is Kueue's normal way of pooling capacity, so only duplicates inside one queue are
+errors. Pure; no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+from typing import Any
+
+from providers.base import DesiredResource, ValidationProblem
+from providers.kubernetes.manifests import AMOUNT_FIELDS
+from providers.kubernetes.naming import Naming
+from specs.quantity import parse_quantity
+
+MAX_FLAVORS = 64
+MAX_RESOURCES = 64
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def _amount(value: Any) -> Decimal | None:
+    try:
+        amount = parse_quantity(str(value))
+    except ValueError:
+        return None
+    return amount if amount >= 0 else None
+
+
+def _queue_problems(resource: DesiredResource) -> list[tuple[str, str]]:
+    spec = resource.spec
+    found: list[tuple[str, str]] = []
+    seen: dict[str, int] = {}
+    for index, entry in enumerate(spec.get("pools", [])):
+        base = f"spec.pools[{index}]"
+        pool = entry.get("pool", "")
+        if pool in seen:
+            found.append(
+                (
+                    f"{base}.pool",
+                    f"pool {pool} is already listed at spec.pools[{seen[pool]}]; "
+                    "a flavor appears once in a ClusterQueue",
+                )
+            )
+        seen.setdefault(pool, index)
+        amounts: dict[str, dict[str, Decimal | None]] = {}
+        for field in AMOUNT_FIELDS:
+            for key, value in (entry.get(field) or {}).items():
+                parsed = _amount(value)
+                if parsed is None:
+                    found.append(
+                        (f"{base}.{field}.{key}", f"{value!r} is not a non-negative quantity")
+                    )
+                amounts.setdefault(field, {})[key] = parsed
+            if field != "nominalQuota" and entry.get(field) is not None and not spec.get("cohort"):
+                found.append(
+                    (
+                        f"{base}.{field}",
+                        f"{field} needs a cohort to borrow from or lend to; "
+                        "set spec.cohort or remove it",
+                    )
+                )
+        nominal = amounts.get("nominalQuota", {})
+        for key, lending in amounts.get("lendingLimit", {}).items():
+            quota = nominal.get(key, Decimal(0))
+            if lending is not None and quota is not None and lending > quota:
+                found.append(
+                    (
+                        f"{base}.lendingLimit.{key}",
+                        f"lendingLimit {entry['lendingLimit'][key]} is above nominalQuota "
+                        f"{entry['nominalQuota'].get(key, 0)}: a queue lends only what it has",
+                    )
+                )
+    if len(spec.get("pools", [])) > MAX_FLAVORS:
+        found.append(("spec.pools", f"a ClusterQueue holds at most {MAX_FLAVORS} flavors"))
+    preemption = spec.get("preemption") or {}
+    borrow = (preemption.get("borrowWithinCohort") or {}).get("policy", "Never")
+    if preemption.get("reclaimWithinCohort", "Never") == "Never" and borrow != "Never":
+        found.append(
+            (
+                "spec.preemption.borrowWithinCohort.policy",
+                f"borrowWithinCohort {borrow} needs reclaimWithinCohort other than Never "
+                "(Kueue rejects the combination)",
+            )
+        )
+    return found
+
+
+def resource_problems(resource: DesiredResource, naming: Naming) -> list[ValidationProblem]:
+    found: list[tuple[str, str]] = []
+    if resource.kind == "Queue":
+        found += _queue_problems(resource)
+        name = naming.cluster_name(resource.name)
+        if not _DNS_LABEL.match(name) or len(name) > 63:
+            found.append(("metadata.name", f"ClusterQueue name {name!r} is not a DNS-1123 label"))
+    elif resource.kind == "Project":
+        namespace = naming.namespace(resource.name)
+        if not _DNS_LABEL.match(namespace) or len(namespace) > 63:
+            found.append(
+                (
+                    "metadata.name",
+                    f"namespace {namespace!r} is not a DNS-1123 label (at most "
+                    "63 characters, lower case, digits and '-'): shorten the name or the prefix",
+                )
+            )
+    elif resource.kind == "Quota":
+        for key, value in (resource.spec.get("limits") or {}).items():
+            if key in ("gpu", "cpu", "memory") and _amount(value) is None:
+                found.append((f"spec.limits.{key}", f"{value!r} is not a non-negative quantity"))
+    elif resource.kind == "ResourcePool":
+        name = naming.cluster_name(resource.name)
+        if not _DNS_LABEL.match(name) or len(name) > 63:
+            found.append(("metadata.name", f"ResourceFlavor name {name!r} is not a DNS-1123 label"))
+    return [ValidationProblem(resource.address, field, message) for field, message in found]
+
+
+def instance_problems(resources: list[DesiredResource]) -> list[ValidationProblem]:
+    pools = {r.name for r in resources if r.kind == "ResourcePool"}
+    problems: list[ValidationProblem] = []
+    quotas: dict[tuple[str | None, str], str] = {}
+    for resource in resources:
+        if resource.kind == "Queue":
+            for index, entry in enumerate(resource.spec.get("pools", [])):
+                if entry.get("pool") not in pools:
+                    problems.append(
+                        ValidationProblem(
+                            resource.address,
+                            f"spec.pools[{index}].pool",
+                            f"pool {entry.get('pool')} is not declared on this provider "
+                            "instance, so its ResourceFlavor would not exist",
+                        )
+                    )
+        if resource.kind == "Quota":
+            key = (resource.project, resource.spec.get("queue", ""))
+            if key in quotas:
+                problems.append(
+                    ValidationProblem(
+                        resource.address,
+                        "spec.queue",
+                        f"{quotas[key]} already sets this project's quota on queue {key[1]}; "
+                        "one Quota per project and queue (each owns the LocalQueue)",
+                    )
+                )
+            quotas.setdefault(key, resource.address)
+    for resource in resources:
+        if resource.kind == "TrainingJob":
+            queue = resource.spec.get("queue", "")
+            if (resource.project, queue) not in quotas:
+                problems.append(
+                    ValidationProblem(
+                        resource.address,
+                        "spec.queue",
+                        f"project {resource.project} has no Quota on queue {queue}, so its "
+                        "namespace has no LocalQueue and Kueue would never admit the job",
+                    )
+                )
+    return problems

@@ -1,0 +1,273 @@
+"""Render: the Kubernetes objects a trainform resource becomes. Pure; no I/O.
+
+    Project      -> Namespace `<namespacePrefix><name>` (labels; display name and owners
+                    as annotations; label trainform.dev/project that ClusterQueues select)
+    ResourcePool -> ResourceFlavor (nodeLabels, tolerations, topologyName) and, when the
+                    pool lists topology levels, a Topology of the same name; nodes, cpu,
+                    memory and the accelerator as the annotation trainform.dev/pool
+    Queue        -> ClusterQueue (cohortName, namespaceSelector, one resource group whose
+                    flavors are the pools, preemption, fairSharing, queueingStrategy,
+                    stopPolicy) and a WorkloadPriorityClass of the queue's defaultPriority
+    Quota        -> ResourceQuota in the project's namespace and the LocalQueue (named as
+                    the queue) through which the project's jobs reach the ClusterQueue
+
+Quantities are written in trainform's canonical form (plain numbers: "2400", memory in
+bytes); the API server and projection.py read any Kubernetes spelling back. Each manifest
+carries the ownership marks of naming.py. Callers pass `gpu_names`: the extended resource
+name of each pool's accelerator (default nvidia.com/gpu).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from providers.kubernetes.kinds import KUEUE
+from providers.kubernetes.naming import (
+    MANAGER_LABEL,
+    PROJECT_LABEL,
+    Naming,
+    dns_label,
+    label_safe,
+)
+
+DEFAULT_GPU = "nvidia.com/gpu"
+DISPLAY_NAME_ANNOTATION = "trainform.dev/display-name"
+OWNERS_ANNOTATION = "trainform.dev/owners"
+POOL_ANNOTATION = "trainform.dev/pool"
+MAX_RUNTIME_ANNOTATION = "trainform.dev/max-runtime"
+MAX_WALL_TIME_ANNOTATION = "trainform.dev/max-wall-time"
+JOB_COUNT = "count/jobs.batch"
+AMOUNT_FIELDS = ("nominalQuota", "borrowingLimit", "lendingLimit")
+
+
+def _metadata(
+    naming: Naming,
+    address: str,
+    kind: str,
+    name: str,
+    document: dict[str, Any],
+    namespace: str | None = None,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    user = document.get("metadata") or {}
+    metadata: dict[str, Any] = {
+        "name": name,
+        "labels": {**user.get("labels", {}), **naming.labels(address, kind)},
+        "annotations": {
+            **user.get("annotations", {}),
+            **(annotations or {}),
+            **naming.annotations(address),
+        },
+    }
+    if namespace:
+        metadata["namespace"] = namespace
+    return metadata
+
+
+def render_project(naming: Naming, address: str, name: str, document: dict[str, Any]) -> list:
+    spec = document["spec"]
+    metadata = _metadata(
+        naming,
+        address,
+        "Project",
+        naming.namespace(name),
+        document,
+        annotations={
+            DISPLAY_NAME_ANNOTATION: spec.get("displayName", ""),
+            OWNERS_ANNOTATION: json.dumps(spec.get("owners", [])),
+        },
+    )
+    metadata["labels"][PROJECT_LABEL] = name
+    return [{"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}]
+
+
+def pool_facts(spec: dict[str, Any]) -> dict[str, Any]:
+    """What a ResourceFlavor cannot say about a pool, kept as an annotation."""
+    facts = {key: spec[key] for key in ("nodes", "cpu", "memory") if key in spec}
+    if spec.get("accelerator"):
+        facts["accelerator"] = spec["accelerator"]
+    return facts
+
+
+def toleration(entry: dict[str, Any]) -> dict[str, Any]:
+    out = {"key": entry["key"], "operator": entry.get("operator", "Equal")}
+    if entry.get("value"):
+        out["value"] = entry["value"]
+    if entry.get("effect"):
+        out["effect"] = entry["effect"]
+    return out
+
+
+def render_pool(naming: Naming, address: str, name: str, document: dict[str, Any]) -> list:
+    spec = document["spec"]
+    flavor_name = naming.cluster_name(name)
+    metadata = _metadata(
+        naming,
+        address,
+        "ResourcePool",
+        flavor_name,
+        document,
+        annotations={POOL_ANNOTATION: json.dumps(pool_facts(spec), sort_keys=True)},
+    )
+    flavor_spec: dict[str, Any] = {}
+    if spec.get("nodeSelector"):
+        flavor_spec["nodeLabels"] = dict(spec["nodeSelector"])
+    if spec.get("tolerations"):
+        flavor_spec["tolerations"] = [toleration(t) for t in spec["tolerations"]]
+    objects: list[dict[str, Any]] = [
+        {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": metadata, "spec": flavor_spec}
+    ]
+    if spec.get("topology"):
+        flavor_spec["topologyName"] = flavor_name
+        objects.append(
+            {
+                "apiVersion": KUEUE,
+                "kind": "Topology",
+                "metadata": _metadata(naming, address, "ResourcePool", flavor_name, document),
+                "spec": {"levels": [{"nodeLabel": level} for level in spec["topology"]]},
+            }
+        )
+    return objects
+
+
+def covered_resources(spec: dict[str, Any], gpu_names: dict[str, str]) -> list[str]:
+    """cpu, memory, then the accelerator resource of every pool whose entry sets a GPU amount."""
+    accelerators: list[str] = []
+    for entry in spec["pools"]:
+        if any("gpu" in (entry.get(field) or {}) for field in AMOUNT_FIELDS):
+            resource = gpu_names.get(entry["pool"], DEFAULT_GPU)
+            if resource not in accelerators:
+                accelerators.append(resource)
+    return ["cpu", "memory", *accelerators]
+
+
+def _flavor_quotas(
+    entry: dict[str, Any], covered: list[str], gpu_name: str
+) -> list[dict[str, Any]]:
+    resources = []
+    for resource in covered:
+        key = resource if resource in ("cpu", "memory") else "gpu"
+        if key == "gpu" and resource != gpu_name:
+            amounts: dict[str, Any] = {"nominalQuota": "0"}
+        else:
+            amounts = {"nominalQuota": str(entry["nominalQuota"].get(key, "0"))}
+            for field in ("borrowingLimit", "lendingLimit"):
+                value = (entry.get(field) or {}).get(key)
+                if value is not None:
+                    amounts[field] = str(value)
+        resources.append({"name": resource, **amounts})
+    return resources
+
+
+def render_queue(
+    naming: Naming,
+    address: str,
+    name: str,
+    document: dict[str, Any],
+    gpu_names: dict[str, str] | None = None,
+) -> list:
+    spec = document["spec"]
+    names = gpu_names or {}
+    covered = covered_resources(spec, names)
+    preemption = spec.get("preemption") or {}
+    borrow = preemption.get("borrowWithinCohort") or {}
+    queue_spec: dict[str, Any] = {
+        "namespaceSelector": {
+            "matchLabels": {MANAGER_LABEL: label_safe(naming.manager)},
+            "matchExpressions": [{"key": PROJECT_LABEL, "operator": "Exists"}],
+        },
+        "resourceGroups": [
+            {
+                "coveredResources": covered,
+                "flavors": [
+                    {
+                        "name": naming.cluster_name(entry["pool"]),
+                        "resources": _flavor_quotas(
+                            entry, covered, names.get(entry["pool"], DEFAULT_GPU)
+                        ),
+                    }
+                    for entry in spec["pools"]
+                ],
+            }
+        ],
+        "preemption": {
+            "withinClusterQueue": preemption.get("withinQueue", "Never"),
+            "reclaimWithinCohort": preemption.get("reclaimWithinCohort", "Never"),
+            "borrowWithinCohort": {
+                "policy": borrow.get("policy", "Never"),
+                **(
+                    {"maxPriorityThreshold": borrow["maxPriorityThreshold"]}
+                    if borrow.get("maxPriorityThreshold") is not None
+                    else {}
+                ),
+            },
+        },
+        "fairSharing": {"weight": format_weight(spec.get("fairShareWeight", 1.0))},
+        "queueingStrategy": spec.get("queueingStrategy", "BestEffortFIFO"),
+        "stopPolicy": spec.get("stopPolicy", "None"),
+    }
+    if spec.get("cohort"):
+        queue_spec["cohortName"] = spec["cohort"]
+    extra = {MAX_RUNTIME_ANNOTATION: spec["maxRuntime"]} if spec.get("maxRuntime") else {}
+    cluster_name = naming.cluster_name(name)
+    return [
+        {
+            "apiVersion": KUEUE,
+            "kind": "ClusterQueue",
+            "metadata": _metadata(naming, address, "Queue", cluster_name, document, None, extra),
+            "spec": queue_spec,
+        },
+        {
+            "apiVersion": KUEUE,
+            "kind": "WorkloadPriorityClass",
+            "metadata": _metadata(naming, address, "Queue", cluster_name, document),
+            "value": spec.get("defaultPriority", 0),
+            "description": f"default priority of trainform queue {name}",
+        },
+    ]
+
+
+def format_weight(weight: float) -> str:
+    text = repr(float(weight))
+    return text[:-2] if text.endswith(".0") else text
+
+
+def render_quota(
+    naming: Naming,
+    address: str,
+    name: str,
+    project: str,
+    document: dict[str, Any],
+    gpu_name: str = DEFAULT_GPU,
+) -> list:
+    spec = document["spec"]
+    limits = spec.get("limits") or {}
+    namespace = naming.namespace(project)
+    hard: dict[str, str] = {}
+    if limits.get("gpu") is not None:
+        hard[f"requests.{gpu_name}"] = str(limits["gpu"])
+    for key in ("cpu", "memory"):
+        if limits.get(key) is not None:
+            hard[f"requests.{key}"] = str(limits[key])
+    if limits.get("runningJobs") is not None:
+        hard[JOB_COUNT] = str(limits["runningJobs"])
+    extra = {MAX_WALL_TIME_ANNOTATION: limits["maxWallTime"]} if limits.get("maxWallTime") else {}
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": _metadata(
+                naming, address, "Quota", dns_label(name), document, namespace, extra
+            ),
+            "spec": {"hard": hard},
+        },
+        {
+            "apiVersion": KUEUE,
+            "kind": "LocalQueue",
+            "metadata": _metadata(
+                naming, address, "Quota", dns_label(spec["queue"]), document, namespace
+            ),
+            "spec": {"clusterQueue": naming.cluster_name(spec["queue"])},
+        },
+    ]

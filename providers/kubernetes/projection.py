@@ -1,0 +1,208 @@
+"""Projection: live Kubernetes objects -> the trainform document they stand for.
+
+The engine diffs `Observation.live` against the document in state, so `live` is the
+requested document with every field the provider manages replaced by what the cluster
+holds, and nothing else: defaults, status, managedFields and fields trainform does not
+manage never show up as drift. The inverse of manifests.py:
+
+- metadata.labels / annotations: the keys the document sets, read from the primary object
+  (a label added by hand is not ours; one changed or removed is drift);
+- Project: spec.displayName and spec.owners from the namespace's annotations;
+- ResourcePool: nodeSelector, tolerations from the ResourceFlavor, topology from the
+  Topology, nodes/cpu/memory/accelerator from the trainform.dev/pool annotation;
+- Queue: cohort, pools with their quotas, preemption, fairShareWeight, queueingStrategy,
+  stopPolicy from the ClusterQueue; defaultPriority from the WorkloadPriorityClass
+  (null when it is gone); maxRuntime from an annotation;
+- Quota: limits from the ResourceQuota, spec.queue from the LocalQueue's clusterQueue
+  (null when the LocalQueue is gone, so the Quota shows as drifted).
+
+Quantities in any Kubernetes spelling (64, "2k", "21600Gi") come back in trainform's
+canonical form. Pure; no I/O.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from providers.kubernetes.manifests import (
+    AMOUNT_FIELDS,
+    DISPLAY_NAME_ANNOTATION,
+    JOB_COUNT,
+    MAX_RUNTIME_ANNOTATION,
+    MAX_WALL_TIME_ANNOTATION,
+    OWNERS_ANNOTATION,
+    POOL_ANNOTATION,
+)
+from providers.kubernetes.naming import Naming
+from specs.quantity import Quantity, parse_quantity
+
+Objects = dict[str, dict[str, Any] | None]
+
+
+def canonical(value: Any) -> Any:
+    """A Kubernetes quantity as trainform writes it; anything else unchanged."""
+    try:
+        return Quantity(str(value)).canonical
+    except ValueError:
+        return value
+
+
+def _meta(obj: dict[str, Any], field: str) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get(field) or {})
+
+
+def _project_metadata(live: dict[str, Any], primary: dict[str, Any]) -> None:
+    metadata = live.setdefault("metadata", {})
+    for field in ("labels", "annotations"):
+        wanted = metadata.get(field) or {}
+        present = _meta(primary, field)
+        metadata[field] = {key: present[key] for key in wanted if key in present}
+
+
+def _set(spec: dict[str, Any], key: str, value: Any) -> None:
+    if value is None:
+        spec.pop(key, None)
+    else:
+        spec[key] = value
+
+
+def project_document(
+    kind: str, document: dict[str, Any], objects: Objects, naming: Naming
+) -> dict[str, Any] | None:
+    """The live form of `document`, or None when its primary object does not exist."""
+    project = _PROJECTIONS[kind]
+    primary = objects.get(_PRIMARY[kind])
+    if primary is None:
+        return None
+    live = copy.deepcopy(document)
+    _project_metadata(live, primary)
+    project(live["spec"], objects, naming)
+    return live
+
+
+def _project(spec: dict[str, Any], objects: Objects, naming: Naming) -> None:
+    namespace = objects["Namespace"] or {}
+    annotations = _meta(namespace, "annotations")
+    spec["displayName"] = annotations.get(DISPLAY_NAME_ANNOTATION)
+    owners = annotations.get(OWNERS_ANNOTATION)
+    try:
+        spec["owners"] = json.loads(owners) if owners is not None else None
+    except ValueError:
+        spec["owners"] = owners
+
+
+def _toleration(entry: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "key": entry.get("key", ""),
+        "operator": entry.get("operator", "Equal"),
+        "value": entry.get("value", ""),
+        "effect": entry.get("effect", ""),
+    }
+
+
+def _pool(spec: dict[str, Any], objects: Objects, naming: Naming) -> None:
+    flavor = objects["ResourceFlavor"] or {}
+    flavor_spec = flavor.get("spec") or {}
+    spec["nodeSelector"] = dict(flavor_spec.get("nodeLabels") or {})
+    spec["tolerations"] = [_toleration(t) for t in flavor_spec.get("tolerations") or []]
+    topology = objects.get("Topology")
+    levels = ((topology or {}).get("spec") or {}).get("levels") or []
+    spec["topology"] = [level.get("nodeLabel") for level in levels]
+    try:
+        facts = json.loads(_meta(flavor, "annotations").get(POOL_ANNOTATION, "{}"))
+    except ValueError:
+        facts = {}
+    for key in ("nodes", "cpu", "memory", "accelerator"):
+        _set(spec, key, facts.get(key) if isinstance(facts, dict) else None)
+
+
+def _resource_key(name: str) -> str:
+    return name if name in ("cpu", "memory") else "gpu"
+
+
+def _amounts(resources: list[dict[str, Any]], field: str, wanted: dict[str, Any]) -> dict:
+    found: dict[str, Any] = {}
+    for resource in resources:
+        if field not in resource:
+            continue
+        key = _resource_key(resource.get("name", ""))
+        value = canonical(resource[field])
+        if key in found and key == "gpu" and found[key] != "0" and value == "0":
+            continue  # the zero quota of another accelerator the group covers
+        found[key] = value
+    if field == "nominalQuota":
+        found = {k: v for k, v in found.items() if k in wanted or v != "0"}
+    return found
+
+
+def _queue_pools(cluster_queue: dict[str, Any], desired: list[dict[str, Any]], naming: Naming):
+    by_pool = {entry.get("pool"): entry for entry in desired}
+    pools = []
+    for group in (cluster_queue.get("spec") or {}).get("resourceGroups") or []:
+        for flavor in group.get("flavors") or []:
+            name = naming.spec_name(flavor.get("name", "")) or flavor.get("name", "")
+            wanted = by_pool.get(name, {})
+            entry: dict[str, Any] = {"pool": name}
+            for field in AMOUNT_FIELDS:
+                amounts = _amounts(flavor.get("resources") or [], field, wanted.get(field) or {})
+                if amounts or field in wanted or field == "nominalQuota":
+                    entry[field] = amounts
+            pools.append(entry)
+    return pools
+
+
+def _queue(spec: dict[str, Any], objects: Objects, naming: Naming) -> None:
+    cluster_queue = objects["ClusterQueue"] or {}
+    queue_spec = cluster_queue.get("spec") or {}
+    _set(spec, "cohort", queue_spec.get("cohortName"))
+    spec["pools"] = _queue_pools(cluster_queue, spec.get("pools", []), naming)
+    preemption = queue_spec.get("preemption") or {}
+    borrow = preemption.get("borrowWithinCohort") or {}
+    borrowing: dict[str, Any] = {"policy": borrow.get("policy", "Never")}
+    if borrow.get("maxPriorityThreshold") is not None:
+        borrowing["maxPriorityThreshold"] = borrow["maxPriorityThreshold"]
+    spec["preemption"] = {
+        "withinQueue": preemption.get("withinClusterQueue", "Never"),
+        "reclaimWithinCohort": preemption.get("reclaimWithinCohort", "Never"),
+        "borrowWithinCohort": borrowing,
+    }
+    weight = (queue_spec.get("fairSharing") or {}).get("weight", 1)
+    try:
+        spec["fairShareWeight"] = float(parse_quantity(str(weight)))
+    except ValueError:
+        spec["fairShareWeight"] = weight
+    spec["queueingStrategy"] = queue_spec.get("queueingStrategy", "BestEffortFIFO")
+    spec["stopPolicy"] = queue_spec.get("stopPolicy", "None")
+    _set(spec, "maxRuntime", _meta(cluster_queue, "annotations").get(MAX_RUNTIME_ANNOTATION))
+    priority_class = objects.get("WorkloadPriorityClass")
+    spec["defaultPriority"] = priority_class.get("value") if priority_class else None
+
+
+def _quota(spec: dict[str, Any], objects: Objects, naming: Naming) -> None:
+    quota = objects["ResourceQuota"] or {}
+    hard = (quota.get("spec") or {}).get("hard") or {}
+    limits: dict[str, Any] = {}
+    for key, value in hard.items():
+        if key == JOB_COUNT:
+            count = parse_quantity(str(value))
+            limits["runningJobs"] = int(count) if count == count.to_integral() else str(count)
+        elif key.startswith("requests."):
+            limits[_resource_key(key[len("requests.") :])] = canonical(value)
+    wall = _meta(quota, "annotations").get(MAX_WALL_TIME_ANNOTATION)
+    if wall:
+        limits["maxWallTime"] = wall
+    spec["limits"] = limits
+    local_queue = objects.get("LocalQueue")
+    target = ((local_queue or {}).get("spec") or {}).get("clusterQueue")
+    spec["queue"] = naming.spec_name(target) or target if target else None
+
+
+_PRIMARY = {
+    "Project": "Namespace",
+    "ResourcePool": "ResourceFlavor",
+    "Queue": "ClusterQueue",
+    "Quota": "ResourceQuota",
+}
+_PROJECTIONS = {"Project": _project, "ResourcePool": _pool, "Queue": _queue, "Quota": _quota}

@@ -1,0 +1,405 @@
+"""The `kubernetes` provider: Projects, pools, queues and quotas as Kueue objects, training
+runs as Jobs (runs.py). See docs/kubernetes.md for the mapping.
+
+Reads are batched: `observe` sends one cluster-wide list per Kubernetes kind involved,
+filtered by this instance's manager label (namespaced kinds too: one list across
+namespaces, not one per namespace), however many resources are asked. Writes are
+server-side applies with the connection's field manager; an object that exists without
+this instance's mark (manager and address) is never changed. Deleting a Queue first sets
+its ClusterQueue's stopPolicy to HoldAndDrain, so Kueue evicts what it admitted before the
+queue goes; the engine deletes Queues before the pools (ResourceFlavors) they use.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from providers.base import (
+    DesiredResource,
+    Discovered,
+    Finding,
+    KindSchema,
+    Observation,
+    ObserveRequest,
+    Provider,
+    ProviderContext,
+    ValidationProblem,
+)
+from providers.errors import PermanentProviderError
+from providers.kubernetes import manifests
+from providers.kubernetes.client import KubeClient, describe, make_api_client
+from providers.kubernetes.discovery import discover_documents
+from providers.kubernetes.impact import admitted_usage, quota_impact
+from providers.kubernetes.kinds import (
+    BY_KIND,
+    CLUSTER_QUEUE,
+    OBJECTS_OF,
+    WORKLOAD,
+    ApiKind,
+)
+from providers.kubernetes.kueue_rules import instance_problems, resource_problems
+from providers.kubernetes.naming import KIND_LABEL, Naming, address_of
+from providers.kubernetes.projection import project_document
+from providers.kubernetes.runs import KubernetesJobs
+
+RESOURCE_KINDS = ("Project", "ResourcePool", "Queue", "Quota")
+Key = tuple[str, str, str]  # (kind, namespace, name)
+
+
+def _key(obj: dict[str, Any]) -> Key:
+    metadata = obj.get("metadata") or {}
+    return (str(obj.get("kind")), metadata.get("namespace") or "", metadata.get("name", ""))
+
+
+class KubernetesProvider(KubernetesJobs, Provider):
+    type = "kubernetes"
+    schemas: ClassVar[dict[str, KindSchema]] = {
+        "Project": KindSchema("Project", ignored=("spec.users", "spec.specPaths")),
+        "ResourcePool": KindSchema(
+            "ResourcePool", ignored=("spec.provider", "spec.nodeList", "spec.features")
+        ),
+        "Queue": KindSchema("Queue"),
+        "Quota": KindSchema("Quota"),
+        "TrainingJob": KindSchema("TrainingJob"),
+        "EvalSuite": KindSchema("EvalSuite"),
+    }
+
+    def __init__(self, client: KubeClient | None = None) -> None:
+        super().__init__()
+        self._client = client
+        self.connection: Any = None
+        self.context: ProviderContext | None = None
+        self.naming = Naming()
+        self.field_manager = "trainform"
+        self.force = False
+
+    def configure(self, name: str, connection: Any, context: ProviderContext) -> None:
+        super().configure(name, connection, context)
+        self.connection = connection
+        self.context = context
+        setting = _settings(connection)
+        self.naming = Naming(
+            context.manager, setting("namespace_prefix", ""), setting("name_prefix", "")
+        )
+        self.field_manager = setting("field_manager", "") or context.manager
+        self.force = bool(setting("force_conflicts", False))
+
+    @property
+    def client(self) -> KubeClient:
+        if self._client is None:
+            setting = _settings(self.connection)
+            root = self.context.spec_root if self.context else None
+            self._client = KubeClient(
+                make_api_client(setting("kubeconfig", ""), setting("context", ""), root)
+            )
+        return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+        self._client = None
+
+    # pure ------------------------------------------------------------------------------
+
+    def validate(self, resource: DesiredResource) -> list[ValidationProblem]:
+        return resource_problems(resource, self.naming)
+
+    def validate_all(self, resources: list[DesiredResource]) -> list[ValidationProblem]:
+        return instance_problems(resources)
+
+    def render(self, resource: DesiredResource) -> list[dict[str, Any]]:
+        naming, address, name, document = (
+            self.naming,
+            resource.address,
+            resource.name,
+            resource.document,
+        )
+        if resource.kind == "Project":
+            return manifests.render_project(naming, address, name, document)
+        if resource.kind == "ResourcePool":
+            return manifests.render_pool(naming, address, name, document)
+        if resource.kind == "Queue":
+            return manifests.render_queue(naming, address, name, document, _gpu_names(resource))
+        if resource.kind == "Quota":
+            return manifests.render_quota(
+                naming, address, name, resource.project or "", document, _quota_gpu(resource)
+            )
+        if resource.kind == "TrainingJob":
+            return [self.preview_job(resource)]
+        return []
+
+    def _outputs(
+        self,
+        resource: DesiredResource,
+        rendered: list[dict[str, Any]],
+        live: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Names of the objects written, and the accelerator resource name that queues and
+        quotas of this pool or queue use."""
+        outputs: dict[str, Any] = {
+            "objects": [
+                {"kind": obj["kind"], "name": obj["metadata"]["name"]}
+                | (
+                    {"namespace": obj["metadata"]["namespace"]}
+                    if "namespace" in obj["metadata"]
+                    else {}
+                )
+                for obj in rendered
+            ]
+        }
+        if resource.kind == "ResourcePool" and resource.spec.get("accelerator"):
+            outputs["resourceName"] = resource.spec["accelerator"].get(
+                "resourceName", manifests.DEFAULT_GPU
+            )
+        if resource.kind == "Queue":
+            covered = (live or rendered[0]).get("spec", {}).get("resourceGroups") or [{}]
+            accelerators = [
+                r for r in covered[0].get("coveredResources", []) if r not in ("cpu", "memory")
+            ]
+            if accelerators:
+                outputs["resourceName"] = accelerators[0]
+        return outputs
+
+    # reads -----------------------------------------------------------------------------
+
+    def _listed(self, apis: set[ApiKind]) -> dict[Key, dict[str, Any]]:
+        found: dict[Key, dict[str, Any]] = {}
+        for api in sorted(apis, key=lambda a: a.kind):
+            for obj in self.client.list(api, self.naming.selector):
+                found[_key(obj)] = obj
+        return found
+
+    def observe(self, requests: list[ObserveRequest]) -> dict[str, Observation]:
+        jobs = [r for r in requests if r.kind == "TrainingJob"]
+        observations = self.observe_jobs(jobs) if jobs else {}
+        for request in requests:
+            if request.kind == "EvalSuite":
+                observations[request.address] = Observation(exists=True, live=request.document)
+        wanted = [r for r in requests if r.kind in RESOURCE_KINDS]
+        if not wanted:
+            return observations
+        listed = self._listed({api for r in wanted for api in OBJECTS_OF[r.kind]})
+        usage = None
+        if any(r.kind == "Queue" for r in wanted):
+            usage = admitted_usage(self.client.list(WORKLOAD))
+        for request in wanted:
+            observations[request.address] = self._observe_one(request, listed, usage)
+        return observations
+
+    def _observe_one(
+        self,
+        request: ObserveRequest,
+        listed: dict[Key, dict[str, Any]],
+        usage: dict[str, list[dict[str, Any]]] | None,
+    ) -> Observation:
+        resource = _as_resource(request)
+        rendered = self.render(resource)
+        objects: dict[str, dict[str, Any] | None] = {}
+        findings: list[Finding] = []
+        for obj in rendered:
+            live = listed.get(_key(obj))
+            if live is not None and address_of(live) != request.address:
+                live = None  # ours, but another address's: not this resource
+            objects[obj["kind"]] = live
+            if live is None and obj is not rendered[0]:
+                findings.append(
+                    Finding(
+                        "object-missing",
+                        f"{describe(obj)} is gone; apply recreates it",
+                        {"object": describe(obj)},
+                    )
+                )
+        document = project_document(request.kind, request.document, objects, self.naming)
+        if document is None:
+            return Observation(exists=False)
+        status: dict[str, Any] = {}
+        if request.kind == "Queue" and usage is not None:
+            name = rendered[0]["metadata"]["name"]
+            status["admittedWorkloads"] = usage.get(name, [])
+            queue = objects.get("ClusterQueue") or {}
+            status["flavorsUsage"] = (queue.get("status") or {}).get("flavorsUsage", [])
+        return Observation(
+            exists=True,
+            live=document,
+            outputs=self._outputs(resource, rendered, objects.get(rendered[0]["kind"])),
+            status=status,
+            findings=tuple(findings),
+        )
+
+    def change_impact(self, resource: DesiredResource, observation: Observation) -> list[str]:
+        if resource.kind != "Queue":
+            return []
+        return quota_impact(
+            resource.spec, observation.status.get("admittedWorkloads", []), self.naming
+        )
+
+    def list_owned(self) -> list[tuple[str, str]]:
+        apis = {api for kinds in OBJECTS_OF.values() for api in kinds}
+        owned = set()
+        for obj in self._listed(apis | self.job_kinds()).values():
+            address = address_of(obj)
+            kind = ((obj.get("metadata") or {}).get("labels") or {}).get(KIND_LABEL)
+            if address and kind and self.naming.owns(obj, address) and self._mine(obj):
+                owned.add((address, kind))
+        return sorted(owned)
+
+    def _mine(self, obj: dict[str, Any]) -> bool:
+        """Named as this instance names things (its prefixes), so two instances sharing a
+        cluster and a manager name never count each other's objects."""
+        metadata = obj.get("metadata") or {}
+        if metadata.get("namespace"):
+            return self.naming.project_of(metadata["namespace"]) is not None
+        if obj.get("kind") == "Namespace":
+            return self.naming.project_of(metadata.get("name", "")) is not None
+        return self.naming.spec_name(metadata.get("name", "")) is not None
+
+    def discover(self) -> list[Discovered]:
+        return discover_documents(self.client, self.naming, self.name)
+
+    def adopt(self, request: ObserveRequest, identifier: str) -> Observation:
+        kind, _, rest = identifier.partition("/")
+        namespace, _, name = rest.rpartition("/")
+        api = BY_KIND.get(kind)
+        if api is None:
+            raise PermanentProviderError(
+                f"cannot import {identifier}: name it as <Kind>/[<namespace>/]<name>"
+            )
+        live = self.client.get(api, name, namespace or None)
+        if live is None:
+            return Observation(exists=False)
+        owner = address_of(live)
+        if owner and owner != request.address and self.naming.owns(live):
+            raise PermanentProviderError(
+                f"cannot import {identifier} as {request.address}: trainform manages it as {owner}"
+            )
+        self._write(_as_resource(request), adopting=True)
+        return self.observe([request])[request.address]
+
+    # writes ----------------------------------------------------------------------------
+
+    def create(self, resource: DesiredResource) -> dict[str, Any]:
+        return self._write(resource)
+
+    def update(self, resource: DesiredResource, outputs: dict[str, Any]) -> dict[str, Any]:
+        return self._write(resource)
+
+    def _write(self, resource: DesiredResource, adopting: bool = False) -> dict[str, Any]:
+        self.require_valid(resource)
+        if resource.kind in ("TrainingJob", "EvalSuite"):
+            return {}  # runs go through submit(); suites are read at submission
+        rendered = self.render(resource)
+        for obj in rendered:
+            self._check_owner(obj, resource.address, adopting)
+        for obj in rendered:
+            self.client.apply(obj, self.field_manager, self.force)
+        return self._outputs(resource, rendered)
+
+    def _check_owner(self, obj: dict[str, Any], address: str, adopting: bool) -> None:
+        api = BY_KIND[obj["kind"]]
+        metadata = obj["metadata"]
+        live = self.client.get(api, metadata["name"], metadata.get("namespace"))
+        if live is None or self.naming.owns(live, address):
+            return
+        if adopting and not address_of(live):
+            return
+        labels = (live.get("metadata") or {}).get("labels") or {}
+        raise PermanentProviderError(
+            f"cannot apply {describe(obj)}: it exists and is not this trainform's "
+            f"(manager {labels.get('trainform.dev/manager', 'none')!r}, address "
+            f"{address_of(live) or 'none'}); trainform never changes objects it does not own "
+            "(adopt it with `trainform import`)"
+        )
+
+    def delete(self, address: str, kind: str, outputs: dict[str, Any]) -> None:
+        if kind == "TrainingJob":
+            self.cancel(address, None)
+            return
+        if kind not in OBJECTS_OF:
+            return
+        found = []
+        for obj in self._objects_of(address, kind, outputs):
+            metadata = obj["metadata"]
+            api = BY_KIND[obj["kind"]]
+            live = self.client.get(api, metadata["name"], metadata.get("namespace"))
+            if live is None:
+                continue
+            if not self.naming.owns(live, address):
+                raise PermanentProviderError(
+                    f"cannot delete {describe(obj)}: it is not this trainform's "
+                    f"(address {address_of(live) or 'none'}); trainform deletes only its own"
+                )
+            found.append((api, metadata))
+        for api, metadata in _delete_order(found):
+            if api is CLUSTER_QUEUE:
+                self.client.merge_patch(
+                    api,
+                    metadata["name"],
+                    None,
+                    {"spec": {"stopPolicy": "HoldAndDrain"}},
+                    self.field_manager,
+                )
+            self.client.delete(api, metadata["name"], metadata.get("namespace"))
+
+    def _objects_of(self, address: str, kind: str, outputs: dict[str, Any]) -> list[dict]:
+        """The objects an address wrote: from its outputs, else as named by its address
+        (every object but a Quota's LocalQueue is named after the resource)."""
+        if outputs.get("objects"):
+            return [
+                {"kind": o["kind"], "metadata": {k: v for k, v in o.items() if k != "kind"}}
+                for o in outputs["objects"]
+            ]
+        parts = address.split("/")
+        skeleton = DesiredResource(
+            address, kind, parts[-1], parts[1] if len(parts) == 3 else None, _SKELETON[kind]
+        )
+        return [o for o in self.render(skeleton) if o["kind"] != "LocalQueue"]
+
+
+def _delete_order(found: list[tuple[ApiKind, dict[str, Any]]]) -> list:
+    """Dependents first: a LocalQueue before its ResourceQuota's namespace objects, a
+    ResourceFlavor before the Topology it names, a ClusterQueue before its priority class."""
+    first = ("LocalQueue", "ResourceFlavor", "ClusterQueue")
+    return sorted(found, key=lambda item: 0 if item[0].kind in first else 1)
+
+
+_SKELETON: dict[str, dict[str, Any]] = {
+    "Project": {"metadata": {}, "spec": {}},
+    "ResourcePool": {"metadata": {}, "spec": {"topology": ["x"]}},
+    "Queue": {"metadata": {}, "spec": {"pools": []}},
+    "Quota": {"metadata": {}, "spec": {"queue": "", "limits": {}}},
+}
+
+
+def _settings(connection: Any) -> Any:
+    def setting(name: str, default: Any) -> Any:
+        if connection is None:
+            return default
+        if isinstance(connection, dict):
+            camel = "".join(
+                part if i == 0 else part.title() for i, part in enumerate(name.split("_"))
+            )
+            return connection.get(name, connection.get(camel, default))
+        return getattr(connection, name, default)
+
+    return setting
+
+
+def _as_resource(request: ObserveRequest) -> DesiredResource:
+    return DesiredResource(
+        request.address, request.kind, request.name, request.project, request.document
+    )
+
+
+def _gpu_names(resource: DesiredResource) -> dict[str, str]:
+    names = {}
+    for address, outputs in resource.outputs_of_dependencies.items():
+        if address.startswith("ResourcePool/") and outputs.get("resourceName"):
+            names[address.rsplit("/", 1)[-1]] = str(outputs["resourceName"])
+    return names
+
+
+def _quota_gpu(resource: DesiredResource) -> str:
+    for address, outputs in resource.outputs_of_dependencies.items():
+        if address.startswith("Queue/") and outputs.get("resourceName"):
+            return str(outputs["resourceName"])
+    return manifests.DEFAULT_GPU

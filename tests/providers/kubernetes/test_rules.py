@@ -1,0 +1,139 @@
+"""Kueue's admission rules, checked offline: each bad queue is named with the field path."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from providers.base import DesiredResource
+from providers.kubernetes.kueue_rules import instance_problems, resource_problems
+from providers.kubernetes.naming import Naming
+
+QUEUE: dict[str, Any] = {
+    "metadata": {"labels": {}, "annotations": {}},
+    "spec": {
+        "cohort": "research",
+        "pools": [
+            {
+                "pool": "h100",
+                "nominalQuota": {"gpu": "32", "cpu": "800"},
+                "lendingLimit": {"gpu": "16"},
+                "borrowingLimit": {"gpu": "8"},
+            }
+        ],
+        "preemption": {"reclaimWithinCohort": "Any", "borrowWithinCohort": {"policy": "Never"}},
+    },
+}
+
+
+def _queue(**edits: Any) -> DesiredResource:
+    document = copy.deepcopy(QUEUE)
+    for path, value in edits.items():
+        node = document["spec"]
+        *parents, last = path.split("__")
+        for step in parents:
+            node = node[int(step)] if step.isdigit() else node[step]
+        if value is None:
+            node.pop(last)
+        else:
+            node[last] = value
+    return DesiredResource("Queue/train", "Queue", "train", None, document)
+
+
+@pytest.mark.parametrize(
+    ("edits", "field", "words"),
+    [
+        pytest.param(
+            {"pools__0__lendingLimit": {"gpu": "64"}},
+            "spec.pools[0].lendingLimit.gpu",
+            "above nominalQuota",
+            id="lending-above-nominal",
+        ),
+        pytest.param(
+            {"cohort": None},
+            "spec.pools[0].borrowingLimit spec.pools[0].lendingLimit",
+            "needs a cohort",
+            id="borrowing-without-cohort",
+        ),
+        pytest.param(
+            {"pools__0__nominalQuota": {"gpu": "-4", "cpu": "800"}},
+            "spec.pools[0].nominalQuota.gpu",
+            "not a non-negative quantity",
+            id="negative-quota",
+        ),
+        pytest.param(
+            {"pools__0__nominalQuota": {"gpu": "lots", "cpu": "800"}},
+            "spec.pools[0].nominalQuota.gpu",
+            "not a non-negative quantity",
+            id="non-numeric-quota",
+        ),
+        pytest.param(
+            {"pools": [QUEUE["spec"]["pools"][0], {"pool": "h100", "nominalQuota": {}}]},
+            "spec.pools[1].pool",
+            "already listed",
+            id="duplicate-flavor",
+        ),
+        pytest.param(
+            {
+                "preemption": {
+                    "reclaimWithinCohort": "Never",
+                    "borrowWithinCohort": {"policy": "LowerPriority"},
+                }
+            },
+            "spec.preemption.borrowWithinCohort.policy",
+            "reclaimWithinCohort",
+            id="borrow-preemption-without-reclaim",
+        ),
+    ],
+)
+def test_a_queue_kueue_would_reject_is_a_problem_at_its_field(
+    edits: dict[str, Any], field: str, words: str
+) -> None:
+    problems = resource_problems(_queue(**edits), Naming())
+
+    assert [p.field for p in problems if words in p.message] == field.split()
+
+
+def test_a_queue_kueue_accepts_has_no_problem() -> None:
+    assert resource_problems(_queue(), Naming()) == []
+
+
+def test_a_namespace_too_long_with_its_prefix_is_a_problem() -> None:
+    project = DesiredResource(
+        "Project/p", "Project", "a" * 60, None, {"metadata": {}, "spec": {"owners": ["x"]}}
+    )
+
+    problems = resource_problems(project, Naming(namespace_prefix="team-"))
+
+    assert [p.field for p in problems] == ["metadata.name"]
+
+
+def _quota(project: str, name: str, queue: str) -> DesiredResource:
+    return DesiredResource(
+        f"Quota/{project}/{name}",
+        "Quota",
+        name,
+        project,
+        {"metadata": {}, "spec": {"queue": queue, "limits": {}}},
+    )
+
+
+def test_cross_resource_problems_name_the_missing_pool_the_duplicate_quota_and_the_job() -> None:
+    job = DesiredResource(
+        "TrainingJob/vision/resnet",
+        "TrainingJob",
+        "resnet",
+        "vision",
+        {"metadata": {}, "spec": {"queue": "eval"}},
+    )
+    resources = [_queue(), _quota("vision", "a", "train"), _quota("vision", "b", "train"), job]
+
+    problems = instance_problems(resources)
+
+    assert [(p.address, p.field) for p in problems] == [
+        ("Queue/train", "spec.pools[0].pool"),
+        ("Quota/vision/b", "spec.queue"),
+        ("TrainingJob/vision/resnet", "spec.queue"),
+    ]
