@@ -72,6 +72,23 @@ def identity_inputs(item: DesiredItem, ctx: JobContext) -> dict[str, Any]:
     return inputs
 
 
+def image_of(item: DesiredItem, ctx: JobContext) -> str:
+    """`repository@digest` of a container image the item runs; "" for host runtimes."""
+    address = next((a for _, a, _ in _refs(item, "spec.image")), "")
+    image = ctx.desired.get(address)
+    if image is None or image.document["spec"].get("runtime") == "host":
+        return ""
+    reference = image.document["spec"].get("reference") or ""
+    digest = ctx.pins.images.get(address, {}).get("digest")
+    if not reference or not digest:
+        return reference
+    name = reference.split("@", 1)[0]
+    last = name.rsplit("/", 1)[-1]
+    if ":" in last:
+        name = name[: len(name) - len(last)] + last.split(":", 1)[0]
+    return f"{name}@{digest}"
+
+
 def run_id_of(inputs: dict[str, Any]) -> str:
     return "r-" + hashlib.sha256(canonical_json(inputs).encode()).hexdigest()[:12]
 
@@ -141,6 +158,7 @@ def training_launch(
         checkpoint_prefix=checkpoint.get("prefix") or "",
         resume_from=resume_from,
         max_runtime=_seconds(spec.get("maxRuntime")),
+        image=image_of(item, ctx),
     )
 
 
@@ -177,6 +195,7 @@ def evaluation_launch(
         max_runtime=_seconds(spec.get("timeout")),
         suite=suite.address,
         model_run=run_id,
+        image=image_of(suite, ctx),
     )
 
 
