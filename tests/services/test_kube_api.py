@@ -757,3 +757,55 @@ def test_status_apply_conflicts_on_a_condition_owned_by_another_manager(
     assert fields == ['.status.conditions[type="Active"].status']
     entry = next(e for e in both["metadata"]["managedFields"] if e["manager"] == "kueue")
     assert entry["subresource"] == "status" and entry["operation"] == "Apply"
+
+
+def test_config_maps_and_secrets_follow_the_size_and_string_data_rules(
+    api_client: client.ApiClient, namespace: str
+) -> None:
+    core = client.CoreV1Api(api_client)
+    created = core.create_namespaced_config_map(namespace, client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(name="ledger"), data={"runs": "[]"}))
+    assert created.data == {"runs": "[]"} and created.metadata.generation is None
+    with pytest.raises(ApiException) as caught:
+        core.patch_namespaced_config_map("ledger", namespace,
+                                         {"data": {"runs": "x" * (1024 * 1024 + 1)}})
+    assert caught.value.status == 422
+    assert core.read_namespaced_config_map("ledger", namespace).data == {"runs": "[]"}
+    secret = core.create_namespaced_secret(namespace, client.V1Secret(
+        metadata=client.V1ObjectMeta(name="s"), string_data={"token": "abc"}))
+    assert secret.data == {"token": "YWJj"} and secret.string_data is None
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [
+        pytest.param({"team": "a" * 64}, id="value-too-long"),
+        pytest.param({"team": "has space"}, id="value-with-space"),
+        pytest.param({"bad key!": "a"}, id="key-with-bang"),
+        pytest.param({"Not_A.Domain/x": "a"}, id="prefix-not-a-dns-subdomain"),
+    ],
+)
+def test_invalid_labels_are_rejected_with_422(
+    custom: client.CustomObjectsApi, labels: dict[str, str]
+) -> None:
+    body = cluster_queue(unique("cq"))
+    body["metadata"]["labels"] = labels
+    with pytest.raises(ApiException) as caught:
+        custom.create_cluster_custom_object(KUEUE, V, "clusterqueues", body)
+    assert caught.value.status == 422
+    assert error_body(caught.value)["details"]["causes"][0]["field"] == "metadata.labels"
+
+
+def test_nodes_are_served_and_a_body_over_3_mib_is_refused(
+    api_client: client.ApiClient,
+) -> None:
+    core = client.CoreV1Api(api_client)
+    name = unique("node")
+    core.create_node(client.V1Node(metadata=client.V1ObjectMeta(
+        name=name, labels={"nvidia.com/gpu.product": "H100", "test": name})))
+    core.patch_node_status(name, {"status": {"capacity": {"nvidia.com/gpu": "8"}}})
+    [node] = core.list_node(label_selector=f"nvidia.com/gpu.product=H100,test={name}").items
+    assert node.status.capacity == {"nvidia.com/gpu": "8"}
+    with pytest.raises(ApiException) as caught:
+        core.patch_node(name, {"metadata": {"annotations": {"x": "y" * (3 * 1024 * 1024)}}})
+    assert caught.value.status == 413

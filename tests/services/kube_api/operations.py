@@ -16,7 +16,6 @@ import base64
 import copy
 import json
 import random
-import re
 import string
 import uuid
 from dataclasses import dataclass
@@ -31,10 +30,9 @@ from tests.services.kube_api.patch import json_patch, merge_patch, strategic_mer
 from tests.services.kube_api.resources import CRD_TYPE, NAMESPACE_TYPE, ResourceType
 from tests.services.kube_api.selectors import field_matcher, label_matcher
 from tests.services.kube_api.store import Store
+from tests.services.kube_api.validation import check_name, validate
 
 Query = dict[str, str]
-_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
 @dataclass(frozen=True)
@@ -140,18 +138,6 @@ def _continue_start(token: str | None) -> tuple[str, str] | None:
         raise errors.bad_request(f"continue key is not valid: {error}") from None
 
 
-def _check_name(target: Target, name: str) -> None:
-    pattern, limit, what = (_LABEL, 63, "RFC 1123 label") if target.type is NAMESPACE_TYPE \
-        else (_SUBDOMAIN, 253, "RFC 1123 subdomain")
-    if len(name) > limit or not pattern.fullmatch(name):
-        raise errors.invalid(
-            target.type.kind, target.type.group, name, "metadata.name",
-            f'Invalid value: "{name}": a lowercase {what} must consist of lower case '
-            f"alphanumeric characters, '-' or '.', and must start and end with an "
-            f"alphanumeric character",
-        )
-
-
 def _check_body(target: Target, body: Any, name: str | None) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise errors.bad_request("the object provided is not a JSON object")
@@ -193,7 +179,9 @@ def _prepare_create(target: Target, obj: dict[str, Any]) -> None:
         metadata.pop(key, None)
     metadata["uid"] = str(uuid.uuid4())
     metadata["creationTimestamp"] = fields.now()
-    metadata["generation"] = 1
+    metadata.pop("generation", None)
+    if target.type.generation:
+        metadata["generation"] = 1
     if target.type.status_subresource:
         obj.pop("status", None)
     if target.type is NAMESPACE_TYPE:
@@ -239,13 +227,14 @@ def create(store: Store, target: Target, body: Any, query: Query, agent: str) ->
                                  "Required value: name or generateName is required")
         suffix = "".join(random.choices(string.ascii_lowercase + string.digits, k=5))
         metadata["name"] = metadata["generateName"] + suffix
-    _check_name(target, metadata["name"])
+    check_name(target.type, metadata["name"])
     with store.lock:
         _require_namespace(store, target)
         if store.get(target.type.group, target.type.plural, target.namespace or "",
                      metadata["name"]) is not None:
             raise errors.already_exists(target.type.group, target.type.plural, metadata["name"])
         _prepare_create(target, obj)
+        validate(target.type, obj)
         if store.defaults:
             apply_defaults(target.type, target.version, obj, creating=True)
         metadata["managedFields"] = fields.record_update(
@@ -271,6 +260,7 @@ def _finish_update(
             new["status"] = copy.deepcopy(old["status"])
         else:
             new.pop("status", None)
+    validate(target.type, new)
     if store.defaults:
         apply_defaults(target.type, target.version, new, creating=False)
     metadata = new["metadata"]
@@ -282,7 +272,7 @@ def _finish_update(
             metadata.pop(key, None)
     if target.type is NAMESPACE_TYPE:
         metadata.setdefault("labels", {})["kubernetes.io/metadata.name"] = metadata["name"]
-    if _spec_view(target, new) != _spec_view(target, old):
+    if target.type.generation and _spec_view(target, new) != _spec_view(target, old):
         metadata["generation"] = int(old["metadata"].get("generation", 1)) + 1
     metadata["managedFields"] = managed if managed is not None else fields.record_update(
         old, new, manager, target.subresource, target.api_version,
@@ -396,10 +386,11 @@ def _apply(
         if old is None:
             if target.subresource:
                 raise target.not_found()
-            _check_name(target, target.name or "")
+            check_name(target.type, target.name or "")
             _require_namespace(store, target)
             obj = {k: v for k, v in applied.items()}
             _prepare_create(target, obj)
+            validate(target.type, obj)
             if store.defaults:
                 apply_defaults(target.type, target.version, obj, creating=True)
             skip = {"status"} if target.type.status_subresource else set()

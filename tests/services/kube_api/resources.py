@@ -37,6 +37,7 @@ class ResourceType:
     namespaced: bool
     status_subresource: bool
     custom: bool = False
+    generation: bool = False  # whether the server keeps metadata.generation for this kind
     short_names: tuple[str, ...] = ()
     categories: tuple[str, ...] = ()
     warnings: dict[str, str] = field(default_factory=dict)  # version -> deprecation warning
@@ -74,12 +75,17 @@ BUILTINS: tuple[ResourceType, ...] = (
                  short_names=("quota",)),
     ResourceType("", ("v1",), "pods", "pod", "Pod", True, True, short_names=("po",),
                  categories=("all",)),
-    ResourceType("batch", ("v1",), "jobs", "job", "Job", True, True, categories=("all",)),
+    ResourceType("", ("v1",), "configmaps", "configmap", "ConfigMap", True, False,
+                 short_names=("cm",)),
+    ResourceType("", ("v1",), "secrets", "secret", "Secret", True, False),
+    ResourceType("", ("v1",), "nodes", "node", "Node", False, True, short_names=("no",)),
+    ResourceType("batch", ("v1",), "jobs", "job", "Job", True, True, categories=("all",),
+                 generation=True),
     ResourceType("scheduling.k8s.io", ("v1",), "priorityclasses", "priorityclass",
-                 "PriorityClass", False, False, short_names=("pc",)),
+                 "PriorityClass", False, False, short_names=("pc",), generation=True),
     ResourceType("apiextensions.k8s.io", ("v1",), "customresourcedefinitions",
                  "customresourcedefinition", "CustomResourceDefinition", False, True,
-                 short_names=("crd", "crds"), categories=("api-extensions",)),
+                 short_names=("crd", "crds"), categories=("api-extensions",), generation=True),
 )
 CRD_TYPE = BUILTINS[-1]
 NAMESPACE_TYPE = BUILTINS[0]
@@ -118,6 +124,7 @@ def from_crd(crd: dict[str, Any]) -> ResourceType:
         namespaced=spec["scope"] == "Namespaced",
         status_subresource=status,
         custom=True,
+        generation=True,
         short_names=tuple(names.get("shortNames") or ()),
         categories=tuple(names.get("categories") or ()),
         warnings=warnings,

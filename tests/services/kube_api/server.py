@@ -27,6 +27,8 @@ from tests.services.kube_api.store import Store
 from tests.services.kube_api.tables import as_table
 from tests.services.kube_api.watch import WatchStream
 
+BODY_LIMIT = 3 * 1024 * 1024  # the real server's limit on a request body
+
 
 @dataclass(frozen=True)
 class RequestRecord:
@@ -163,6 +165,9 @@ class Handler(BaseHTTPRequestHandler):
         raw = self._body()
         headers: dict[str, str] = {}
         try:
+            if len(raw) > BODY_LIMIT:
+                raise ApiError(413, "RequestEntityTooLarge",
+                               f"Request entity too large: limit is {BODY_LIMIT}")
             code, body = self._route(method, parsed.path, query, raw, content_type, headers)
         except ApiError as error:
             code, body = error.code, error.status()

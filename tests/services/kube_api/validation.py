@@ -1,0 +1,114 @@
+"""The validation every object gets from the real server, whatever its kind: ObjectMeta rules
+(name syntax, label keys and values, the 256 KiB annotation limit), the 1 MiB ConfigMap and
+Secret limit, and Secret `stringData` folded into base64 `data`.
+
+Called by `operations` on every create and update before storing; raises `ApiError` 422
+Invalid with the real server's wording. Schema validation of specs is not done (a gap).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from typing import Any
+
+from tests.services.kube_api import errors
+from tests.services.kube_api.resources import ResourceType
+
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_QUALIFIED = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+ANNOTATIONS_LIMIT = 256 * 1024
+DATA_LIMIT = 1024 * 1024
+
+
+def _invalid(resource: ResourceType, name: str, field: str, problem: str) -> errors.ApiError:
+    return errors.invalid(resource.kind, resource.group, name, field, problem)
+
+
+def check_name(resource: ResourceType, name: str) -> None:
+    label_only = resource.kind == "Namespace"
+    pattern, limit = (_DNS_LABEL, 63) if label_only else (_SUBDOMAIN, 253)
+    what = "RFC 1123 label" if label_only else "RFC 1123 subdomain"
+    if len(name) > limit or not pattern.fullmatch(name):
+        raise _invalid(
+            resource, name, "metadata.name",
+            f'Invalid value: "{name}": a lowercase {what} must consist of lower case '
+            f"alphanumeric characters, '-' or '.', and must start and end with an "
+            f"alphanumeric character",
+        )
+
+
+def _check_key(resource: ResourceType, name: str, field: str, key: str) -> None:
+    prefix, _, short = key.rpartition("/")
+    bad = not short or len(short) > 63 or not _QUALIFIED.fullmatch(short) or (
+        "/" in key and (not prefix or len(prefix) > 253 or not _SUBDOMAIN.fullmatch(prefix)))
+    if bad:
+        raise _invalid(
+            resource, name, field,
+            f'Invalid value: "{key}": name part must consist of alphanumeric characters, '
+            f"'-', '_' or '.', and must start and end with an alphanumeric character, with an "
+            f"optional DNS subdomain prefix and '/'",
+        )
+
+
+def check_metadata(resource: ResourceType, obj: dict[str, Any]) -> None:
+    metadata = obj["metadata"]
+    name = metadata.get("name", "")
+    labels = metadata.get("labels") or {}
+    if not isinstance(labels, dict):
+        raise errors.bad_request("metadata.labels must be an object of strings")
+    for key, value in labels.items():
+        _check_key(resource, name, "metadata.labels", key)
+        if not isinstance(value, str) or len(value) > 63 or (
+                value and not _QUALIFIED.fullmatch(value)):
+            raise _invalid(
+                resource, name, "metadata.labels",
+                f'Invalid value: "{value}": a valid label must be an empty string or consist '
+                f"of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+                f"alphanumeric character (at most 63 characters)",
+            )
+    annotations = metadata.get("annotations") or {}
+    if not isinstance(annotations, dict):
+        raise errors.bad_request("metadata.annotations must be an object of strings")
+    for key in annotations:
+        _check_key(resource, name, "metadata.annotations", key)
+    size = sum(len(k) + len(str(v)) for k, v in annotations.items())
+    if size > ANNOTATIONS_LIMIT:
+        raise _invalid(resource, name, "metadata.annotations",
+                       f"Too long: may not be more than {ANNOTATIONS_LIMIT} bytes")
+
+
+def prepare_secret(obj: dict[str, Any]) -> None:
+    """What the API server does to a Secret's `stringData`: merge it into `data`, base64."""
+    string_data = obj.pop("stringData", None) or {}
+    if string_data:
+        data = obj.setdefault("data", {})
+        for key, value in string_data.items():
+            data[key] = base64.b64encode(str(value).encode()).decode()
+
+
+def check_kind_rules(resource: ResourceType, obj: dict[str, Any]) -> None:
+    if resource.kind not in ("ConfigMap", "Secret") or resource.group:
+        return
+    name = obj["metadata"].get("name", "")
+    size = 0
+    for field in ("data", "binaryData"):
+        for key, value in (obj.get(field) or {}).items():
+            if not isinstance(value, str):
+                raise errors.bad_request(f"{field}[{json.dumps(key)}] must be a string")
+            size += len(key) + (len(base64.b64decode(value))
+                                if field == "binaryData" or resource.kind == "Secret"
+                                else len(value.encode()))
+    if size > DATA_LIMIT:
+        raise _invalid(resource, name, "",
+                       f"Too long: must have at most {DATA_LIMIT} bytes")
+
+
+def validate(resource: ResourceType, obj: dict[str, Any]) -> None:
+    """Everything above, for an object about to be stored (Secrets are folded first)."""
+    if resource.kind == "Secret" and not resource.group:
+        prepare_secret(obj)
+    check_metadata(resource, obj)
+    check_kind_rules(resource, obj)
