@@ -809,3 +809,21 @@ def test_nodes_are_served_and_a_body_over_3_mib_is_refused(
     with pytest.raises(ApiException) as caught:
         core.patch_node(name, {"metadata": {"annotations": {"x": "y" * (3 * 1024 * 1024)}}})
     assert caught.value.status == 413
+
+
+def test_delete_answers_a_status_and_a_put_with_another_uid_conflicts(
+    custom: client.CustomObjectsApi,
+) -> None:
+    name = unique("cq")
+    created = custom.create_cluster_custom_object(KUEUE, V, "clusterqueues", cluster_queue(name))
+    impostor = {**created, "metadata": {**created["metadata"], "uid": str(uuid.uuid4())}}
+    with pytest.raises(ApiException) as caught:
+        custom.replace_cluster_custom_object(KUEUE, V, "clusterqueues", name, impostor)
+    assert caught.value.status == 409
+    answer = custom.delete_cluster_custom_object(KUEUE, V, "clusterqueues", name)
+    assert answer["kind"] == "Status" and answer["status"] == "Success"
+    assert answer["details"] == {"name": name, "group": KUEUE, "kind": "clusterqueues",
+                                 "uid": created["metadata"]["uid"]}
+    with pytest.raises(ApiException) as caught:
+        custom.delete_cluster_custom_object(KUEUE, V, "clusterqueues", name)
+    assert caught.value.status == 404

@@ -7,7 +7,9 @@ server-set; `.status` is ignored by writes to the main resource of a kind with a
 subresource and a status write changes nothing but `.status`; generation counts changes
 outside metadata (and status); custom resources need a resourceVersion on PUT; objects
 with finalizers are only marked on delete; deleting a Namespace or a CRD deletes what lies
-in it; `dryRun=All` answers without storing.
+in it; `dryRun=All` answers without storing; a delete answers a Status with details except
+for the kinds that return the deleted object (Pods, Namespaces, CRDs) or an object held by
+finalizers.
 """
 
 from __future__ import annotations
@@ -308,6 +310,12 @@ def update(store: Store, target: Target, body: Any, query: Query, agent: str) ->
                         target.name or "")
         if old is None:
             raise target.not_found()
+        uid = obj["metadata"].get("uid")
+        if uid and uid != old["metadata"]["uid"]:
+            raise errors.conflict(
+                target.type.group, target.type.plural, target.name or "",
+                f"Precondition failed: UID in precondition: {uid}, UID in object meta: "
+                f"{old['metadata']['uid']}")
         wanted = obj["metadata"].get("resourceVersion")
         if not wanted and target.type.custom:
             raise errors.invalid(target.type.kind, target.type.group, target.name or "",
@@ -416,6 +424,11 @@ def _apply(
         return 200, _finish_update(store, target, old, merged, dry_run, managed, manager)
 
 
+# Kinds whose immediate delete answers the object (ReturnDeletedObject, or a custom delete that
+# marks the object); every other kind answers a Status with details (name, group, kind, uid).
+RETURNS_DELETED_OBJECT = ("Pod", "Namespace", "CustomResourceDefinition")
+
+
 def delete(store: Store, target: Target, query: Query, body: Any) -> dict[str, Any]:
     options = body if isinstance(body, dict) else {}
     dry_run = _dry_run(query, options)
@@ -452,11 +465,13 @@ def delete(store: Store, target: Target, query: Query, body: Any) -> dict[str, A
                 store.drop_resource(old["spec"]["group"], old["spec"]["names"]["plural"])
             removed = store.remove(group, plural, namespace, target.name or "")
             gone["metadata"]["resourceVersion"] = (removed or old)["metadata"]["resourceVersion"]
-    if target.type.kind == "Job":
-        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                "details": {"name": target.name, "group": group, "kind": plural,
-                            "uid": old["metadata"]["uid"]}}
-    return present(target, gone)
+    if target.type.kind in RETURNS_DELETED_OBJECT:
+        return present(target, gone)
+    details = {"name": target.name, "group": group, "kind": plural, "uid": old["metadata"]["uid"]}
+    if not group:
+        del details["group"]
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+            "details": details}
 
 
 def delete_collection(store: Store, target: Target, query: Query, body: Any) -> dict[str, Any]:
