@@ -31,6 +31,7 @@ class ApiKind:
 NAMESPACE = ApiKind("Namespace", "v1", "namespaces", False)
 RESOURCE_QUOTA = ApiKind("ResourceQuota", "v1", "resourcequotas", True)
 NODE = ApiKind("Node", "v1", "nodes", False)
+CONFIG_MAP = ApiKind("ConfigMap", "v1", "configmaps", True)
 JOB = ApiKind("Job", "batch/v1", "jobs", True)
 RESOURCE_FLAVOR = ApiKind("ResourceFlavor", KUEUE, "resourceflavors", False)
 TOPOLOGY = ApiKind("Topology", KUEUE, "topologies", False)
@@ -45,6 +46,7 @@ BY_KIND = {
         NAMESPACE,
         RESOURCE_QUOTA,
         NODE,
+        CONFIG_MAP,
         JOB,
         RESOURCE_FLAVOR,
         TOPOLOGY,

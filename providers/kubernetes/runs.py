@@ -37,6 +37,7 @@ from providers.kubernetes.jobs import (
 )
 from providers.kubernetes.kinds import (
     CLUSTER_QUEUE,
+    CONFIG_MAP,
     JOB,
     KUEUE,
     WORKLOAD,
@@ -47,7 +48,6 @@ from providers.kubernetes.manifests import DEFAULT_GPU
 from providers.kubernetes.naming import ADDRESS_HASH_LABEL, KIND_LABEL, Naming, short_hash
 from providers.local.status import run_to_json
 
-CONFIG_MAP = ApiKind("ConfigMap", "v1", "configmaps", True)
 PRIORITY_KIND = "Priority"
 
 
@@ -193,10 +193,9 @@ class KubernetesJobs:
             if entry.get("cancelled") or (run_id is not None and entry.get("runId") != run_id):
                 continue
             job = jobs.get(str(entry.get("job")))
-            if job is not None and attempt_status(entry, job, None).phase.finished:
-                continue
-            if job is not None:
-                self.client.delete(JOB, str(entry["job"]), namespace)
+            if job is None or attempt_status(entry, job, None).phase.finished:
+                continue  # finished, or its Job was deleted outside trainform (failed)
+            self.client.delete(JOB, str(entry["job"]), namespace)
             entry["cancelled"] = True
             changed = True
         if changed:

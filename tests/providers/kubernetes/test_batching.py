@@ -1,0 +1,111 @@
+"""Observing is batched: 500 Queues, 500 Quotas and 500 TrainingJobs cost one list request
+per Kubernetes kind (plus one Workload list for the namespace with unfinished jobs),
+counted from the fake API server's request log."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from providers.base import DesiredResource, ObserveRequest, ProviderContext
+from providers.jobs import JobLaunch
+from providers.kubernetes.client import KubeClient, make_api_client
+from providers.kubernetes.jobs import job_manifest, ledger_entry, ledger_manifest
+from providers.kubernetes.provider import KubernetesProvider
+from tests.providers.kubernetes.fixtures import unique_prefix
+from tests.services.kube_api import KubeAPI
+
+COUNT = 500
+
+
+def _document(spec: dict) -> dict:
+    return {"metadata": {"labels": {}, "annotations": {}}, "spec": spec}
+
+
+def _launch(index: int) -> JobLaunch:
+    return JobLaunch(
+        address=f"TrainingJob/vision/job-{index}",
+        run_id="r-0123456789ab",
+        attempt=1,
+        kind="train",
+        project="vision",
+        queue="q-0",
+        priority=0,
+        command=["python"],
+        code_dir=None,
+        parameters={},
+        env={},
+        datasets=[],
+        cpu="1",
+        memory="1073741824",
+        gpus=0,
+        nodes=1,
+        image="example.com/train@sha256:" + "2" * 64,
+    )
+
+
+def test_observing_1500_resources_costs_one_list_per_kind(
+    kube_api: KubeAPI, tmp_path: Path
+) -> None:
+    prefix = unique_prefix()
+    provider = KubernetesProvider(KubeClient(make_api_client(str(kube_api.kubeconfig), "")))
+    provider.configure(
+        "k8s", {"namespacePrefix": prefix, "namePrefix": prefix}, ProviderContext(tmp_path)
+    )
+    queue = _document(
+        {
+            "pools": [{"pool": "h100", "nominalQuota": {"gpu": "8", "cpu": "8", "memory": "8"}}],
+            "defaultPriority": 0,
+        }
+    )
+    quota = _document({"queue": "q-0", "limits": {"gpu": "4"}})
+    requests = [
+        ObserveRequest(f"Queue/q-{i}", "Queue", f"q-{i}", None, queue) for i in range(COUNT)
+    ]
+    requests += [
+        ObserveRequest(f"Quota/vision/q-{i}", "Quota", f"q-{i}", "vision", quota)
+        for i in range(COUNT)
+    ]
+    requests += [
+        ObserveRequest(f"TrainingJob/vision/job-{i}", "TrainingJob", f"job-{i}", "vision", {})
+        for i in range(COUNT)
+    ]
+    namespace = f"{prefix}vision"
+    provider.client.apply(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, "t", False
+    )
+    manifests = []
+    for request in requests:
+        if request.kind == "TrainingJob":
+            launch = _launch(int(request.name.split("-")[1]))
+            manifests.append(job_manifest(provider.naming, launch, "nvidia.com/gpu", None))
+            entry = ledger_entry(launch, "2026-01-01T00:00:00Z")
+            manifests.append(ledger_manifest(provider.naming, launch.address, namespace, [entry]))
+        else:
+            manifests += provider.render(
+                DesiredResource(
+                    request.address, request.kind, request.name, request.project, request.document
+                )
+            )
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda m: provider.client.apply(m, "trainform", False), manifests))
+    kube_api.reset_requests()
+
+    seen = provider.observe(requests)
+
+    assert len(seen) == 3 * COUNT
+    assert all(observation.exists for observation in seen.values())
+    lists = sorted(r.path for r in kube_api.requests)
+    assert [r.method for r in kube_api.requests] == ["GET"] * len(lists)
+    assert lists == sorted(
+        [
+            "/apis/kueue.x-k8s.io/v1beta2/clusterqueues",
+            "/apis/kueue.x-k8s.io/v1beta2/workloadpriorityclasses",
+            "/apis/kueue.x-k8s.io/v1beta2/workloads",
+            "/api/v1/resourcequotas",
+            "/apis/kueue.x-k8s.io/v1beta2/localqueues",
+            "/api/v1/configmaps",
+            "/apis/batch/v1/jobs",
+            f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{namespace}/workloads",
+        ]
+    )

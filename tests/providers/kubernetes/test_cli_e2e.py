@@ -1,0 +1,152 @@
+"""End to end through the `trainform` CLI: examples/platform on Kubernetes (the fake API
+server, or a real cluster with the `kubernetes_cluster` marker), a second plan with no
+changes, drift after a kubectl-style edit, and a Kueue rule failing the plan at file:line.
+
+The copy of examples/platform keeps only what the kubernetes instance `gke-prod` holds:
+its pools, queues, projects and quotas. The Slurm pool and queues (and the quotas on
+them), datasets, images, evaluation suites and training jobs are left out: they need the
+slurm, objectstore and registry instances, which this test does not run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from providers.kubernetes.client import KubeClient, make_api_client
+from providers.kubernetes.kinds import CLUSTER_QUEUE
+from tests.engine.support import REPO, run_trainform
+from tests.services.kube_api import KubeAPI
+
+EXAMPLE = REPO / "examples" / "platform"
+KEPT = ("Project", "ResourcePool", "Queue", "Quota")
+
+
+def _kubernetes_only(target: Path, kubeconfig: str, context: str, prefix: str) -> Path:
+    shutil.copytree(EXAMPLE, target, ignore=shutil.ignore_patterns(".trainform", "*.lock"))
+    for path in target.rglob("*.yaml"):
+        if path.name == "trainform.yaml":
+            continue
+        documents = [d for d in yaml.safe_load_all(path.read_text()) if d]
+        kept = [
+            d
+            for d in documents
+            if d["kind"] in KEPT
+            and d["spec"].get("provider", "gke-prod") == "gke-prod"
+            and not d["metadata"]["name"].startswith("hpc-")
+            and not str(d["spec"].get("queue", "")).startswith("hpc-")
+        ]
+        path.write_text(yaml.safe_dump_all(kept, sort_keys=False) if kept else "")
+    connection = {"kubeconfig": kubeconfig, "namespacePrefix": prefix, "namePrefix": prefix}
+    if context:
+        connection["context"] = context
+    config = {
+        "apiVersion": "trainform/v1",
+        "providers": [{"name": "gke-prod", "type": "kubernetes", "connection": connection}],
+        "state": {"backend": "local", "path": ".trainform/state.json"},
+        "environments": {"staging": {"variables": {}}},
+        "defaultEnvironment": "staging",
+    }
+    (target / "trainform.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    return target
+
+
+def tf(folder: Path, *args: str) -> tuple[int, str]:
+    result = run_trainform(*args, cwd=folder, timeout=120)
+    output = result.stdout + result.stderr
+    assert "Traceback" not in output, output
+    return result.returncode, output
+
+
+def apply_plan_and_drift(folder: Path, client: KubeClient, prefix: str) -> None:
+    code, output = tf(folder, "apply", ".", "--auto-approve")
+    assert code == 0, output
+    code, output = tf(folder, "plan", ".", "--detailed-exitcode")
+    assert code == 0, output
+
+    queue = client.get(CLUSTER_QUEUE, f"{prefix}pretrain")
+    assert queue is not None
+    groups = queue["spec"]["resourceGroups"]
+    groups[0]["flavors"][0]["resources"][2]["nominalQuota"] = "64"
+    client.merge_patch(
+        CLUSTER_QUEUE,
+        f"{prefix}pretrain",
+        None,
+        {"spec": {"resourceGroups": groups}},
+        "kubectl-edit",
+    )
+    code, output = tf(folder, "drift", ".", "--format", "json")
+    assert code == 2, output
+    [finding] = [f for f in json.loads(output)["findings"] if f["address"] == "Queue/pretrain"]
+    assert [(c["path"], c["before"], c["after"]) for c in finding["changes"]] == [
+        ("spec.pools[0].nominalQuota.gpu", "96", "64")
+    ]
+    code, output = tf(folder, "apply", ".", "--auto-approve")
+    assert code == 1 and "kubectl-edit" in output, output
+
+    config = yaml.safe_load((folder / "trainform.yaml").read_text())
+    config["providers"][0]["connection"]["forceConflicts"] = True
+    (folder / "trainform.yaml").write_text(yaml.safe_dump(config))
+    code, output = tf(folder, "apply", ".", "--auto-approve")
+    assert code == 0, output
+    code, output = tf(folder, "drift", ".")
+    assert code == 0, output
+
+
+def test_examples_platform_applies_plans_empty_and_restores_a_kubectl_edit(
+    tmp_path: Path, kube_api: KubeAPI
+) -> None:
+    prefix = f"e{uuid.uuid4().hex[:6]}-"
+    folder = _kubernetes_only(tmp_path / "platform", str(kube_api.kubeconfig), "", prefix)
+    client = KubeClient(make_api_client(str(kube_api.kubeconfig), ""))
+
+    apply_plan_and_drift(folder, client, prefix)
+
+
+def test_a_lending_limit_above_nominal_quota_fails_the_plan_at_its_line(
+    tmp_path: Path, kube_api: KubeAPI
+) -> None:
+    folder = _kubernetes_only(tmp_path / "platform", str(kube_api.kubeconfig), "", "l-")
+    queues = folder / "platform" / "queues.yaml"
+    text = queues.read_text()
+    assert "lendingLimit:\n      gpu: 48" in text
+    queues.write_text(text.replace("lendingLimit:\n      gpu: 48", "lendingLimit:\n      gpu: 480"))
+    line = next(
+        number
+        for number, content in enumerate(queues.read_text().splitlines(), start=1)
+        if "gpu: 480" in content
+    )
+
+    code, output = tf(folder, "plan", ".")
+
+    assert code == 1, output
+    assert f"platform/queues.yaml:{line}:" in output, output
+    assert "spec.pools[0].lendingLimit.gpu: lendingLimit 480 is above nominalQuota 96" in output
+
+
+@pytest.mark.kubernetes_cluster
+def test_examples_platform_on_a_real_cluster(tmp_path: Path) -> None:
+    """The same end-to-end run against a real cluster with Kueue installed. Opt-in: runs
+    only when TRAINFORM_TEST_KUBECONFIG names a kubeconfig (TRAINFORM_TEST_KUBE_CONTEXT
+    optionally its context); skipped otherwise, in CI too: the one allowed skip, since no
+    cluster exists there. Everything it creates is prefixed and deleted at the end."""
+    kubeconfig = os.environ.get("TRAINFORM_TEST_KUBECONFIG", "")
+    if not kubeconfig:
+        pytest.skip("TRAINFORM_TEST_KUBECONFIG is not set: no real cluster to test against")
+    context = os.environ.get("TRAINFORM_TEST_KUBE_CONTEXT", "")
+    prefix = f"tf{uuid.uuid4().hex[:6]}-"
+    folder = _kubernetes_only(tmp_path / "platform", kubeconfig, context, prefix)
+    for path in folder.rglob("*.yaml"):  # a real cluster refuses deleting protected pools
+        path.write_text(path.read_text().replace("preventDestroy: true", "preventDestroy: false"))
+    client = KubeClient(make_api_client(kubeconfig, context))
+    try:
+        apply_plan_and_drift(folder, client, prefix)
+    finally:
+        tf(folder, "plan", ".", "--destroy", "--allow-mass-delete", "-out", "destroy.plan")
+        tf(folder, "apply", "destroy.plan")
