@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian packages of the servers the integration tests start themselves
-# (the OCI registry). Needs root and apt; elsewhere it says what is missing and goes on,
-# and the tests that need a server skip (or fail under CI=true).
+# (the OCI registry; munge, MariaDB and Slurm for scripts/slurm-cluster.sh). Needs root and
+# apt; elsewhere it says what is missing and goes on, and the tests that need a server skip
+# (or fail under CI=true).
 set -euo pipefail
-packages=(docker-registry)
+packages=(docker-registry slurmctld slurmd slurmdbd slurm-client munge mariadb-server)
 missing=()
 for package in "${packages[@]}"; do
   dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")

@@ -11,6 +11,7 @@ import pytest
 from tests.helpers import write_tree
 from tests.services.kube_api.fixtures import kube_api  # noqa: F401 - session fixture
 from tests.services.s3 import S3Server, credentials_env, serve
+from tests.services.slurm import SlurmCluster, serve_slurm
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -45,6 +46,12 @@ def s3_server(
 ) -> Iterator[S3Server]:
     """A real S3 endpoint for the whole session: the moto server, then SeaweedFS."""
     yield from serve(request.param, tmp_path_factory.mktemp(request.param))
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> Iterator[SlurmCluster]:
+    """A real one-node Slurm cluster (4 fake GPUs, accounting) for the whole session."""
+    yield from serve_slurm()
 
 
 @pytest.fixture
