@@ -1,4 +1,4 @@
-"""The verbs on one resource: get, list, create, update (PUT), patch, delete.
+"""The writing verbs on one object: create, update (PUT), patch, server-side apply; and get.
 
 Called by `server.py` with a `Target` (resource type, version, namespace, name,
 subresource) and the parsed query; they return (HTTP code, body) or raise `ApiError`.
@@ -7,62 +7,31 @@ server-set; `.status` is ignored by writes to the main resource of a kind with a
 subresource and a status write changes nothing but `.status`; generation counts changes
 outside metadata (and status); custom resources need a resourceVersion on PUT; objects
 with finalizers are only marked on delete; deleting a Namespace or a CRD deletes what lies
-in it; `dryRun=All` answers without storing; a delete answers a Status with details except
-for the kinds that return the deleted object (Pods, Namespaces, CRDs) or an object held by
-finalizers.
+in it; `dryRun=All` answers without storing. Listing and deleting live in listing.py and
+deletion.py.
 """
 
 from __future__ import annotations
 
-import base64
 import copy
 import json
 import random
 import string
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
 from tests.services.kube_api import errors, fields
 from tests.services.kube_api.defaults import apply_defaults
-from tests.services.kube_api.errors import ApiError
 from tests.services.kube_api.patch import json_patch, merge_patch, strategic_merge_patch
-from tests.services.kube_api.resources import CRD_TYPE, NAMESPACE_TYPE, ResourceType
-from tests.services.kube_api.selectors import field_matcher, label_matcher
+from tests.services.kube_api.resources import CRD_TYPE, NAMESPACE_TYPE
 from tests.services.kube_api.store import Store
+from tests.services.kube_api.target import Query, Target, present
 from tests.services.kube_api.validation import check_name, validate
 
-Query = dict[str, str]
 
-
-@dataclass(frozen=True)
-class Target:
-    """What a URL addresses."""
-
-    type: ResourceType
-    version: str
-    namespace: str | None  # None: cluster-scoped, or a list across all namespaces
-    name: str | None
-    subresource: str = ""
-
-    @property
-    def api_version(self) -> str:
-        return self.type.api_version(self.version)
-
-    def not_found(self) -> ApiError:
-        return errors.not_found(self.type.group, self.type.plural, self.name or "")
-
-
-def present(target: Target, obj: dict[str, Any]) -> dict[str, Any]:
-    """The stored object as the client sees it at the requested version."""
-    shown = {"apiVersion": target.api_version, "kind": target.type.kind}
-    shown.update({k: v for k, v in obj.items() if k not in ("apiVersion", "kind")})
-    return shown
-
-
-def _dry_run(query: Query, body: dict[str, Any] | None = None) -> bool:
+def is_dry_run(query: Query, body: dict[str, Any] | None = None) -> bool:
     values = [query["dryRun"]] if "dryRun" in query else list((body or {}).get("dryRun") or [])
     for value in values:
         if value != "All":
@@ -96,48 +65,6 @@ def get(store: Store, target: Target) -> dict[str, Any]:
     if found is None:
         raise target.not_found()
     return present(target, found)
-
-
-def list_objects(store: Store, target: Target, query: Query) -> dict[str, Any]:
-    labels = label_matcher(query.get("labelSelector"))
-    by_field = field_matcher(query.get("fieldSelector"))
-    with store.lock:
-        revision = str(store.revision)
-        items = [o for o in store.items(target.type.group, target.type.plural, target.namespace)
-                 if labels(o) and by_field(o)]
-    start = _continue_start(query.get("continue"))
-    if start is not None:
-        revision = start[0]
-        items = [o for o in items if _key(o) > start[1]]
-    metadata: dict[str, Any] = {"resourceVersion": revision}
-    limit = int(query["limit"]) if query.get("limit", "").isdigit() else 0
-    if 0 < limit < len(items):
-        metadata["continue"] = _continue_token(revision, _key(items[limit - 1]))
-        metadata["remainingItemCount"] = len(items) - limit
-        items = items[:limit]
-    shown = [present(target, o) if target.type.custom else
-             {k: v for k, v in o.items() if k not in ("apiVersion", "kind")} for o in items]
-    return {"apiVersion": target.api_version, "kind": target.type.list_kind,
-            "metadata": metadata, "items": shown}
-
-
-def _key(obj: dict[str, Any]) -> str:
-    return f"{obj['metadata'].get('namespace', '')}/{obj['metadata']['name']}"
-
-
-def _continue_token(revision: str, last: str) -> str:
-    raw = json.dumps({"v": "meta.k8s.io/v1", "rv": int(revision), "start": last + "\x00"})
-    return base64.urlsafe_b64encode(raw.encode()).decode()
-
-
-def _continue_start(token: str | None) -> tuple[str, str] | None:
-    if not token:
-        return None
-    try:
-        decoded = json.loads(base64.urlsafe_b64decode(token.encode()))
-        return str(decoded["rv"]), str(decoded["start"]).rstrip("\x00")
-    except (ValueError, KeyError, TypeError) as error:
-        raise errors.bad_request(f"continue key is not valid: {error}") from None
 
 
 def _check_body(target: Target, body: Any, name: str | None) -> dict[str, Any]:
@@ -212,7 +139,7 @@ def _crd_status(crd: dict[str, Any]) -> dict[str, Any]:
             "storedVersions": stored}
 
 
-def _write(store: Store, target: Target, obj: dict[str, Any], dry_run: bool) -> dict[str, Any]:
+def write(store: Store, target: Target, obj: dict[str, Any], dry_run: bool) -> dict[str, Any]:
     if not dry_run:
         obj["metadata"]["resourceVersion"] = store.next_revision()
         store.put(target.type.group, target.type.plural, obj)
@@ -221,7 +148,7 @@ def _write(store: Store, target: Target, obj: dict[str, Any], dry_run: bool) -> 
 
 def create(store: Store, target: Target, body: Any, query: Query, agent: str) -> dict[str, Any]:
     obj = _check_body(target, body, None)
-    dry_run = _dry_run(query)
+    dry_run = is_dry_run(query)
     metadata = obj["metadata"]
     if not metadata.get("name"):
         if not metadata.get("generateName"):
@@ -242,7 +169,7 @@ def create(store: Store, target: Target, body: Any, query: Query, agent: str) ->
         metadata["managedFields"] = fields.record_update(
             None, obj, _manager(query, agent), "", target.api_version, _skip_status(target),
             _schema(target))
-        return _write(store, target, obj, dry_run)
+        return write(store, target, obj, dry_run)
 
 
 def _finish_update(
@@ -287,7 +214,7 @@ def _finish_update(
                                 metadata["name"])
             new["metadata"]["resourceVersion"] = (gone or old)["metadata"]["resourceVersion"]
         return present(target, new)
-    return _write(store, target, new, dry_run)
+    return write(store, target, new, dry_run)
 
 
 def _comparable(obj: dict[str, Any]) -> dict[str, Any]:
@@ -304,7 +231,7 @@ def _comparable(obj: dict[str, Any]) -> dict[str, Any]:
 
 def update(store: Store, target: Target, body: Any, query: Query, agent: str) -> dict[str, Any]:
     obj = _check_body(target, body, target.name)
-    dry_run = _dry_run(query)
+    dry_run = is_dry_run(query)
     with store.lock:
         old = store.get(target.type.group, target.type.plural, target.namespace or "",
                         target.name or "")
@@ -340,7 +267,7 @@ def patch(
     if kind not in PATCH_TYPES[:4] or (kind.startswith("application/strategic")
                                        and target.type.custom):
         raise errors.unsupported_media_type(kind)
-    dry_run = _dry_run(query)
+    dry_run = is_dry_run(query)
     try:
         body = yaml.safe_load(raw.decode()) if kind.endswith("yaml") else json.loads(raw or b"null")
     except (ValueError, yaml.YAMLError) as error:
@@ -406,7 +333,7 @@ def _apply(
             _, managed = fields.apply(None, config, manager, force, "", target.api_version,
                                       _skip_status(target), _schema(target))
             obj["metadata"]["managedFields"] = managed
-            return 201, _write(store, target, obj, dry_run)
+            return 201, write(store, target, obj, dry_run)
         wanted = applied["metadata"].get("resourceVersion")
         if wanted and wanted != old["metadata"]["resourceVersion"]:
             raise errors.stale(target.type.group, target.type.plural, target.name or "")
@@ -424,70 +351,3 @@ def _apply(
         return 200, _finish_update(store, target, old, merged, dry_run, managed, manager)
 
 
-# Kinds whose immediate delete answers the object (ReturnDeletedObject, or a custom delete that
-# marks the object); every other kind answers a Status with details (name, group, kind, uid).
-RETURNS_DELETED_OBJECT = ("Pod", "Namespace", "CustomResourceDefinition")
-
-
-def delete(store: Store, target: Target, query: Query, body: Any) -> dict[str, Any]:
-    options = body if isinstance(body, dict) else {}
-    dry_run = _dry_run(query, options)
-    policy = query.get("propagationPolicy") or options.get("propagationPolicy")
-    if policy not in (None, "Orphan", "Background", "Foreground"):
-        raise errors.bad_request(f'propagationPolicy: Unsupported value: "{policy}"')
-    group, plural, namespace = target.type.group, target.type.plural, target.namespace or ""
-    if target.type is NAMESPACE_TYPE and target.name in ("default", "kube-system", "kube-public"):
-        raise ApiError(403, "Forbidden", f'namespaces "{target.name}" is forbidden: this '
-                       f"namespace may not be deleted", {"name": target.name, "kind": plural})
-    with store.lock:
-        old = store.get(group, plural, namespace, target.name or "")
-        if old is None:
-            raise target.not_found()
-        preconditions = options.get("preconditions") or {}
-        for key in ("uid", "resourceVersion"):
-            if preconditions.get(key) and preconditions[key] != old["metadata"].get(key):
-                raise errors.conflict(
-                    group, plural, target.name or "",
-                    f"Precondition failed: {key.upper() if key == 'uid' else key} in "
-                    f"precondition: {preconditions[key]}, {key} in object meta: "
-                    f"{old['metadata'].get(key)}")
-        gone = copy.deepcopy(old)
-        gone["metadata"].setdefault("deletionTimestamp", fields.now())
-        if target.type is NAMESPACE_TYPE:
-            gone["status"] = {"phase": "Terminating"}
-        if old["metadata"].get("finalizers") and target.type is not NAMESPACE_TYPE:
-            gone["metadata"]["deletionGracePeriodSeconds"] = 0
-            return _write(store, target, gone, dry_run)
-        if not dry_run:
-            if target.type is NAMESPACE_TYPE:
-                store.drop_namespace(target.name or "")
-            if target.type is CRD_TYPE:
-                store.drop_resource(old["spec"]["group"], old["spec"]["names"]["plural"])
-            removed = store.remove(group, plural, namespace, target.name or "")
-            gone["metadata"]["resourceVersion"] = (removed or old)["metadata"]["resourceVersion"]
-    if target.type.kind in RETURNS_DELETED_OBJECT:
-        return present(target, gone)
-    details = {"name": target.name, "group": group, "kind": plural, "uid": old["metadata"]["uid"]}
-    if not group:
-        del details["group"]
-    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-            "details": details}
-
-
-def delete_collection(store: Store, target: Target, query: Query, body: Any) -> dict[str, Any]:
-    """DELETE on a collection: delete every object the selectors match; answer the list."""
-    if target.type.kind == "Namespace":
-        raise errors.method_not_allowed()
-    listed = list_objects(store, target, {k: v for k, v in query.items()
-                                          if k in ("labelSelector", "fieldSelector")})
-    deleted = []
-    for item in listed["items"]:
-        metadata = item["metadata"]
-        one = Target(target.type, target.version, metadata.get("namespace"), metadata["name"])
-        try:
-            deleted.append(delete(store, one, query, body))
-        except ApiError as error:
-            if error.code != 404:
-                raise
-    listed["items"] = deleted
-    return listed

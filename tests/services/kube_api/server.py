@@ -19,12 +19,12 @@ from typing import Any
 
 import yaml
 
-from tests.services.kube_api import discovery, errors, openapi, operations
+from tests.services.kube_api import deletion, discovery, errors, listing, openapi, operations
 from tests.services.kube_api.errors import ApiError
-from tests.services.kube_api.operations import Target
 from tests.services.kube_api.resources import CRD_TYPE, Catalog, build_catalog
 from tests.services.kube_api.store import Store
 from tests.services.kube_api.tables import as_table
+from tests.services.kube_api.target import Target
 from tests.services.kube_api.watch import WatchStream
 
 BODY_LIMIT = 3 * 1024 * 1024  # the real server's limit on a request body
@@ -293,13 +293,13 @@ class Handler(BaseHTTPRequestHandler):
             if method == "GET":
                 if query.get("watch") in ("true", "1"):
                     return 200, WatchStream(store, target, query, self.api.stopping)
-                listed = operations.list_objects(store, target, query)
+                listed = listing.list_objects(store, target, query)
                 return 200, as_table(target, listed) if self._wants_table() else listed
             if method == "POST" and (target.namespace is not None or not target.type.namespaced):
                 return 201, operations.create(store, target, _decode(raw, content_type), query,
                                               agent)
             if method == "DELETE":
-                return 200, operations.delete_collection(store, target, query,
+                return 200, deletion.delete_collection(store, target, query,
                                                          _decode_optional(raw, content_type))
             raise errors.method_not_allowed()
         if method == "GET":
@@ -310,7 +310,7 @@ class Handler(BaseHTTPRequestHandler):
         if method == "PATCH":
             return operations.patch(store, target, raw, content_type, query, agent)
         if method == "DELETE" and not target.subresource:
-            return 200, operations.delete(store, target, query,
+            return 200, deletion.delete(store, target, query,
                                           _decode_optional(raw, content_type))
         raise errors.method_not_allowed()
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from tests.services.kube_api.operations import Target
+from tests.services.kube_api.target import Target
 
 
 def _age(created: str | None) -> str:

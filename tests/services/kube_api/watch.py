@@ -17,9 +17,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from tests.services.kube_api import errors
-from tests.services.kube_api.operations import Target, present
 from tests.services.kube_api.selectors import field_matcher, label_matcher
 from tests.services.kube_api.store import Store
+from tests.services.kube_api.target import Target, present
 
 if TYPE_CHECKING:
     from http.server import BaseHTTPRequestHandler
