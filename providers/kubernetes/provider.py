@@ -290,8 +290,8 @@ class KubernetesProvider(KubernetesJobs, Provider):
         rendered = self.render(resource)
         for obj in rendered:
             self._check_owner(obj, resource.address, adopting)
-        for obj in rendered:
-            self.client.apply(obj, self.field_manager, self.force)
+        for obj in rendered:  # importing takes the fields over from whoever set them
+            self.client.apply(obj, self.field_manager, self.force or adopting)
         return self._outputs(resource, rendered)
 
     def _check_owner(self, obj: dict[str, Any], address: str, adopting: bool) -> None:

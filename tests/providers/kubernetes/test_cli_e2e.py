@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from providers.kubernetes.client import KubeClient, make_api_client
-from providers.kubernetes.kinds import CLUSTER_QUEUE
+from providers.kubernetes.kinds import CLUSTER_QUEUE, NODE
 from tests.engine.support import REPO, run_trainform
 from tests.services.kube_api import KubeAPI
 
@@ -150,3 +150,104 @@ def test_examples_platform_on_a_real_cluster(tmp_path: Path) -> None:
     finally:
         tf(folder, "plan", ".", "--destroy", "--allow-mass-delete", "-out", "destroy.plan")
         tf(folder, "apply", "destroy.plan")
+
+
+def _hand_made(client: KubeClient, prefix: str) -> None:
+    """Kueue objects another tool made: a flavor with one matching node, a queue, and a
+    namespace with a LocalQueue and a ResourceQuota."""
+    kueue = "kueue.x-k8s.io/v1beta2"
+    node_labels = {"pool": f"{prefix}a100"}
+    namespace = f"{prefix}vision"
+    objects = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+        {
+            "apiVersion": kueue,
+            "kind": "ResourceFlavor",
+            "metadata": {"name": f"{prefix}a100"},
+            "spec": {"nodeLabels": node_labels},
+        },
+        {
+            "apiVersion": kueue,
+            "kind": "ClusterQueue",
+            "metadata": {"name": f"{prefix}train"},
+            "spec": {
+                "namespaceSelector": {},
+                "cohortName": "research",
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+                        "flavors": [
+                            {
+                                "name": f"{prefix}a100",
+                                "resources": [
+                                    {"name": "cpu", "nominalQuota": 64},
+                                    {"name": "memory", "nominalQuota": "512Gi"},
+                                    {"name": "nvidia.com/gpu", "nominalQuota": 8},
+                                ],
+                            }
+                        ],
+                    }
+                ],
+            },
+        },
+        {
+            "apiVersion": kueue,
+            "kind": "LocalQueue",
+            "metadata": {"name": "train", "namespace": namespace},
+            "spec": {"clusterQueue": f"{prefix}train"},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": "train", "namespace": namespace},
+            "spec": {"hard": {"requests.nvidia.com/gpu": "8", "count/jobs.batch": "5"}},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": f"{prefix}n1", "labels": node_labels},
+        },
+    ]
+    for obj in objects:
+        client.apply(obj, "kubectl", False)
+    client.merge_patch(
+        NODE,
+        f"{prefix}n1",
+        None,
+        {"status": {"allocatable": {"cpu": "96", "memory": "1Ti", "nvidia.com/gpu": "8"}}},
+        "kubelet",
+        "status",
+    )
+
+
+def test_import_from_the_cluster_then_plan_shows_no_changes(
+    tmp_path: Path, kube_api: KubeAPI
+) -> None:
+    prefix = f"i{uuid.uuid4().hex[:6]}-"
+    client = KubeClient(make_api_client(str(kube_api.kubeconfig), ""))
+    _hand_made(client, prefix)
+    folder = tmp_path / "imported"
+    folder.mkdir()
+    connection = {"kubeconfig": str(kube_api.kubeconfig), "namespacePrefix": prefix}
+    connection["namePrefix"] = prefix
+    (folder / "trainform.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "trainform/v1",
+                "providers": [{"name": "k8s", "type": "kubernetes", "connection": connection}],
+                "state": {"backend": "local", "path": ".trainform/state.json"},
+            }
+        )
+    )
+
+    code, output = tf(folder, "import", "--from", "k8s", ".")
+
+    assert code == 0, output
+    written = list(yaml.safe_load_all((folder / "imported" / "k8s.yaml").read_text()))
+    pools = [d for d in written if d and d["kind"] == "ResourcePool"]
+    assert [(p["spec"]["nodes"], p["spec"]["accelerator"]["count"]) for p in pools] == [(1, 8)]
+    code, output = tf(folder, "plan", ".", "--detailed-exitcode")
+    assert code == 0, output
+    queue = client.get(CLUSTER_QUEUE, f"{prefix}train")
+    assert queue is not None
+    assert queue["metadata"]["annotations"]["trainform.dev/address"] == "Queue/train"
