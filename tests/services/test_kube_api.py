@@ -827,3 +827,39 @@ def test_delete_answers_a_status_and_a_put_with_another_uid_conflicts(
     with pytest.raises(ApiException) as caught:
         custom.delete_cluster_custom_object(KUEUE, V, "clusterqueues", name)
     assert caught.value.status == 404
+
+
+def test_injected_faults_answer_the_real_status_and_retry_after(tmp_path: Path) -> None:
+    from tests.services.kube_api import start_kube_api
+
+    server = start_kube_api(tmp_path)
+    try:
+        with client.ApiClient(server.configuration()) as api:
+            objects = client.CustomObjectsApi(api)
+            # urllib3 itself retries GET, PUT and DELETE answered 429/503 with Retry-After,
+            # so the fault is shown on POST, which it does not retry.
+            server.fail(429, times=1, method="POST", retry_after=2, after=1)
+            objects.create_cluster_custom_object(KUEUE, V, "clusterqueues", cluster_queue("a"))
+            with pytest.raises(ApiException) as caught:
+                objects.create_cluster_custom_object(KUEUE, V, "clusterqueues",
+                                                     cluster_queue("b"))
+            assert caught.value.status == 429 and caught.value.headers["Retry-After"] == "2"
+            body = error_body(caught.value)
+            assert (body["reason"], body["details"]) == ("TooManyRequests",
+                                                         {"retryAfterSeconds": 2})
+            objects.create_cluster_custom_object(KUEUE, V, "clusterqueues", cluster_queue("b"))
+            assert server.count("POST") == 3
+            server.fail(504, method="POST", applied=True)
+            with pytest.raises(ApiException) as caught:
+                objects.create_cluster_custom_object(KUEUE, V, "clusterqueues",
+                                                     cluster_queue("lost-answer"))
+            assert caught.value.status == 504
+            assert objects.get_cluster_custom_object(KUEUE, V, "clusterqueues", "lost-answer")
+            server.reset()
+            with pytest.raises(ApiException) as caught:
+                objects.get_cluster_custom_object(KUEUE, V, "clusterqueues", "lost-answer")
+            assert caught.value.status == 404
+            assert "clusterqueues" in [r.name for r in objects.get_api_resources(KUEUE, V)
+                                       .resources]
+    finally:
+        server.stop()

@@ -33,25 +33,10 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from tests.services.kube_api import operations
-from tests.services.kube_api.resources import CRD_FOLDER, CRD_TYPE, NAMESPACE_TYPE, load_crds
+from tests.services.kube_api.resources import CRD_FOLDER
 from tests.services.kube_api.server import KubeAPI, RequestRecord
-from tests.services.kube_api.target import Target
 
 __all__ = ["KubeAPI", "RequestRecord", "start_kube_api", "CRD_FOLDER"]
-
-SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
-
-
-def seed(api: KubeAPI, crd_folder: Path | None = CRD_FOLDER) -> None:
-    """The namespaces every cluster has, and the CRDs of `crd_folder` (None: no CRDs)."""
-    for name in SYSTEM_NAMESPACES:
-        target = Target(NAMESPACE_TYPE, "v1", None, None)
-        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-        operations.create(api.store, target, body, {}, "kube-apiserver/v1.32.0")
-    for crd in load_crds(crd_folder) if crd_folder is not None else []:
-        target = Target(CRD_TYPE, "v1", None, None)
-        operations.create(api.store, target, crd, {}, "kubectl/v1.32.0")
 
 
 def start_kube_api(
@@ -63,8 +48,6 @@ def start_kube_api(
     `defaults`: fill in schema and built-in defaults like a real server (see defaults.py).
     """
     where = folder if folder is not None else Path(tempfile.mkdtemp(prefix="kube-api-"))
-    api = KubeAPI(where)
-    seed(api, crd_folder)
-    api.store.defaults = defaults
+    api = KubeAPI(where, crd_folder, defaults)
     api.start()
     return api

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import urllib.parse
 import uuid
 from dataclasses import dataclass
@@ -21,7 +22,9 @@ import yaml
 
 from tests.services.kube_api import deletion, discovery, errors, listing, openapi, operations
 from tests.services.kube_api.errors import ApiError
+from tests.services.kube_api.faults import Fault, Faults
 from tests.services.kube_api.resources import CRD_TYPE, Catalog, build_catalog
+from tests.services.kube_api.seeding import seed
 from tests.services.kube_api.store import Store
 from tests.services.kube_api.tables import as_table
 from tests.services.kube_api.target import Target
@@ -44,11 +47,15 @@ class RequestRecord:
 class KubeAPI:
     """A running fake API server: its URL, store, request log, and client configuration."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, crd_folder: Path | None, defaults: bool) -> None:
+        self.crd_folder = crd_folder
+        self.faults = Faults()
         self.store = Store()
+        self.store.defaults = defaults
+        seed(self.store, crd_folder)
         self.stopping = threading.Event()  # ends open watches
         self.folder = folder
-        self._catalog: tuple[int, Catalog] | None = None
+        self._catalog: tuple[tuple[int, int], Catalog] | None = None
         self._log: list[RequestRecord] = []
         self._log_lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -70,6 +77,23 @@ class KubeAPI:
         self._server.server_close()
         self._thread.join(5)
 
+    def reset(self) -> None:
+        """Forget every object, event and fault; seed the system namespaces and CRDs again."""
+        store = Store()
+        store.defaults = self.store.defaults
+        seed(store, self.crd_folder)
+        self.store = store
+        self.faults.clear()
+
+    def fail(
+        self, code: int = 500, times: int = 1, method: str | None = None,
+        path_prefix: str = "", after: int = 0, retry_after: int | None = None,
+        applied: bool = False, delay: float = 0.0,
+    ) -> None:
+        """Answer the next `times` matching requests with `code` (see faults.py)."""
+        self.faults.add(Fault(code, times, method, path_prefix, after, retry_after, applied,
+                              delay))
+
     def kubeconfig_dict(self, namespace: str = "default") -> dict[str, Any]:
         return {
             "apiVersion": "v1",
@@ -90,10 +114,12 @@ class KubeAPI:
         return configuration
 
     def catalog(self) -> Catalog:
-        with self.store.lock:
-            if self._catalog is None or self._catalog[0] != self.store.crd_revision:
-                crds = self.store.items(CRD_TYPE.group, CRD_TYPE.plural, None)
-                self._catalog = (self.store.crd_revision, build_catalog(crds))
+        store = self.store
+        with store.lock:
+            key = (id(store), store.crd_revision)
+            if self._catalog is None or self._catalog[0] != key:
+                crds = store.items(CRD_TYPE.group, CRD_TYPE.plural, None)
+                self._catalog = (key, build_catalog(crds))
             return self._catalog[1]
 
     @property
@@ -164,6 +190,13 @@ class Handler(BaseHTTPRequestHandler):
         content_type = self.headers.get("Content-Type", "")
         raw = self._body()
         headers: dict[str, str] = {}
+        fault = self.api.faults.take(method, parsed.path)
+        if fault is not None and not fault.applied:
+            time.sleep(fault.delay)
+            error, headers = fault.error()
+            self.api.record(RequestRecord(method, parsed.path, query, content_type, error.code))
+            self._send(error.code, error.status(), headers)
+            return
         try:
             if len(raw) > BODY_LIMIT:
                 raise ApiError(413, "RequestEntityTooLarge",
@@ -174,6 +207,10 @@ class Handler(BaseHTTPRequestHandler):
         except Exception as error:  # noqa: BLE001 - a bug answers 500 like a real server would
             code, body = 500, ApiError(500, "InternalError", f"Internal error occurred: "
                                        f"{type(error).__name__}: {error}").status()
+        if fault is not None:  # carried out; now lose the answer
+            time.sleep(fault.delay)
+            error, headers = fault.error()
+            code, body = error.code, error.status()
         self.api.record(RequestRecord(method, parsed.path, query, content_type, code))
         if isinstance(body, WatchStream):
             body.run(self)
