@@ -91,10 +91,19 @@ def conflict_message(what: str, status: dict[str, Any], message: str) -> str:
     )
 
 
+def _retry_after(headers: Any) -> float | None:
+    try:
+        value = headers.get("Retry-After") if headers is not None else None
+        return float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
 class KubeClient:
     def __init__(self, api_client: Any) -> None:
         self.api = api_client
         self.requests = 0
+        self._retry_after: float | None = None
 
     def close(self) -> None:
         closer = getattr(self.api, "close", None)
@@ -110,6 +119,7 @@ class KubeClient:
         body: Any = None,
         content_type: str | None = None,
     ) -> tuple[int, bytes]:
+        """(status, body) of one request; remembers the answer's Retry-After."""
         import urllib3
 
         headers = {"Accept": "application/json"}
@@ -129,6 +139,7 @@ class KubeClient:
                 verb, url, header_params=header_params, body=payload, _request_timeout=TIMEOUT
             )
             data = response.read() or b""
+            self._retry_after = _retry_after(response.headers)
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise TransientProviderError(f"cannot {doing}: {exc}") from None
         except Exception as exc:  # the client raises ApiException on some paths
@@ -143,10 +154,10 @@ class KubeClient:
             return json.loads(data) if data else {}
         message, _ = _message(data)
         if status == 429 or status >= 500:
-            raise TransientProviderError(f"cannot {doing}: {status} {message}")
+            raise TransientProviderError(f"cannot {doing}: {status} {message}", self._retry_after)
         raise PermanentProviderError(f"cannot {doing}: {status} {message}")
 
-    def get(self, api: ApiKind, name: str, namespace: str | None = None) -> dict | None:
+    def get(self, api: ApiKind, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         doing = f"read {api.kind} {f'{namespace}/' if namespace else ''}{name}"
         status, data = self._send("GET", api.path(namespace, name), doing)
         if status == 404:
@@ -175,7 +186,7 @@ class KubeClient:
             item.setdefault("apiVersion", api.api_version)
         return list(items)
 
-    def apply(self, manifest: dict[str, Any], field_manager: str, force: bool) -> dict:
+    def apply(self, manifest: dict[str, Any], field_manager: str, force: bool) -> dict[str, Any]:
         api = BY_KIND[manifest["kind"]]
         metadata = manifest["metadata"]
         what = describe(manifest)
@@ -201,7 +212,7 @@ class KubeClient:
         patch: dict[str, Any],
         field_manager: str,
         subresource: str = "",
-    ) -> dict:
+    ) -> dict[str, Any]:
         path = api.path(namespace, name) + (f"/{subresource}" if subresource else "")
         doing = f"patch {api.kind} {name}"
         status, data = self._send(

@@ -52,7 +52,9 @@ def _namespace(obj: dict[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("namespace", ""))
 
 
-def _document(kind: str, name: str, spec: dict[str, Any], project: str | None = None) -> dict:
+def _document(
+    kind: str, name: str, spec: dict[str, Any], project: str | None = None
+) -> dict[str, Any]:
     metadata: dict[str, Any] = {"name": name}
     if project:
         metadata["project"] = project

@@ -39,6 +39,7 @@ MAX_RUNTIME_ANNOTATION = "trainform.dev/max-runtime"
 MAX_WALL_TIME_ANNOTATION = "trainform.dev/max-wall-time"
 JOB_COUNT = "count/jobs.batch"
 AMOUNT_FIELDS = ("nominalQuota", "borrowingLimit", "lendingLimit")
+Manifests = list[dict[str, Any]]
 
 
 def _metadata(
@@ -65,7 +66,7 @@ def _metadata(
     return metadata
 
 
-def render_project(naming: Naming, address: str, name: str, document: dict[str, Any]) -> list:
+def render_project(naming: Naming, address: str, name: str, document: dict[str, Any]) -> Manifests:
     spec = document["spec"]
     metadata = _metadata(
         naming,
@@ -99,7 +100,7 @@ def toleration(entry: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def render_pool(naming: Naming, address: str, name: str, document: dict[str, Any]) -> list:
+def render_pool(naming: Naming, address: str, name: str, document: dict[str, Any]) -> Manifests:
     spec = document["spec"]
     flavor_name = naming.cluster_name(name)
     metadata = _metadata(
@@ -166,7 +167,7 @@ def render_queue(
     name: str,
     document: dict[str, Any],
     gpu_names: dict[str, str] | None = None,
-) -> list:
+) -> Manifests:
     spec = document["spec"]
     names = gpu_names or {}
     covered = covered_resources(spec, names)
@@ -240,7 +241,7 @@ def render_quota(
     project: str,
     document: dict[str, Any],
     gpu_name: str = DEFAULT_GPU,
-) -> list:
+) -> Manifests:
     spec = document["spec"]
     limits = spec.get("limits") or {}
     namespace = naming.namespace(project)

@@ -122,7 +122,7 @@ def _resource_key(name: str) -> str:
     return name if name in ("cpu", "memory") else "gpu"
 
 
-def _amounts(resources: list[dict[str, Any]], field: str, wanted: dict[str, Any]) -> dict:
+def _amounts(resources: list[dict[str, Any]], field: str, wanted: dict[str, Any]) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for resource in resources:
         if field not in resource:
@@ -137,7 +137,9 @@ def _amounts(resources: list[dict[str, Any]], field: str, wanted: dict[str, Any]
     return found
 
 
-def _queue_pools(cluster_queue: dict[str, Any], desired: list[dict[str, Any]], naming: Naming):
+def _queue_pools(
+    cluster_queue: dict[str, Any], desired: list[dict[str, Any]], naming: Naming
+) -> list[dict[str, Any]]:
     by_pool = {entry.get("pool"): entry for entry in desired}
     pools = []
     for group in (cluster_queue.get("spec") or {}).get("resourceGroups") or []:

@@ -355,7 +355,9 @@ class KubernetesProvider(KubernetesJobs, Provider):
         return [o for o in self.render(skeleton) if o["kind"] != "LocalQueue"]
 
 
-def _delete_order(found: list[tuple[ApiKind, dict[str, Any]]]) -> list:
+def _delete_order(
+    found: list[tuple[ApiKind, dict[str, Any]]],
+) -> list[tuple[ApiKind, dict[str, Any]]]:
     """Dependents first: a LocalQueue before its ResourceQuota's namespace objects, a
     ResourceFlavor before the Topology it names, a ClusterQueue before its priority class."""
     first = ("LocalQueue", "ResourceFlavor", "ClusterQueue")

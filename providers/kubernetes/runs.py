@@ -45,7 +45,13 @@ from providers.kubernetes.kinds import (
     ApiKind,
 )
 from providers.kubernetes.manifests import DEFAULT_GPU
-from providers.kubernetes.naming import ADDRESS_HASH_LABEL, KIND_LABEL, Naming, short_hash
+from providers.kubernetes.naming import (
+    ADDRESS_HASH_LABEL,
+    KIND_LABEL,
+    Naming,
+    address_of,
+    short_hash,
+)
 from providers.local.status import run_to_json
 
 PRIORITY_KIND = "Priority"
@@ -237,7 +243,7 @@ class KubernetesJobs:
     def observe_jobs(self, requests: list[ObserveRequest]) -> dict[str, Observation]:
         selector = f"{self.naming.selector},{KIND_LABEL}=TrainingJob"
         ledgers = {
-            (obj.get("metadata") or {}).get("annotations", {}).get("trainform.dev/address"): obj
+            ((obj.get("metadata") or {}).get("namespace"), address_of(obj)): obj
             for obj in self.client.list(CONFIG_MAP, selector)
         }
         jobs: dict[tuple[str, str], dict[str, Any]] = {}
@@ -256,7 +262,7 @@ class KubernetesJobs:
             workloads.update(self._workloads_by_job(self.client.list(WORKLOAD, "", namespace)))
         observations = {}
         for request in requests:
-            ledger = ledgers.get(request.address)
+            ledger = ledgers.get((self._namespace_of(request.address), request.address))
             if ledger is None or not self.naming.owns(ledger, request.address):
                 observations[request.address] = Observation(exists=False)
                 continue
