@@ -185,13 +185,13 @@ def test_merge_and_json_patch_bump_generation_only_on_spec_change(
     assert labelled["metadata"]["generation"] == 1
     assert labelled["metadata"]["labels"] == {"team": "a", "extra": "1"}
     merged = custom.patch_cluster_custom_object(
-        KUEUE, V, "clusterqueues", name, {"spec": {"cohort": "all"}})
-    assert merged["spec"]["cohort"] == "all" and merged["metadata"]["generation"] == 2
+        KUEUE, V, "clusterqueues", name, {"spec": {"cohortName": "all"}})
+    assert merged["spec"]["cohortName"] == "all" and merged["metadata"]["generation"] == 2
     patched = custom.patch_cluster_custom_object(
         KUEUE, V, "clusterqueues", name,
-        [{"op": "replace", "path": "/spec/cohort", "value": "other"}],
+        [{"op": "replace", "path": "/spec/cohortName", "value": "other"}],
         _content_type="application/json-patch+json")
-    assert patched["spec"]["cohort"] == "other" and patched["metadata"]["generation"] == 3
+    assert patched["spec"]["cohortName"] == "other" and patched["metadata"]["generation"] == 3
     status = custom.patch_cluster_custom_object_status(
         KUEUE, V, "clusterqueues", name, {"status": {"pendingWorkloads": 4}})
     assert status["status"] == {"pendingWorkloads": 4}
@@ -206,10 +206,10 @@ def test_put_with_a_stale_resource_version_is_a_409_conflict(
 ) -> None:
     name = unique("cq")
     first = custom.create_cluster_custom_object(KUEUE, V, "clusterqueues", cluster_queue(name))
-    first["spec"]["cohort"] = "a"
+    first["spec"]["cohortName"] = "a"
     replaced = custom.replace_cluster_custom_object(KUEUE, V, "clusterqueues", name, first)
     assert replaced["metadata"]["resourceVersion"] != first["metadata"]["resourceVersion"]
-    first["spec"]["cohort"] = "b"
+    first["spec"]["cohortName"] = "b"
     with pytest.raises(ApiException) as caught:
         custom.replace_cluster_custom_object(KUEUE, V, "clusterqueues", name, first)
     assert caught.value.status == 409
@@ -250,7 +250,7 @@ def test_deleting_a_namespace_deletes_its_objects(
 def test_server_side_apply_creates_then_updates(custom: client.CustomObjectsApi) -> None:
     name = unique("cq")
     _, code, _ = custom.patch_cluster_custom_object_with_http_info(
-        KUEUE, V, "clusterqueues", name, cluster_queue(name, cohort="x"),
+        KUEUE, V, "clusterqueues", name, cluster_queue(name, cohortName="x"),
         field_manager="trainform", _content_type="application/apply-patch+yaml")
     assert code == 201
     # kubernetes 37 only deserializes the status codes an operation declares (200 for
@@ -263,12 +263,12 @@ def test_server_side_apply_creates_then_updates(custom: client.CustomObjectsApi)
     assert custom.get_cluster_custom_object(KUEUE, V, "clusterqueues", other)["spec"] \
         == {"namespaceSelector": {}}
     updated, code, _ = custom.patch_cluster_custom_object_with_http_info(
-        KUEUE, V, "clusterqueues", name, cluster_queue(name, cohort="y"),
+        KUEUE, V, "clusterqueues", name, cluster_queue(name, cohortName="y"),
         field_manager="trainform", _content_type="application/apply-patch+yaml")
-    assert code == 200 and updated["spec"]["cohort"] == "y"
+    assert code == 200 and updated["spec"]["cohortName"] == "y"
     managers = {e["manager"]: e for e in updated["metadata"]["managedFields"]}
     assert managers["trainform"]["operation"] == "Apply"
-    assert managers["trainform"]["fieldsV1"]["f:spec"]["f:cohort"] == {}
+    assert managers["trainform"]["fieldsV1"]["f:spec"]["f:cohortName"] == {}
 
 
 def test_dynamic_client_finds_kueue_kinds(api_client: client.ApiClient) -> None:
@@ -304,7 +304,7 @@ def test_kubectl_applies_gets_and_deletes(kubectl: Any, tmp_path: Path) -> None:
     run = kubectl
     name = unique("cq")
     manifest = tmp_path / "cq.yaml"
-    manifest.write_text(json.dumps(cluster_queue(name, cohort="all")))
+    manifest.write_text(json.dumps(cluster_queue(name, cohortName="all")))
     run("apply", "-f", str(manifest), "--server-side", "--field-manager", "x")
     listed = json.loads(run("get", "clusterqueues", "-o", "json"))
     assert name in [item["metadata"]["name"] for item in listed["items"]]
@@ -325,31 +325,31 @@ def test_apply_conflicts_between_managers_unless_forced(
     custom: client.CustomObjectsApi,
 ) -> None:
     name = unique("cq")
-    apply_cq(custom, cluster_queue(name, cohort="a"), "first")
-    shared = apply_cq(custom, cluster_queue(name, cohort="a"), "second")  # same value: shared
+    apply_cq(custom, cluster_queue(name, cohortName="a"), "first")
+    shared = apply_cq(custom, cluster_queue(name, cohortName="a"), "second")  # same value: shared
     assert {e["manager"] for e in shared["metadata"]["managedFields"]} == {"first", "second"}
     with pytest.raises(ApiException) as caught:
-        apply_cq(custom, cluster_queue(name, cohort="b"), "second")
+        apply_cq(custom, cluster_queue(name, cohortName="b"), "second")
     body = error_body(caught.value)
     assert caught.value.status == 409 and body["reason"] == "Conflict"
     assert body["message"] == ('Apply failed with 1 conflict: conflict with "first" using '
-                               f'{KUEUE}/{V}: .spec.cohort')
-    assert body["details"]["causes"][0]["field"] == ".spec.cohort"
-    forced = apply_cq(custom, cluster_queue(name, cohort="b"), "second", force=True)
-    assert forced["spec"]["cohort"] == "b"
+                               f'{KUEUE}/{V}: .spec.cohortName')
+    assert body["details"]["causes"][0]["field"] == ".spec.cohortName"
+    forced = apply_cq(custom, cluster_queue(name, cohortName="b"), "second", force=True)
+    assert forced["spec"]["cohortName"] == "b"
     owners = {e["manager"]: e["fieldsV1"] for e in forced["metadata"]["managedFields"]}
-    assert "f:cohort" not in owners["first"].get("f:spec", {})
+    assert "f:cohortName" not in owners["first"].get("f:spec", {})
 
 
 def test_apply_removes_fields_the_manager_stopped_applying(
     custom: client.CustomObjectsApi,
 ) -> None:
     name = unique("cq")
-    apply_cq(custom, cluster_queue(name, cohort="a", queueingStrategy="BestEffortFIFO"), "mgr")
-    applied = apply_cq(custom, cluster_queue(name, cohort="a"), "mgr")
+    apply_cq(custom, cluster_queue(name, cohortName="a", queueingStrategy="BestEffortFIFO"), "mgr")
+    applied = apply_cq(custom, cluster_queue(name, cohortName="a"), "mgr")
     assert "queueingStrategy" not in applied["spec"]
     assert applied["metadata"]["generation"] == 2
-    again = apply_cq(custom, cluster_queue(name, cohort="a"), "mgr")
+    again = apply_cq(custom, cluster_queue(name, cohortName="a"), "mgr")
     assert again["metadata"]["resourceVersion"] == applied["metadata"]["resourceVersion"]
 
 
@@ -369,7 +369,7 @@ def test_strategic_merge_patch_is_refused_for_custom_resources(
     custom.create_cluster_custom_object(KUEUE, V, "clusterqueues", cluster_queue(name))
     with pytest.raises(ApiException) as caught:
         custom.patch_cluster_custom_object(
-            KUEUE, V, "clusterqueues", name, {"spec": {"cohort": "x"}},
+            KUEUE, V, "clusterqueues", name, {"spec": {"cohortName": "x"}},
             _content_type="application/strategic-merge-patch+json")
     assert caught.value.status == 415
 
@@ -382,11 +382,11 @@ def test_failed_json_patch_test_is_a_422_and_changes_nothing(
     with pytest.raises(ApiException) as caught:
         custom.patch_cluster_custom_object(
             KUEUE, V, "clusterqueues", name,
-            [{"op": "test", "path": "/spec/cohort", "value": "nope"},
-             {"op": "add", "path": "/spec/cohort", "value": "x"}],
+            [{"op": "test", "path": "/spec/cohortName", "value": "nope"},
+             {"op": "add", "path": "/spec/cohortName", "value": "x"}],
             _content_type="application/json-patch+json")
     assert caught.value.status == 422
-    assert "cohort" not in custom.get_cluster_custom_object(
+    assert "cohortName" not in custom.get_cluster_custom_object(
         KUEUE, V, "clusterqueues", name)["spec"]
 
 
@@ -399,18 +399,18 @@ def test_dry_run_answers_but_stores_nothing(custom: client.CustomObjectsApi) -> 
         custom.get_cluster_custom_object(KUEUE, V, "clusterqueues", name)
     stored = custom.create_cluster_custom_object(KUEUE, V, "clusterqueues", cluster_queue(name))
     patched = custom.patch_cluster_custom_object(
-        KUEUE, V, "clusterqueues", name, {"spec": {"cohort": "dry"}}, dry_run="All")
-    assert patched["spec"]["cohort"] == "dry"
-    stored["spec"]["cohort"] = "dry-put"
+        KUEUE, V, "clusterqueues", name, {"spec": {"cohortName": "dry"}}, dry_run="All")
+    assert patched["spec"]["cohortName"] == "dry"
+    stored["spec"]["cohortName"] = "dry-put"
     custom.replace_cluster_custom_object(KUEUE, V, "clusterqueues", name, stored, dry_run="All")
-    applied = cluster_queue(name, cohort="dry-apply")
+    applied = cluster_queue(name, cohortName="dry-apply")
     custom.patch_cluster_custom_object(KUEUE, V, "clusterqueues", name, applied,
                                        field_manager="m", dry_run="All",
                                        _content_type="application/apply-patch+yaml")
     custom.delete_cluster_custom_object(KUEUE, V, "clusterqueues", name, dry_run="All")
     now = custom.get_cluster_custom_object(KUEUE, V, "clusterqueues", name)
     assert now["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
-    assert "cohort" not in now["spec"]
+    assert "cohortName" not in now["spec"]
 
 
 def test_job_status_patch_changes_only_status(
@@ -537,15 +537,16 @@ def test_kubectl_client_side_apply_wait_and_table(
     kubectl: Any, custom: client.CustomObjectsApi
 ) -> None:
     name = unique("cq")
-    body = cluster_queue(name, cohort="one")
+    body = cluster_queue(name, cohortName="one")
     body["metadata"]["finalizers"] = ["example.com/hold"]
     assert "created" in kubectl("apply", "-f", "-", stdin=json.dumps(body))
-    body["spec"]["cohort"] = "two"
+    body["spec"]["cohortName"] = "two"
     assert "configured" in kubectl("apply", "-f", "-", stdin=json.dumps(body))
-    assert custom.get_cluster_custom_object(KUEUE, V, "clusterqueues", name)["spec"]["cohort"] \
+    assert custom.get_cluster_custom_object(KUEUE, V, "clusterqueues", name)["spec"]["cohortName"] \
         == "two"
-    table = kubectl("get", "clusterqueues", name)
-    assert table.split()[:3] == ["NAME", "AGE", name]
+    header, row = kubectl("get", "clusterqueues", name).splitlines()
+    assert header.split() == ["NAME", "COHORT", "PENDING", "WORKLOADS"]  # the CRD's columns
+    assert row.split() == [name, "two"]
 
     def later() -> None:
         time.sleep(0.3)

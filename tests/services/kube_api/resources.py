@@ -42,6 +42,8 @@ class ResourceType:
     categories: tuple[str, ...] = ()
     warnings: dict[str, str] = field(default_factory=dict)  # version -> deprecation warning
     schemas: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    columns: dict[str, list[dict[str, Any]]] = field(default_factory=dict, compare=False,
+                                                     hash=False)  # additionalPrinterColumns
 
     @property
     def list_kind(self) -> str:
@@ -115,6 +117,7 @@ def from_crd(crd: dict[str, Any]) -> ResourceType:
         if v.get("deprecated")
     }
     schemas = {v["name"]: (v.get("schema") or {}).get("openAPIV3Schema") for v in served}
+    columns = {v["name"]: list(v.get("additionalPrinterColumns") or []) for v in served}
     return ResourceType(
         group=spec["group"],
         versions=tuple(ordered),
@@ -129,6 +132,7 @@ def from_crd(crd: dict[str, Any]) -> ResourceType:
         categories=tuple(names.get("categories") or ()),
         warnings=warnings,
         schemas=schemas,
+        columns=columns,
     )
 
 
