@@ -224,3 +224,26 @@ def test_imported_objects_plan_no_change(tmp_path: Path, kube_api: KubeAPI) -> N
         assert observation.live == normalized, address
     importer.close()
     source.close()
+
+
+def test_destroying_deletes_quotas_then_queues_then_pools_and_drains_queues_first(
+    applied: tuple[SpecFolder, str], kube_api: KubeAPI
+) -> None:
+    folder, prefix = applied
+    kube_api.reset_requests()
+
+    result = folder.apply(folder.plan(destroy=True, allow_mass_delete=True), parallelism=1)
+
+    assert not result.failed, result.outcomes
+    writes = [(r.method, r.path.rsplit("/", 2)[-2]) for r in kube_api.requests if r.method != "GET"]
+    order = [plural for method, plural in writes if method == "DELETE"]
+    assert order.index("localqueues") < order.index("clusterqueues")
+    assert order.index("clusterqueues") < order.index("resourceflavors")
+    assert order.index("resourceflavors") < order.index("topologies")
+    assert writes.index(("PATCH", "clusterqueues")) < writes.index(("DELETE", "clusterqueues"))
+    assert _provider_lists_nothing(folder)
+
+
+def _provider_lists_nothing(folder: SpecFolder) -> bool:
+    provider = folder.providers().get(INSTANCE)
+    return provider.list_owned() == []
