@@ -49,6 +49,14 @@ SUITE_ANNOTATION = "trainform.dev/suite"
 LEDGER_KEY = "attempts.json"
 CONTAINER = "main"
 DELETED = "Job deleted outside trainform"
+NODE_INDEX = {  # which node of the run this pod is: the Indexed Job's completion index
+    "name": "TRAINFORM_NODE_INDEX",
+    "valueFrom": {
+        "fieldRef": {
+            "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+        }
+    },
+}
 
 
 def job_name(launch: JobLaunch) -> str:
@@ -80,6 +88,7 @@ def job_environment(launch: JobLaunch) -> dict[str, str]:
         "TRAINFORM_JOB": launch.address,
         "TRAINFORM_RUN_ID": launch.run_id,
         "TRAINFORM_ATTEMPT": str(launch.attempt),
+        "TRAINFORM_NODES": str(launch.nodes),
         "TRAINFORM_CHECKPOINT_DIR": run_dir,
         "TRAINFORM_OUTPUT_DIR": f"{run_dir}/output" if run_dir else "",
         "TRAINFORM_PROGRESS_FILE": "/tmp/trainform/progress.json",
@@ -152,7 +161,8 @@ def job_manifest(
                         "env": [
                             {"name": k, "value": v}
                             for k, v in sorted(job_environment(launch).items())
-                        ],
+                        ]
+                        + [NODE_INDEX],
                         "resources": {"requests": requests, "limits": limits},
                     }
                 ],

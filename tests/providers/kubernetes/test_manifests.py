@@ -198,6 +198,11 @@ def test_an_attempt_becomes_a_suspended_indexed_job_labelled_for_kueue() -> None
     container = spec["template"]["spec"]["containers"][0]
     assert container["resources"]["requests"]["nvidia.com/gpu"] == "8"
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    env = {e["name"]: e for e in container["env"]}
+    assert env["TRAINFORM_NODES"]["value"] == "2"
+    assert (
+        "job-completion-index" in env["TRAINFORM_NODE_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"]
+    )
 
 
 def test_the_job_environment_follows_the_checkpoint_layout() -> None:
