@@ -47,13 +47,16 @@ def _strict(node: Any) -> Any:
 
 
 @functools.cache
-def crd_schema(kind: str) -> dict[str, Any]:
-    for path in CRDS.glob("*.yaml"):
-        crd = yaml.safe_load(path.read_text())
-        if crd["spec"]["names"]["kind"] == kind:
-            version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1beta2")
-            return _strict(version["schema"]["openAPIV3Schema"])  # type: ignore[no-any-return]
-    raise KeyError(kind)
+def crd_validator(kind: str) -> jsonschema.Draft7Validator:
+    plural = kind.lower() + ("es" if kind.endswith("s") else "s")
+    path = CRDS / (plural.replace("ys", "ies") if kind.endswith("y") else plural)
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    crd = yaml.load(path.with_suffix(".yaml").read_text(), Loader=loader)
+    assert crd["spec"]["names"]["kind"] == kind
+    version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1beta2")
+    schema = _strict(version["schema"]["openAPIV3Schema"])
+    jsonschema.Draft7Validator.check_schema(schema)
+    return jsonschema.Draft7Validator(schema)
 
 
 def _plain(value: Any) -> Any:
@@ -69,7 +72,7 @@ def check_manifest(manifest: dict[str, Any]) -> None:
     kind = manifest["kind"]
     if manifest["apiVersion"].startswith("kueue.x-k8s.io/"):
         assert manifest["apiVersion"] == "kueue.x-k8s.io/v1beta2"
-        jsonschema.validate(manifest, crd_schema(kind))
+        crd_validator(kind).validate(manifest)
         return
     client = ApiClient()
     model = client.deserialize(json.dumps(manifest), MODELS[kind], "application/json")

@@ -23,6 +23,7 @@ from tests.providers.kubernetes.fixtures import (
     platform_folder,
     unique_prefix,
 )
+from tests.providers.kubernetes.schemas import check_manifest
 from tests.services.kube_api import KubeAPI
 
 
@@ -164,6 +165,7 @@ def test_a_lower_quota_lists_the_admitted_workloads_it_leaves_over_quota(
         workload, status = _admitted_workload(
             namespace, name, f"{prefix}train", f"{prefix}h100", gpus
         )
+        check_manifest({**workload, **status})
         provider.client.apply(workload, "kueue-controller", False)
         provider.client.merge_patch(WORKLOAD, name, namespace, status, "kueue", "status")
     folder.edit("platform.yaml", "nominalQuota: {gpu: 32,", "nominalQuota: {gpu: 16,")

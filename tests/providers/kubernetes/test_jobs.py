@@ -15,6 +15,7 @@ from providers.kubernetes.kinds import JOB, WORKLOAD
 from providers.kubernetes.provider import KubernetesProvider
 from tests.engine.support import SpecFolder
 from tests.providers.kubernetes.fixtures import INSTANCE, platform_folder, unique_prefix
+from tests.providers.kubernetes.schemas import check_manifest
 from tests.services.kube_api import KubeAPI
 
 ADDRESS = "TrainingJob/vision/resnet"
@@ -72,28 +73,29 @@ def kueue_workload(
     owner = provider.client.get(JOB, job, namespace)
     assert owner is not None
     name = f"job-{job}"[:63]
-    provider.client.apply(
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "Workload",
-            "metadata": {
-                "name": name,
-                "namespace": namespace,
-                "ownerReferences": [
-                    {
-                        "apiVersion": "batch/v1",
-                        "kind": "Job",
-                        "name": job,
-                        "uid": owner["metadata"]["uid"],
-                        "controller": True,
-                    }
-                ],
-            },
-            "spec": {"queueName": "train", "podSets": [{"name": "main", "count": 2}]},
+    workload = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": job,
+                    "uid": owner["metadata"]["uid"],
+                    "controller": True,
+                }
+            ],
         },
-        "kueue",
-        True,
-    )
+        "spec": {
+            "queueName": "train",
+            "podSets": [{"name": "main", "count": 2, "template": {"spec": {"containers": []}}}],
+        },
+    }
+    check_manifest({**workload, "status": {"conditions": conditions}})
+    provider.client.apply(workload, "kueue", True)
     provider.client.merge_patch(
         WORKLOAD, name, namespace, {"status": {"conditions": conditions}}, "kueue", "status"
     )
