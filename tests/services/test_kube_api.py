@@ -864,3 +864,36 @@ def test_injected_faults_answer_the_real_status_and_retry_after(tmp_path: Path) 
                                        .resources]
     finally:
         server.stop()
+
+
+def test_schema_mode_prunes_unknown_fields_or_refuses_them_when_strict(tmp_path: Path) -> None:
+    from tests.services.kube_api import start_kube_api
+
+    server = start_kube_api(tmp_path, schema=True)
+    try:
+        with client.ApiClient(server.configuration()) as api:
+            objects = client.CustomObjectsApi(api)
+            body = cluster_queue("pruned", cohort="v1beta1-name", cohortName="all")
+            created, _, headers = objects.create_cluster_custom_object_with_http_info(
+                KUEUE, V, "clusterqueues", body)
+            assert created["spec"] == {"cohortName": "all", "namespaceSelector": {}}
+            assert headers["Warning"] == '299 - "unknown field \\"spec.cohort\\""'
+            with pytest.raises(ApiException) as caught:
+                objects.create_cluster_custom_object(
+                    KUEUE, V, "clusterqueues", cluster_queue("strict", cohort="x"),
+                    field_validation="Strict")
+            assert caught.value.status == 400
+            assert 'unknown field "spec.cohort"' in error_body(caught.value)["message"]
+            with pytest.raises(ApiException) as caught:
+                objects.create_cluster_custom_object(
+                    KUEUE, V, "clusterqueues",
+                    cluster_queue("invalid", queueingStrategy="Nope",
+                                  resourceGroups=[{"coveredResources": ["cpu"]}]))
+            assert caught.value.status == 422
+            causes = error_body(caught.value)["details"]["causes"]
+            assert [(c["field"], c["reason"]) for c in causes] == [
+                ("spec.queueingStrategy", "FieldValueNotSupported"),
+                ("spec.resourceGroups[0].flavors", "FieldValueRequired"),
+            ]
+    finally:
+        server.stop()

@@ -10,11 +10,11 @@ DynamicClient and watch, and kubectl (get, apply, apply --server-side, delete, w
 against it.
 
 Known gaps (a real cluster differs here):
-- no admission: no Kueue controller or webhooks, no OpenAPI schema validation or pruning
-  (unknown fields are kept; `fieldValidation=Strict` is accepted and ignored), no CEL
-  rules, no immutability rules, no conversion between a CRD's versions (every version sees
-  the same fields); no defaulting unless started with `defaults=True` (CRD schema defaults
-  and Job/Pod defaults only, see defaults.py);
+- no admission: no Kueue controller or webhooks, no CEL rules, no immutability rules, no
+  conversion between a CRD's versions (every version sees the same fields); unless started
+  with `schema=True` no CRD schema pruning or validation (unknown fields are kept,
+  `fieldValidation` is ignored; see schemas.py); unless started with `defaults=True` no
+  defaulting (CRD schema defaults and Job/Pod defaults only, see defaults.py);
 - no controllers: nothing schedules, no pods run, no garbage collection of dependents
   (`propagationPolicy` is accepted and ignored); deleting a Namespace deletes its objects
   at once (the answer shows it Terminating); a CRD deleted takes its objects along;
@@ -25,7 +25,8 @@ Known gaps (a real cluster differs here):
 - JSON only: no protobuf (so kubectl's generator commands such as `kubectl create
   namespace` get 415: use `kubectl apply -f`) or CBOR; no authentication or RBAC; no
   aggregated discovery; OpenAPI v3 documents carry no schemas (`kubectl explain` fails),
-  no /openapi/v2; tables (`as=Table`) have NAME and AGE only; watches never expire.
+  no /openapi/v2; tables (`as=Table`) of built-in kinds have NAME and AGE only; watches
+  never expire.
 """
 
 from __future__ import annotations
@@ -40,14 +41,20 @@ __all__ = ["KubeAPI", "RequestRecord", "start_kube_api", "CRD_FOLDER"]
 
 
 def start_kube_api(
-    folder: Path | None = None, crd_folder: Path | None = CRD_FOLDER, defaults: bool = False
+    folder: Path | None = None,
+    crd_folder: Path | None = CRD_FOLDER,
+    defaults: bool = False,
+    schema: bool = False,
 ) -> KubeAPI:
     """Start a fake API server; its kubeconfig is written to `folder` (a temp dir if None).
 
     `crd_folder`: the CRDs to install (None: none, as on a cluster without Kueue).
     `defaults`: fill in schema and built-in defaults like a real server (see defaults.py).
+    `schema`: prune undeclared fields and validate custom resources against their CRD
+    schemas like a real server (see schemas.py). `defaults=True, schema=True` is the
+    closest to a real cluster.
     """
     where = folder if folder is not None else Path(tempfile.mkdtemp(prefix="kube-api-"))
-    api = KubeAPI(where, crd_folder, defaults)
+    api = KubeAPI(where, crd_folder, defaults, schema)
     api.start()
     return api

@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from tests.services.kube_api import errors, fields
+from tests.services.kube_api import errors, fields, schemas
 from tests.services.kube_api.defaults import apply_defaults
 from tests.services.kube_api.patch import json_patch, merge_patch, strategic_merge_patch
 from tests.services.kube_api.resources import CRD_TYPE, NAMESPACE_TYPE
@@ -148,6 +148,8 @@ def write(store: Store, target: Target, obj: dict[str, Any], dry_run: bool) -> d
 
 def create(store: Store, target: Target, body: Any, query: Query, agent: str) -> dict[str, Any]:
     obj = _check_body(target, body, None)
+    if store.schema:
+        schemas.prune(target.type, target.version, obj, query)
     dry_run = is_dry_run(query)
     metadata = obj["metadata"]
     if not metadata.get("name"):
@@ -166,6 +168,8 @@ def create(store: Store, target: Target, body: Any, query: Query, agent: str) ->
         validate(target.type, obj)
         if store.defaults:
             apply_defaults(target.type, target.version, obj, creating=True)
+        if store.schema:
+            schemas.validate(target.type, target.version, obj)
         metadata["managedFields"] = fields.record_update(
             None, obj, _manager(query, agent), "", target.api_version, _skip_status(target),
             _schema(target))
@@ -192,6 +196,8 @@ def _finish_update(
     validate(target.type, new)
     if store.defaults:
         apply_defaults(target.type, target.version, new, creating=False)
+    if store.schema:
+        schemas.validate(target.type, target.version, new)
     metadata = new["metadata"]
     for key in ("uid", "creationTimestamp", "generation", "deletionTimestamp",
                 "deletionGracePeriodSeconds", "name", "namespace"):
@@ -231,6 +237,8 @@ def _comparable(obj: dict[str, Any]) -> dict[str, Any]:
 
 def update(store: Store, target: Target, body: Any, query: Query, agent: str) -> dict[str, Any]:
     obj = _check_body(target, body, target.name)
+    if store.schema:
+        schemas.prune(target.type, target.version, obj, query)
     dry_run = is_dry_run(query)
     with store.lock:
         old = store.get(target.type.group, target.type.plural, target.namespace or "",
@@ -297,6 +305,8 @@ def patch(
         if wanted and wanted != old["metadata"]["resourceVersion"]:
             raise errors.stale(target.type.group, target.type.plural, target.name or "")
         patched = _check_body(target, patched, target.name)
+        if store.schema:
+            schemas.prune(target.type, target.version, patched, query)
         return 200, _finish_update(store, target, old, patched, dry_run, None,
                                    _manager(query, agent))
 
@@ -313,6 +323,8 @@ def _apply(
         raise errors.bad_request("error decoding YAML: Object 'Kind' is missing or apiVersion "
                                  "is not set: an applied configuration names both")
     applied = _check_body(target, body, target.name)
+    if store.schema:
+        schemas.prune(target.type, target.version, applied, query)
     if applied["metadata"].get("managedFields"):
         raise errors.bad_request("metadata.managedFields must be nil")
     with store.lock:
@@ -328,6 +340,8 @@ def _apply(
             validate(target.type, obj)
             if store.defaults:
                 apply_defaults(target.type, target.version, obj, creating=True)
+            if store.schema:
+                schemas.validate(target.type, target.version, obj)
             skip = {"status"} if target.type.status_subresource else set()
             config = {k: v for k, v in applied.items() if k not in skip}
             _, managed = fields.apply(None, config, manager, force, "", target.api_version,

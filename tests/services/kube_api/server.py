@@ -20,7 +20,15 @@ from typing import Any
 
 import yaml
 
-from tests.services.kube_api import deletion, discovery, errors, listing, openapi, operations
+from tests.services.kube_api import (
+    deletion,
+    discovery,
+    errors,
+    listing,
+    openapi,
+    operations,
+    schemas,
+)
 from tests.services.kube_api.errors import ApiError
 from tests.services.kube_api.faults import Fault, Faults
 from tests.services.kube_api.resources import CRD_TYPE, Catalog, build_catalog
@@ -47,11 +55,13 @@ class RequestRecord:
 class KubeAPI:
     """A running fake API server: its URL, store, request log, and client configuration."""
 
-    def __init__(self, folder: Path, crd_folder: Path | None, defaults: bool) -> None:
+    def __init__(
+        self, folder: Path, crd_folder: Path | None, defaults: bool = False, schema: bool = False
+    ) -> None:
         self.crd_folder = crd_folder
         self.faults = Faults()
         self.store = Store()
-        self.store.defaults = defaults
+        self.store.defaults, self.store.schema = defaults, schema
         seed(self.store, crd_folder)
         self.stopping = threading.Event()  # ends open watches
         self.folder = folder
@@ -80,7 +90,7 @@ class KubeAPI:
     def reset(self) -> None:
         """Forget every object, event and fault; seed the system namespaces and CRDs again."""
         store = Store()
-        store.defaults = self.store.defaults
+        store.defaults, store.schema = self.store.defaults, self.store.schema
         seed(store, self.crd_folder)
         self.store = store
         self.faults.clear()
@@ -201,12 +211,16 @@ class Handler(BaseHTTPRequestHandler):
             if len(raw) > BODY_LIMIT:
                 raise ApiError(413, "RequestEntityTooLarge",
                                f"Request entity too large: limit is {BODY_LIMIT}")
+            schemas.begin()
             code, body = self._route(method, parsed.path, query, raw, content_type, headers)
         except ApiError as error:
             code, body = error.code, error.status()
         except Exception as error:  # noqa: BLE001 - a bug answers 500 like a real server would
             code, body = 500, ApiError(500, "InternalError", f"Internal error occurred: "
                                        f"{type(error).__name__}: {error}").status()
+        warnings = ['299 - "' + w.replace('"', '\\"') + '"' for w in schemas.end()]
+        if warnings:
+            headers["Warning"] = ", ".join(filter(None, [headers.get("Warning"), *warnings]))
         if fault is not None:  # carried out; now lose the answer
             time.sleep(fault.delay)
             error, headers = fault.error()

@@ -39,6 +39,7 @@ class Store:
         self.revision = 0
         self.crd_revision = 0  # bumps when a CustomResourceDefinition changes
         self.defaults = False  # a server option: fill in defaults (see defaults.py)
+        self.schema = False  # a server option: prune and validate by CRD schemas (schemas.py)
         self._objects: dict[tuple[str, str], dict[Key, dict[str, Any]]] = {}
         self._events: list[Event] = []
         self._event_revisions: list[int] = []

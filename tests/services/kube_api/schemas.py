@@ -1,0 +1,198 @@
+"""CRD schema enforcement, on when the server starts with `schema=True`: pruning, unknown-field
+handling by `fieldValidation`, and OpenAPI validation, as the apiextensions server does.
+
+- Pruning: fields a structural schema does not declare are dropped (kept under
+  `x-kubernetes-preserve-unknown-fields: true`; `x-kubernetes-embedded-resource` keeps
+  apiVersion, kind and metadata). `fieldValidation=Strict` (kubectl's default) turns
+  unknown fields into 400 BadRequest `strict decoding error: unknown field "spec.x"`;
+  `Warn` (the default when the parameter is absent) prunes and answers a `Warning` header;
+  `Ignore` prunes silently.
+- Validation: type (with `nullable` and `x-kubernetes-int-or-string`), enum, required,
+  minimum/maximum, minLength/maxLength, pattern, minItems/maxItems, minProperties/
+  maxProperties; failures are one 422 Invalid listing every cause. CEL rules
+  (`x-kubernetes-validations`), formats and list uniqueness are not checked (gaps).
+Warnings of the request being served are collected per thread (`begin`/`end`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from typing import Any
+
+from tests.services.kube_api import errors
+from tests.services.kube_api.errors import ApiError
+from tests.services.kube_api.resources import ResourceType
+
+_local = threading.local()
+
+
+def begin() -> None:
+    _local.warnings = []
+
+
+def end() -> list[str]:
+    found: list[str] = getattr(_local, "warnings", [])
+    _local.warnings = []
+    return found
+
+
+def _warn(text: str) -> None:
+    if not hasattr(_local, "warnings"):
+        _local.warnings = []
+    _local.warnings.append(text)
+
+
+def _prune(obj: Any, schema: dict[str, Any] | None, path: str, unknown: list[str],
+           root: bool = False) -> None:
+    if not schema:
+        return
+    if isinstance(obj, dict):
+        properties = schema.get("properties")
+        extra = schema.get("additionalProperties")
+        keep_all = schema.get("x-kubernetes-preserve-unknown-fields") or extra is True
+        embedded = root or schema.get("x-kubernetes-embedded-resource")
+        for key in list(obj):
+            where = f"{path}.{key}" if path else key
+            if embedded and key in ("apiVersion", "kind", "metadata"):
+                continue  # ObjectMeta has its own rules (validation.py)
+            if properties is not None and key in properties:
+                _prune(obj[key], properties[key], where, unknown)
+            elif isinstance(extra, dict):
+                _prune(obj[key], extra, where, unknown)
+            elif not keep_all:
+                unknown.append(where)
+                del obj[key]
+    elif isinstance(obj, list) and isinstance(schema.get("items"), dict):
+        for index, item in enumerate(obj):
+            _prune(item, schema["items"], f"{path}[{index}]", unknown)
+
+
+def prune(resource: ResourceType, version: str, obj: dict[str, Any], query: dict[str, str]
+          ) -> None:
+    """Drop undeclared fields of a custom resource, or refuse them under Strict validation."""
+    schema = resource.schema(version)
+    if not resource.custom or not schema:
+        return
+    unknown: list[str] = []
+    _prune(obj, schema, "", unknown, root=True)
+    if not unknown:
+        return
+    mode = query.get("fieldValidation", "Warn")
+    if mode == "Strict":
+        listed = ", ".join(f'unknown field "{u}"' for u in unknown)
+        raise errors.bad_request(f'{resource.kind} in version "{version}" cannot be handled as '
+                                 f"a {resource.kind}: strict decoding error: {listed}")
+    if mode != "Ignore":
+        for field in unknown:
+            _warn(f'unknown field "{field}"')
+
+
+_TYPES = {
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+    "string": lambda v: isinstance(v, str),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+}
+
+
+def _quote(value: Any) -> str:
+    return json.dumps(value) if isinstance(value, str) else json.dumps(value)
+
+
+def _check(value: Any, schema: dict[str, Any], path: str, causes: list[dict[str, str]]
+           ) -> None:
+    def fail(reason: str, message: str) -> None:
+        causes.append({"reason": reason, "message": message, "field": path})
+
+    if value is None:
+        if not schema.get("nullable"):
+            fail("FieldValueInvalid", f'Invalid value: "null": {path} in body must be of type '
+                                      f'{schema.get("type", "object")}: "null"')
+        return
+    kind = schema.get("type")
+    if schema.get("x-kubernetes-int-or-string"):
+        if not _TYPES["string"](value) and not _TYPES["integer"](value):
+            fail("FieldValueInvalid", f"Invalid value: {_quote(value)}: {path} in body must be "
+                                      f"of type integer-or-string")
+        return
+    if kind in _TYPES and not _TYPES[kind](value):
+        found = {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer",
+                 float: "number"}.get(type(value), type(value).__name__)
+        fail("FieldValueTypeInvalid", f'Invalid value: "{found}": {path} in body must be of '
+                                      f'type {kind}: "{found}"')
+        return
+    if "enum" in schema and value not in schema["enum"]:
+        supported = ", ".join(_quote(v) for v in schema["enum"])
+        fail("FieldValueNotSupported",
+             f"Unsupported value: {_quote(value)}: supported values: {supported}")
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if "minimum" in schema and value < schema["minimum"]:
+            fail("FieldValueInvalid", f"Invalid value: {value}: {path} in body should be "
+                                      f"greater than or equal to {schema['minimum']}")
+        if "maximum" in schema and value > schema["maximum"]:
+            fail("FieldValueInvalid", f"Invalid value: {value}: {path} in body should be "
+                                      f"less than or equal to {schema['maximum']}")
+    if isinstance(value, str):
+        if "maxLength" in schema and len(value) > schema["maxLength"]:
+            fail("FieldValueTooLong", f"Too long: may not be more than {schema['maxLength']} "
+                                      f"bytes")
+        if "minLength" in schema and len(value) < schema["minLength"]:
+            fail("FieldValueInvalid", f"Invalid value: {_quote(value)}: {path} in body should "
+                                      f"be at least {schema['minLength']} chars long")
+        if "pattern" in schema and re.search(schema["pattern"], value) is None:
+            fail("FieldValueInvalid", f"Invalid value: {_quote(value)}: {path} in body should "
+                                      f"match '{schema['pattern']}'")
+    if isinstance(value, list):
+        if "maxItems" in schema and len(value) > schema["maxItems"]:
+            fail("FieldValueTooMany", f"Too many: {len(value)}: must have at most "
+                                      f"{schema['maxItems']} items")
+        if "minItems" in schema and len(value) < schema["minItems"]:
+            fail("FieldValueInvalid", f"Invalid value: {len(value)}: {path} in body should "
+                                      f"have at least {schema['minItems']} items")
+        if isinstance(schema.get("items"), dict):
+            for index, item in enumerate(value):
+                _check(item, schema["items"], f"{path}[{index}]", causes)
+    if isinstance(value, dict):
+        for required in schema.get("required") or []:
+            if required not in value:
+                causes.append({"reason": "FieldValueRequired", "message": "Required value",
+                               "field": f"{path}.{required}" if path else required})
+        for bound, compare, word in (("maxProperties", int.__gt__, "at most"),
+                                     ("minProperties", int.__lt__, "at least")):
+            if bound in schema and compare(len(value), schema[bound]):
+                fail("FieldValueInvalid", f"Invalid value: {len(value)}: {path} in body should "
+                                          f"have {word} {schema[bound]} properties")
+        properties = schema.get("properties") or {}
+        extra = schema.get("additionalProperties")
+        for key, child in value.items():
+            where = f"{path}.{key}" if path else key
+            if key in properties:
+                _check(child, properties[key], where, causes)
+            elif isinstance(extra, dict):
+                _check(child, extra, where, causes)
+
+
+def validate(resource: ResourceType, version: str, obj: dict[str, Any]) -> None:
+    """422 Invalid listing every schema violation of a custom resource (metadata excluded)."""
+    schema = resource.schema(version)
+    if not resource.custom or not schema:
+        return
+    body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")}
+    root = {**schema, "properties": {k: v for k, v in (schema.get("properties") or {}).items()
+                                     if k not in ("apiVersion", "kind", "metadata")},
+            "required": [r for r in schema.get("required") or []
+                         if r not in ("apiVersion", "kind", "metadata")]}
+    causes: list[dict[str, str]] = []
+    _check(body, root, "", causes)
+    if not causes:
+        return
+    name = obj["metadata"].get("name", "")
+    texts = [f"{c['field']}: {c['message']}" for c in causes]
+    summary = texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
+    raise ApiError(422, "Invalid", f'{resource.kind}.{resource.group} "{name}" is invalid: '
+                   f"{summary}", {"name": name, "group": resource.group, "kind": resource.kind,
+                                  "causes": causes})
