@@ -9,7 +9,10 @@ request. One resource at a time (`resource_problems`):
 - the same pool (flavor) twice in one queue;
 - reclaimWithinCohort Never with a borrowWithinCohort policy other than Never;
 - more flavors or covered resources than a ClusterQueue holds (64 each);
-- a namespace, flavor or queue name that is not a DNS-1123 label once prefixed.
+- a namespace, flavor or queue name that is not a DNS-1123 label once prefixed;
+- a pool with topology but no nodeSelector, a topology level twice, kubernetes.io/hostname
+  above the lowest level, a toleration Kueue refuses (empty key without Exists, a value
+  with Exists).
 
 Across the resources of one provider instance (`instance_problems`):
 
@@ -106,6 +109,35 @@ def _queue_problems(resource: DesiredResource) -> list[tuple[str, str]]:
     return found
 
 
+def _pool_problems(spec: dict[str, Any]) -> list[tuple[str, str]]:
+    found: list[tuple[str, str]] = []
+    levels = list(spec.get("topology") or [])
+    if levels and not spec.get("nodeSelector"):
+        found.append(
+            (
+                "spec.nodeSelector",
+                "a pool with topology levels needs a nodeSelector "
+                "(Kueue: at least one nodeLabel is required when topology is set)",
+            )
+        )
+    for index, level in enumerate(levels):
+        if level in levels[:index]:
+            found.append((f"spec.topology[{index}]", f"topology level {level} is listed twice"))
+        if level == "kubernetes.io/hostname" and index != len(levels) - 1:
+            found.append(
+                (f"spec.topology[{index}]", "kubernetes.io/hostname can only be the lowest level")
+            )
+    for index, toleration in enumerate(spec.get("tolerations") or []):
+        exists = toleration.get("operator") == "Exists"
+        if not toleration.get("key") and not exists:
+            found.append(
+                (f"spec.tolerations[{index}].operator", "an empty key needs operator Exists")
+            )
+        if exists and toleration.get("value"):
+            found.append((f"spec.tolerations[{index}].value", "operator Exists takes no value"))
+    return found
+
+
 def resource_problems(resource: DesiredResource, naming: Naming) -> list[ValidationProblem]:
     found: list[tuple[str, str]] = []
     if resource.kind == "Queue":
@@ -131,6 +163,7 @@ def resource_problems(resource: DesiredResource, naming: Naming) -> list[Validat
         name = naming.cluster_name(resource.name)
         if not _DNS_LABEL.match(name) or len(name) > 63:
             found.append(("metadata.name", f"ResourceFlavor name {name!r} is not a DNS-1123 label"))
+        found += _pool_problems(resource.spec)
     return [ValidationProblem(resource.address, field, message) for field, message in found]
 
 

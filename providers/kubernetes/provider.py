@@ -59,7 +59,7 @@ class KubernetesProvider(KubernetesJobs, Provider):
             "ResourcePool", ignored=("spec.provider", "spec.nodeList", "spec.features")
         ),
         "Queue": KindSchema("Queue"),
-        "Quota": KindSchema("Quota"),
+        "Quota": KindSchema("Quota", forces_replacement=("spec.queue",)),  # immutable LocalQueue
         "TrainingJob": KindSchema("TrainingJob"),
         "EvalSuite": KindSchema("EvalSuite"),
     }

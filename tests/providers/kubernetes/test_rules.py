@@ -137,3 +137,36 @@ def test_cross_resource_problems_name_the_missing_pool_the_duplicate_quota_and_t
         ("Quota/vision/b", "spec.queue"),
         ("TrainingJob/vision/resnet", "spec.queue"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("spec", "fields"),
+    [
+        pytest.param(
+            {"topology": ["block", "kubernetes.io/hostname"]},
+            ["spec.nodeSelector"],
+            id="topology-without-node-selector",
+        ),
+        pytest.param(
+            {"nodeSelector": {"a": "b"}, "topology": ["kubernetes.io/hostname", "rack", "rack"]},
+            ["spec.topology[0]", "spec.topology[2]"],
+            id="hostname-not-lowest-and-duplicate-level",
+        ),
+        pytest.param(
+            {
+                "tolerations": [
+                    {"key": "", "operator": "Equal"},
+                    {"key": "k", "operator": "Exists", "value": "v"},
+                ]
+            },
+            ["spec.tolerations[0].operator", "spec.tolerations[1].value"],
+            id="tolerations-kueue-refuses",
+        ),
+    ],
+)
+def test_a_pool_kueue_would_reject_is_a_problem_at_its_field(
+    spec: dict[str, Any], fields: list[str]
+) -> None:
+    pool = DesiredResource("ResourcePool/h100", "ResourcePool", "h100", None, {"spec": spec})
+
+    assert [p.field for p in resource_problems(pool, Naming())] == fields
