@@ -897,3 +897,22 @@ def test_schema_mode_prunes_unknown_fields_or_refuses_them_when_strict(tmp_path:
             ]
     finally:
         server.stop()
+
+
+def test_an_applier_does_not_own_the_defaults_the_server_filled_in(tmp_path: Path) -> None:
+    from tests.services.kube_api import start_kube_api
+
+    server = start_kube_api(tmp_path, defaults=True, schema=True)
+    try:
+        with client.ApiClient(server.configuration()) as api:
+            objects = client.CustomObjectsApi(api)
+            name = "applied"
+            objects.patch_cluster_custom_object(
+                KUEUE, V, "clusterqueues", name, cluster_queue(name, cohortName="a"),
+                field_manager="trainform", _content_type="application/apply-patch+yaml")
+            live = objects.get_cluster_custom_object(KUEUE, V, "clusterqueues", name)
+            assert live["spec"]["queueingStrategy"] == "BestEffortFIFO"
+            [entry] = live["metadata"]["managedFields"]
+            assert set(entry["fieldsV1"]["f:spec"]) == {"f:cohortName", "f:namespaceSelector"}
+    finally:
+        server.stop()

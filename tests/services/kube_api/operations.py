@@ -335,7 +335,7 @@ def _apply(
                 raise target.not_found()
             check_name(target.type, target.name or "")
             _require_namespace(store, target)
-            obj = {k: v for k, v in applied.items()}
+            obj = copy.deepcopy(applied)  # defaults and server fields stay out of `config`
             _prepare_create(target, obj)
             validate(target.type, obj)
             if store.defaults:
