@@ -22,6 +22,7 @@ Identifiers name the primary object: `ResourceFlavor/<name>`, `ClusterQueue/<nam
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from typing import Any
 
 from providers.base import Discovered
@@ -39,7 +40,8 @@ from providers.kubernetes.kinds import (
 )
 from providers.kubernetes.manifests import OWNERS_ANNOTATION, POOL_ANNOTATION
 from providers.kubernetes.naming import Naming
-from providers.kubernetes.projection import canonical, project_document
+from providers.kubernetes.projection import canonical, project_document, resource_key
+from specs.quantity import parse_quantity
 
 _EMPTY_QUEUE = {"pools": []}
 
@@ -93,22 +95,45 @@ def _pool_facts(
             "memory": canonical(allocatable.get("memory", "1")),
         }
         for resource, amount in allocatable.items():
-            if resource.endswith("/gpu") and int(canonical(amount) or 0) > 0:
+            if resource.endswith("/gpu") and 0 < _number(amount) <= 64:
                 facts["accelerator"] = {
                     "type": wanted.get("cloud.google.com/gke-accelerator", resource.split("/")[0]),
-                    "count": int(canonical(amount)),
+                    "count": int(_number(amount)),
                     "resourceName": resource,
                 }
         return facts, f"from {len(matching)} matching nodes"
     quota = quotas.get(_name(flavor), {})
     facts = {"nodes": 1, "cpu": quota.get("cpu", "1"), "memory": quota.get("memory", "1")}
-    if quota.get("gpu") and quota["gpu"] != "0":
+    if _number(quota.get("gpu", "0")) >= 1:
         facts["accelerator"] = {
             "type": "gpu",
-            "count": min(int(quota["gpu"]), 64),
+            "count": min(int(_number(quota["gpu"])), 64),
             "resourceName": quota.get("gpuName", "nvidia.com/gpu"),
         }
     return facts, "nodes, cpu, memory: no node readable, sized from the largest queue quota"
+
+
+def _number(value: Any) -> Decimal:
+    try:
+        return parse_quantity(str(value))
+    except ValueError:
+        return Decimal(0)
+
+
+def _left_out(queue: dict[str, Any]) -> str:
+    names = sorted(
+        {
+            name
+            for group in (queue.get("spec") or {}).get("resourceGroups") or []
+            for name in group.get("coveredResources") or []
+            if resource_key(name) is None
+        }
+    )
+    return (
+        f"left out covered resources trainform has no amount for: {', '.join(names)}"
+        if names
+        else ""
+    )
 
 
 def _largest_quotas(queues: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
@@ -119,9 +144,11 @@ def _largest_quotas(queues: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
                 entry = largest.setdefault(flavor.get("name", ""), {})
                 for resource in flavor.get("resources") or []:
                     name = resource.get("name", "")
-                    key = name if name in ("cpu", "memory") else "gpu"
+                    key = resource_key(name)
+                    if key is None:
+                        continue
                     value = canonical(resource.get("nominalQuota", "0"))
-                    if int(float(value)) >= int(float(entry.get(key, "0"))):
+                    if _number(value) >= _number(entry.get(key, "0")):
                         entry[key] = value
                         if key == "gpu":
                             entry["gpuName"] = name
@@ -165,7 +192,11 @@ def discover_documents(client: KubeClient, naming: Naming, instance: str) -> lis
         spec = (projected or {}).get("spec", {})
         if spec.get("defaultPriority") is None:
             spec["defaultPriority"] = 0
-        found.append(Discovered(_document("Queue", name, spec), f"ClusterQueue/{_name(queue)}"))
+        found.append(
+            Discovered(
+                _document("Queue", name, spec), f"ClusterQueue/{_name(queue)}", _left_out(queue)
+            )
+        )
     projects: set[str] = set()
     for local_queue in local_queues:
         namespace = _namespace(local_queue)

@@ -15,6 +15,7 @@ from decimal import Decimal
 from typing import Any
 
 from providers.kubernetes.naming import Naming
+from providers.kubernetes.projection import resource_key
 from specs.quantity import parse_quantity
 
 
@@ -58,10 +59,6 @@ def admitted_usage(workloads: list[dict[str, Any]]) -> dict[str, list[dict[str, 
     return by_queue
 
 
-def _key(resource: str) -> str:
-    return resource if resource in ("cpu", "memory") else "gpu"
-
-
 def quota_impact(spec: dict[str, Any], admitted: list[dict[str, Any]], naming: Naming) -> list[str]:
     lines: list[str] = []
     for entry in spec.get("pools", []):
@@ -69,7 +66,9 @@ def quota_impact(spec: dict[str, Any], admitted: list[dict[str, Any]], naming: N
         users = [w for w in admitted if flavor in w.get("usage", {})]
         resources = sorted({r for w in users for r in w["usage"][flavor]})
         for resource in resources:
-            key = _key(resource)
+            key = resource_key(resource)
+            if key is None:
+                continue
             nominal = _amount((entry.get("nominalQuota") or {}).get(key, 0))
             borrowing = (entry.get("borrowingLimit") or {}).get(key)
             if borrowing is None and spec.get("cohort"):

@@ -118,8 +118,12 @@ def _pool(spec: dict[str, Any], objects: Objects, naming: Naming) -> None:
         _set(spec, key, facts.get(key) if isinstance(facts, dict) else None)
 
 
-def _resource_key(name: str) -> str:
-    return name if name in ("cpu", "memory") else "gpu"
+def resource_key(name: str) -> str | None:
+    """cpu, memory, or gpu for an extended resource (vendor/name: nvidia.com/gpu,
+    amd.com/gpu, google.com/tpu); None for what trainform has no amount for (pods...)."""
+    if name in ("cpu", "memory"):
+        return name
+    return "gpu" if "/" in name else None
 
 
 def _amounts(resources: list[dict[str, Any]], field: str, wanted: dict[str, Any]) -> dict[str, Any]:
@@ -127,7 +131,9 @@ def _amounts(resources: list[dict[str, Any]], field: str, wanted: dict[str, Any]
     for resource in resources:
         if field not in resource:
             continue
-        key = _resource_key(resource.get("name", ""))
+        key = resource_key(resource.get("name", ""))
+        if key is None:
+            continue
         value = canonical(resource[field])
         if key in found and key == "gpu" and found[key] != "0" and value == "0":
             continue  # the zero quota of another accelerator the group covers
@@ -191,7 +197,9 @@ def _quota(spec: dict[str, Any], objects: Objects, naming: Naming) -> None:
             count = parse_quantity(str(value))
             limits["runningJobs"] = int(count) if count == count.to_integral() else str(count)
         elif key.startswith("requests."):
-            limits[_resource_key(key[len("requests.") :])] = canonical(value)
+            amount = resource_key(key[len("requests.") :])
+            if amount is not None:
+                limits[amount] = canonical(value)
     wall = _meta(quota, "annotations").get(MAX_WALL_TIME_ANNOTATION)
     if wall:
         limits["maxWallTime"] = wall
