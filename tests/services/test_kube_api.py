@@ -7,17 +7,22 @@ import shutil
 import subprocess
 import threading
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from kubernetes import client, dynamic, watch
 from kubernetes.client.rest import ApiException
 
 from tests.services.kube_api import KubeAPI
 from tests.services.kube_api.errors import ApiError
+from tests.services.kube_api.fields import apply as apply_fields
 from tests.services.kube_api.fixtures import kube_api  # noqa: F401 - the session fixture
 from tests.services.kube_api.patch import json_patch, merge_patch, strategic_merge_patch
 from tests.services.kube_api.selectors import label_matcher
@@ -28,6 +33,14 @@ V = "v1beta2"
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def leave_the_shared_server_as_found(kube_api: KubeAPI) -> Iterator[None]:  # noqa: F811
+    """Other modules share the session server: delete what these tests created."""
+    before = kube_api.snapshot()
+    yield
+    kube_api.delete_created_since(before)
 
 
 @pytest.fixture
@@ -916,3 +929,122 @@ def test_an_applier_does_not_own_the_defaults_the_server_filled_in(tmp_path: Pat
             assert set(entry["fieldsV1"]["f:spec"]) == {"f:cohortName", "f:namespaceSelector"}
     finally:
         server.stop()
+
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner,
+                                                                max_size=3),
+    max_leaves=10,
+)
+OBJECTS = st.dictionaries(st.sampled_from(["a", "b", "c"]), JSON, max_size=3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(OBJECTS)
+def test_a_merge_patch_of_an_object_with_itself_changes_nothing(obj: dict[str, Any]) -> None:
+    cleaned = merge_patch({}, obj)  # nulls removed, as stored objects have none
+    assert merge_patch(cleaned, cleaned) == cleaned
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=30))
+def test_label_selector_parsing_raises_only_bad_request(selector: str) -> None:
+    try:
+        label_matcher(selector)({"metadata": {"labels": {"a": "1"}}})
+    except ApiError as error:
+        assert error.code == 400
+
+
+POINTERS = st.one_of(st.sampled_from(["", "/", "/a", "/a/0", "/a/-", "/b/c", "/a~1b", "/a/01"]),
+                    st.text(max_size=6), st.integers(), st.none())
+OPERATIONS = st.one_of(JSON, st.lists(st.fixed_dictionaries(
+    {"op": st.sampled_from(["add", "remove", "replace", "move", "copy", "test", "bad", 3]),
+     "path": POINTERS},
+    optional={"value": JSON, "from": POINTERS}), max_size=4))
+
+
+@settings(max_examples=400, deadline=None)
+@given(OPERATIONS, OBJECTS)
+def test_json_patch_raises_only_api_errors(operations: Any, target: dict[str, Any]) -> None:
+    try:
+        json_patch(target, operations)
+    except ApiError as error:
+        assert error.code == 422
+
+
+@settings(max_examples=100, deadline=None)
+@given(OBJECTS)
+def test_applying_the_same_configuration_twice_changes_nothing(spec: dict[str, Any]) -> None:
+    config = {"apiVersion": "v1", "kind": "Thing", "metadata": {"name": "x"},
+              "spec": merge_patch({}, spec)}
+    first, managed = apply_fields(None, config, "m", False, "", "v1", False)
+    first["metadata"]["managedFields"] = managed
+    second, again = apply_fields(first, config, "m", False, "", "v1", False)
+    assert second["spec"] == first["spec"] == config["spec"]
+    assert [e["fieldsV1"] for e in again] == [e["fieldsV1"] for e in managed]
+
+
+def test_concurrent_writers_get_distinct_resource_versions(
+    custom: client.CustomObjectsApi,
+) -> None:
+    tag = unique("c")
+    versions: list[str] = []
+    lock = threading.Lock()
+
+    def writer(index: int) -> None:
+        for round_ in range(10):
+            body = cluster_queue(f"{tag}-{index}-{round_}")
+            created = custom.create_cluster_custom_object(KUEUE, V, "clusterqueues", body)
+            with lock:
+                versions.append(created["metadata"]["resourceVersion"])
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(set(versions)) == 40
+    listed = custom.list_cluster_custom_object(KUEUE, V, "clusterqueues")
+    assert sum(1 for i in listed["items"] if i["metadata"]["name"].startswith(tag)) == 40
+
+
+LIKELY_OBJECTS = st.fixed_dictionaries(
+    {"apiVersion": st.sampled_from([f"{KUEUE}/{V}"] * 4 + ["v1"]),
+     "kind": st.sampled_from(["ClusterQueue"] * 4 + ["Other"]),
+     "metadata": st.fixed_dictionaries(
+         {"name": st.sampled_from(["fuzz"] * 4 + ["Bad Name", ""])},
+         optional={"labels": st.one_of(JSON, st.dictionaries(
+             st.sampled_from(["a", "b/c", "x.io/y"]), st.sampled_from(["1", "", "-"]))),
+             "annotations": JSON, "finalizers": JSON, "resourceVersion": JSON,
+             "uid": JSON, "managedFields": JSON})},
+    optional={"spec": JSON, "status": JSON})
+BODIES = st.one_of(LIKELY_OBJECTS, LIKELY_OBJECTS, JSON, OPERATIONS)
+REQUESTS = st.sampled_from([
+    ("POST", "application/json"), ("PUT", "application/json"),
+    ("PATCH", "application/merge-patch+json"), ("PATCH", "application/json-patch+json"),
+    ("PATCH", "application/apply-patch+yaml"), ("PATCH", "application/apply-patch+yaml"),
+    ("PATCH", "application/strategic-merge-patch+json"), ("POST", "text/plain"),
+])
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(request=REQUESTS, body=BODIES)
+def test_no_request_body_makes_the_server_fail_with_500(
+    api_client: client.ApiClient, request: tuple[str, str], body: Any
+) -> None:
+    method, content_type = request
+    path = f"/apis/{KUEUE}/{V}/clusterqueues" + ("" if method == "POST" else "/fuzz")
+    if "apply" in content_type:
+        path += "?fieldManager=fuzz"
+    request = urllib.request.Request(
+        api_client.configuration.host + path, data=json.dumps(body).encode(), method=method,
+        headers={"Content-Type": content_type, "Accept": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            status, data = answer.status, answer.read()
+    except urllib.error.HTTPError as error:
+        status, data = error.code, error.read()
+    assert status < 500, data

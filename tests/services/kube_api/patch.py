@@ -15,6 +15,7 @@ cannot be applied), as the real server answers.
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 from tests.services.kube_api.errors import unprocessable
@@ -94,7 +95,9 @@ def strategic_merge_patch(target: Any, patch: Any) -> Any:
     return result
 
 
-def _pointer(path: str) -> list[str]:
+def _pointer(path: Any) -> list[str]:
+    if not isinstance(path, str):
+        raise unprocessable(f"a JSON pointer must be a string, not {json.dumps(path)}")
     if path == "":
         return []
     if not path.startswith("/"):

@@ -95,6 +95,19 @@ class KubeAPI:
         self.store = store
         self.faults.clear()
 
+    def snapshot(self) -> set[tuple[str, str, str, str]]:
+        """The objects stored now, for `delete_created_since`."""
+        return self.store.keys()
+
+    def delete_created_since(self, snapshot: set[tuple[str, str, str, str]]) -> int:
+        """Delete every object created after `snapshot` (changes to older ones stay)."""
+        store = self.store
+        with store.lock:
+            created = sorted(store.keys() - snapshot)
+            for group, plural, namespace, name in created:
+                store.remove(group, plural, namespace, name)
+        return len(created)
+
     def fail(
         self, code: int = 500, times: int = 1, method: str | None = None,
         path_prefix: str = "", after: int = 0, retry_after: int | None = None,

@@ -105,6 +105,12 @@ class Store:
             for key in list(self._objects.get((group, plural), {})):
                 self.remove(group, plural, *key)
 
+    def keys(self) -> set[tuple[str, str, str, str]]:
+        """(group, plural, namespace, name) of every stored object."""
+        with self.lock:
+            return {(group, plural, *key) for (group, plural), bucket in self._objects.items()
+                    for key in bucket}
+
     def events_after(self, revision: int) -> list[Event]:
         with self.lock:
             start = bisect.bisect_right(self._event_revisions, revision)
