@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -64,7 +66,27 @@ def tf(folder: Path, *args: str) -> tuple[int, str]:
     return result.returncode, output
 
 
-def apply_plan_and_drift(folder: Path, client: KubeClient, prefix: str) -> None:
+def kubectl_edit(
+    client: KubeClient, kubectl_args: list[str], name: str, patch: dict[str, Any]
+) -> None:
+    """What `kubectl edit clusterqueue` sends: a merge patch by the field manager
+    kubectl-edit; through kubectl itself when it is installed, else through the API."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        client.merge_patch(CLUSTER_QUEUE, name, None, patch, "kubectl-edit")
+        return
+    subprocess.run(
+        [kubectl, *kubectl_args, "patch", "clusterqueue", name, "--type", "merge"]
+        + ["--field-manager", "kubectl-edit", "-p", json.dumps(patch)],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+
+
+def apply_plan_and_drift(
+    folder: Path, client: KubeClient, prefix: str, kubectl_args: list[str]
+) -> None:
     code, output = tf(folder, "apply", ".", "--auto-approve")
     assert code == 0, output
     code, output = tf(folder, "plan", ".", "--detailed-exitcode")
@@ -74,13 +96,7 @@ def apply_plan_and_drift(folder: Path, client: KubeClient, prefix: str) -> None:
     assert queue is not None
     groups = queue["spec"]["resourceGroups"]
     groups[0]["flavors"][0]["resources"][2]["nominalQuota"] = "64"
-    client.merge_patch(
-        CLUSTER_QUEUE,
-        f"{prefix}pretrain",
-        None,
-        {"spec": {"resourceGroups": groups}},
-        "kubectl-edit",
-    )
+    kubectl_edit(client, kubectl_args, f"{prefix}pretrain", {"spec": {"resourceGroups": groups}})
     code, output = tf(folder, "drift", ".", "--format", "json")
     assert code == 2, output
     [finding] = [f for f in json.loads(output)["findings"] if f["address"] == "Queue/pretrain"]
@@ -106,7 +122,7 @@ def test_examples_platform_applies_plans_empty_and_restores_a_kubectl_edit(
     folder = _kubernetes_only(tmp_path / "platform", str(kube_api.kubeconfig), "", prefix)
     client = KubeClient(make_api_client(str(kube_api.kubeconfig), ""))
 
-    apply_plan_and_drift(folder, client, prefix)
+    apply_plan_and_drift(folder, client, prefix, ["--kubeconfig", str(kube_api.kubeconfig)])
 
 
 def test_a_lending_limit_above_nominal_quota_fails_the_plan_at_its_line(
@@ -146,7 +162,8 @@ def test_examples_platform_on_a_real_cluster(tmp_path: Path) -> None:
         path.write_text(path.read_text().replace("preventDestroy: true", "preventDestroy: false"))
     client = KubeClient(make_api_client(kubeconfig, context))
     try:
-        apply_plan_and_drift(folder, client, prefix)
+        arguments = ["--kubeconfig", kubeconfig] + (["--context", context] if context else [])
+        apply_plan_and_drift(folder, client, prefix, arguments)
     finally:
         tf(folder, "plan", ".", "--destroy", "--allow-mass-delete", "-out", "destroy.plan")
         tf(folder, "apply", "destroy.plan")
