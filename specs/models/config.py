@@ -51,6 +51,25 @@ class SlurmConnection(SpecModel):
         description="The one slurm.conf include file trainform owns for partitions.",
     )
     bin_dir: str = Field(default="", description="Folder of the Slurm commands; default PATH.")
+    conf: str = Field(
+        default="/etc/slurm/slurm.conf",
+        description="Path of slurm.conf; every Slurm command runs with SLURM_CONF set to it.",
+    )
+    job_root: str = Field(
+        default="",
+        description="Absolute path of a folder every node shares, for job scripts, outputs, "
+        "logs and checkpoints (never inside the spec folder). Required to run jobs.",
+    )
+    gres: str = Field(
+        default="gpu", pattern=r"^[a-z0-9_]{1,32}$", description="GRES name of accelerators."
+    )
+
+    @field_validator("job_root")
+    @classmethod
+    def _job_root_absolute(cls, value: str) -> str:
+        if value and not value.startswith("/"):
+            raise ValueError("jobRoot must be an absolute path outside the spec folder")
+        return value
 
 
 class ObjectStoreConnection(SpecModel):

@@ -1,0 +1,226 @@
+"""Accounts, users, associations and QOS through sacctmgr (slurmdbd).
+
+Called by SlurmProvider. Every command is non-interactive with parseable output: reads
+use `-nP` (no header, `|`-separated), changes use `-i` (commit at once). "Nothing new
+added" and "Nothing modified" are outcomes (the object already is as asked), not failures.
+Identifiers are validated (providers/slurm/names.py) before they reach a command.
+
+Reads return plain dataclasses keyed by lowercased name; Slurm keeps names lowercase.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from providers.errors import PermanentProviderError, TransientProviderError
+from providers.slurm.commands import SlurmCommands, is_transient
+from providers.slurm.names import check_identifier
+
+UNCHANGED = ("nothing new added", "nothing modified", "already exists")
+QOS_FIELDS = "Name,Description,Priority,GrpTRES,MaxTRESPU,Preempt,PreemptMode"
+ASSOC_FIELDS = "Account,User,Partition,GrpTRES,MaxJobs,MaxWall,ParentName"
+
+
+@dataclass(frozen=True)
+class Account:
+    name: str
+    description: str
+    organization: str
+
+
+@dataclass(frozen=True)
+class Association:
+    account: str
+    user: str
+    partition: str
+    grp_tres: str
+    max_jobs: str
+    max_wall: str
+
+
+@dataclass(frozen=True)
+class Qos:
+    name: str
+    description: str
+    priority: int
+    grp_tres: str
+    max_tres_per_user: str
+    preempt: str
+    preempt_mode: str
+
+
+@dataclass
+class AccountingSnapshot:
+    """One batched read of everything the provider compares."""
+
+    accounts: dict[str, Account] = field(default_factory=dict)
+    associations: list[Association] = field(default_factory=list)
+    qos: dict[str, Qos] = field(default_factory=dict)
+
+    def users_of(self, account: str) -> list[str]:
+        return sorted({a.user for a in self.associations if a.account == account and a.user})
+
+    def partition_associations(self, account: str, partition: str) -> list[Association]:
+        return [
+            a
+            for a in self.associations
+            if a.account == account and a.partition == partition and a.user
+        ]
+
+
+def _rows(text: str, width: int) -> list[list[str]]:
+    rows = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        cells = line.split("|")
+        rows.append((cells + [""] * width)[:width])
+    return rows
+
+
+class Accounting:
+    def __init__(self, commands: SlurmCommands, cluster: str = "") -> None:
+        self.commands = commands
+        self.cluster = cluster
+
+    def _where_cluster(self) -> list[str]:
+        return [f"cluster={self.cluster}"] if self.cluster else []
+
+    def _change(self, argv: list[str]) -> bool:
+        """Run a change; False when Slurm says nothing needed changing."""
+        result = self.commands.run(["sacctmgr", "-i", *argv], check=False)
+        text = result.text.lower()
+        if any(phrase in text for phrase in UNCHANGED):
+            return False
+        if result.returncode != 0:
+            message = f"cannot run sacctmgr {argv[0]} {argv[1]}: {result.text}"
+            if is_transient(result.text):
+                raise TransientProviderError(message)
+            raise PermanentProviderError(message)
+        return True
+
+    # reads ---------------------------------------------------------------------------
+
+    def snapshot(self) -> AccountingSnapshot:
+        accounts = self.commands.run(
+            ["sacctmgr", "-nP", "show", "account", "format=Account,Descr,Org"]
+        ).stdout
+        associations = self.commands.run(
+            [
+                "sacctmgr",
+                "-nP",
+                "show",
+                "association",
+                *self._where_cluster(),
+                f"format={ASSOC_FIELDS}",
+            ]
+        ).stdout
+        qos = self.commands.run(["sacctmgr", "-nP", "show", "qos", f"format={QOS_FIELDS}"]).stdout
+        snapshot = AccountingSnapshot()
+        for name, description, organization in _rows(accounts, 3):
+            snapshot.accounts[name.lower()] = Account(name.lower(), description, organization)
+        for account, user, partition, grp, max_jobs, max_wall, _ in _rows(associations, 7):
+            snapshot.associations.append(
+                Association(
+                    account.lower(), user.lower(), partition.lower(), grp, max_jobs, max_wall
+                )
+            )
+        for name, description, priority, grp, per_user, preempt, mode in _rows(qos, 7):
+            snapshot.qos[name.lower()] = Qos(
+                name.lower(), description, int(priority or 0), grp, per_user, preempt, mode
+            )
+        return snapshot
+
+    # accounts and users ------------------------------------------------------------------
+
+    def add_account(self, name: str, description: str, organization: str = "") -> bool:
+        name = check_identifier(name, "account")
+        argv = ["add", "account", name, f"Description={description}", *self._where_cluster()]
+        if organization:
+            argv.append(f"Organization={organization}")
+        return self._change(argv)
+
+    def set_account_description(self, name: str, description: str) -> bool:
+        name = check_identifier(name, "account")
+        return self._change(
+            ["modify", "account", "where", f"name={name}", "set", f"Description={description}"]
+        )
+
+    def delete_account(self, name: str, snapshot: AccountingSnapshot) -> None:
+        name = check_identifier(name, "account")
+        for user in snapshot.users_of(name):
+            self.remove_user(user, name, snapshot)
+        self._change(["delete", "account", name, *self._where_cluster()])
+
+    def add_user(self, user: str, account: str, partition: str = "", limits: str = "") -> bool:
+        argv = [
+            "add",
+            "user",
+            check_identifier(user, "user"),
+            f"account={check_identifier(account, 'account')}",
+            *self._where_cluster(),
+        ]
+        if partition:
+            argv.append(f"partition={check_identifier(partition, 'partition')}")
+        return self._change(argv + (limits.split() if limits else []))
+
+    def remove_user(
+        self, user: str, account: str, snapshot: AccountingSnapshot, partition: str | None = None
+    ) -> None:
+        """Remove the user's associations with the account (one partition, or all)."""
+        user = check_identifier(user, "user")
+        where = ["where", f"name={user}", f"account={check_identifier(account, 'account')}"]
+        if partition is not None:
+            where.append(f"partition={check_identifier(partition, 'partition')}")
+        result = self.commands.run(
+            ["sacctmgr", "-i", "delete", "user", *where, *self._where_cluster()], check=False
+        )
+        text = result.text.lower()
+        if result.returncode == 0 or "nothing deleted" in text or "not found" in text:
+            return
+        if "default account" in text:
+            others = {a.account for a in snapshot.associations if a.user == user} - {account}
+            if not others:  # the account is the user's only one: the user goes with it
+                self._change(["delete", "user", "where", f"name={user}", *self._where_cluster()])
+                return
+            self._change(
+                [
+                    "modify",
+                    "user",
+                    "where",
+                    f"name={user}",
+                    "set",
+                    f"DefaultAccount={sorted(others)[0]}",
+                ]
+            )
+            self.commands.run(["sacctmgr", "-i", "delete", "user", *where, *self._where_cluster()])
+            return
+        raise PermanentProviderError(f"cannot remove user {user} from {account}: {result.text}")
+
+    def set_user_limits(self, user: str, account: str, partition: str, limits: str) -> bool:
+        return self._change(
+            [
+                "modify",
+                "user",
+                "where",
+                f"name={check_identifier(user, 'user')}",
+                f"account={check_identifier(account, 'account')}",
+                f"partition={check_identifier(partition, 'partition')}",
+                *self._where_cluster(),
+                "set",
+                *limits.split(),
+            ]
+        )
+
+    # QOS -----------------------------------------------------------------------------
+
+    def add_qos(self, name: str, settings: list[str]) -> bool:
+        return self._change(["add", "qos", check_identifier(name, "QOS"), *settings])
+
+    def modify_qos(self, name: str, settings: list[str]) -> bool:
+        return self._change(
+            ["modify", "qos", "where", f"name={check_identifier(name, 'QOS')}", "set", *settings]
+        )
+
+    def delete_qos(self, name: str) -> None:
+        self._change(["delete", "qos", check_identifier(name, "QOS")])

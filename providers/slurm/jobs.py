@@ -1,0 +1,377 @@
+"""The job side of the Slurm provider: sbatch, scancel, and runs from squeue/sacct.
+
+Each attempt gets a folder under the connection's `job_root` (never in the spec folder):
+
+    <job_root>/runs/<project>/<job>/<run_id>/
+        code/ output/ progress.json            as on the local provider
+        attempts/<n>/ job.sh launch.json submission.json slurm.log result.json
+        evaluations/<suite>/attempts/<n>/ ...  metrics.json
+    <job_root>/checkpoints/<project>/<job>/<run_id>/step-<N>/
+
+`job.sh` is generated (every value shlex-quoted) and `exec`s the runner module
+(providers/slurm/runner.py), which starts the job's command argv with the trainform
+environment and forwards the checkpoint signal. sbatch gets the partition, QOS and
+account, GRES, nodes, time limit, `--requeue`, `--signal=B:USR1@<seconds>` and the
+ownership comment `trainform:<manager>:<address>:<run>:<kind>:<suite>:<attempt>`.
+Submitting the same attempt again changes nothing (submission.json records the job id).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from dataclasses import asdict
+from decimal import ROUND_CEILING, Decimal
+from pathlib import Path
+from typing import Any
+
+from providers.errors import PermanentProviderError
+from providers.jobs import AttemptStatus, EvaluationStatus, JobLaunch, RunPhase, RunStatus
+from providers.local.checkpoints import latest_valid, list_checkpoints
+from providers.local.environment import dataset_folder, parameter_text, variable_suffix
+from providers.local.layout import RunLayout, job_parts, snapshot_code, suite_name
+from providers.slurm.commands import SlurmCommands
+from providers.slurm.names import check_identifier, marker, mebibytes, parse_marker, slurm_minutes
+from providers.slurm.runner import now
+from providers.slurm.status import SlurmJobState, parse_jobs, phase_of, readable_reason
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+SIGNAL_LIMIT = 65535
+
+
+def comment_of(manager: str, launch: JobLaunch) -> str:
+    suite = suite_name(launch.suite) if launch.suite else ""
+    tail = f"{launch.run_id}:{launch.kind}:{suite}:{launch.attempt}"
+    return f"{marker(manager, launch.address)}:{tail}"
+
+
+def parse_comment(comment: str) -> tuple[str, str] | None:
+    """(manager, job address) of a trainform job comment."""
+    found = parse_marker(comment)
+    if found is None:
+        return None
+    manager, rest = found
+    parts = rest.split(":")
+    return (manager, parts[0]) if len(parts) >= 5 else None
+
+
+def signal_seconds(launch: JobLaunch) -> int | None:
+    """How long before the time limit the job gets USR1: one checkpoint interval."""
+    if not launch.max_runtime or not launch.checkpoint_interval:
+        return None
+    return max(10, min(launch.checkpoint_interval, launch.max_runtime // 2, SIGNAL_LIMIT))
+
+
+class SlurmJobs:
+    def __init__(
+        self, commands: SlurmCommands, root: Path, spec_root: Path, manager: str, gres: str = "gpu"
+    ) -> None:
+        self.commands = commands
+        self.root = root
+        self.spec_root = spec_root
+        self.manager = manager
+        self.gres = gres
+
+    # folders -----------------------------------------------------------------------------
+
+    def _layout(self, address: str, run_id: str, prefix: str = "") -> RunLayout:
+        if prefix.startswith("s3://"):
+            raise PermanentProviderError(
+                "the slurm provider keeps checkpoints under its job_root; an s3:// checkpoint "
+                "prefix is not supported"
+            )
+        return RunLayout(self.root, address, run_id, prefix)
+
+    def attempt_dir(self, launch: JobLaunch) -> Path:
+        layout = self._layout(launch.address, launch.run_id, launch.checkpoint_prefix)
+        base = (
+            layout.evaluation_dir(launch.suite or "") if launch.kind == "eval" else layout.run_dir
+        )
+        return base / "attempts" / str(launch.attempt)
+
+    def _attempt_dirs(self, address: str) -> list[Path]:
+        project, job = job_parts(address)
+        base = self.root / "runs" / project / job
+        return sorted(base.glob("*/attempts/*")) + sorted(base.glob("*/evaluations/*/attempts/*"))
+
+    # JobProvider -------------------------------------------------------------------------
+
+    def submit(self, launch: JobLaunch) -> dict[str, Any]:
+        if launch.kind not in ("train", "eval") or (launch.kind == "eval" and not launch.suite):
+            raise PermanentProviderError(f"cannot submit a {launch.kind!r} launch")
+        if not launch.project:
+            raise PermanentProviderError("cannot submit a job without a project (Slurm account)")
+        folder = self.attempt_dir(launch)
+        if (folder / "submission.json").exists():
+            return {"runId": launch.run_id, "attempt": launch.attempt}
+        comment = comment_of(self.manager, launch)
+        existing = [j for j in self._queue_states() if j.comment == comment]
+        folder.mkdir(parents=True, exist_ok=True)
+        if not existing:
+            launch_file = self._write_launch(launch, folder)
+            argv = self._sbatch(launch, folder, comment, launch_file)
+            output = self.commands.run(argv).stdout.strip()
+            job_id = output.split(";")[0].strip()
+        else:
+            job_id = existing[0].job_id
+        record = {"job_id": job_id, "submitted_at": now(), "comment": comment}
+        (folder / "submission.json").write_text(json.dumps(record), encoding="utf-8")
+        return {"runId": launch.run_id, "attempt": launch.attempt}
+
+    def cancel(self, address: str, run_id: str | None = None) -> None:
+        ids = [
+            s["job_id"]
+            for folder, s, launch in self._submissions(address)
+            if run_id is None or launch["run_id"] == run_id
+        ]
+        live = {j.job_id for j in self._queue_states()}
+        targets = [i for i in ids if i in live]
+        if targets:
+            self.commands.run(["scancel", *targets])
+
+    def runs(self, address: str) -> list[RunStatus]:
+        submissions = self._submissions(address)
+        states = self._states([s["job_id"] for _, s, _ in submissions])
+        runs: dict[str, RunStatus] = {}
+        for folder, submission, launch in submissions:
+            run = runs.setdefault(launch["run_id"], RunStatus(run_id=launch["run_id"]))
+            phase, reason, result = self._phase(folder, states.get(submission["job_id"]))
+            state = states.get(submission["job_id"])
+            if launch["kind"] == "eval":
+                run.evaluations.append(
+                    EvaluationStatus(
+                        suite=launch["suite"],
+                        run_id=launch["run_id"],
+                        phase=phase,
+                        metrics=_metrics(Path(launch["env"]["TRAINFORM_METRICS_FILE"]), phase),
+                        reason=reason,
+                        log=str(folder / "slurm.log"),
+                    )
+                )
+                continue
+            run.attempts.append(
+                AttemptStatus(
+                    attempt=launch["attempt"],
+                    phase=phase,
+                    reason=reason,
+                    exit_code=result.get("exit_code") if result else None,
+                    submitted_at=submission.get("submitted_at", ""),
+                    started_at=(state.started_at if state else "") or result.get("started_at", ""),
+                    ended_at=(state.ended_at if state else "") or result.get("ended_at", ""),
+                    log=str(folder / "slurm.log"),
+                    resumed_from=result.get("resumed_from", "") or launch.get("resume_from") or "",
+                )
+            )
+            run.output_dir = launch["env"]["TRAINFORM_OUTPUT_DIR"]
+            run.checkpoints = list_checkpoints(Path(launch["checkpoint_dir"]))
+            progress = _progress(Path(launch["env"]["TRAINFORM_PROGRESS_FILE"]))
+            newest = latest_valid(run.checkpoints)
+            run.current_step = (
+                progress if progress is not None else (newest.step if newest else None)
+            )
+        for run in runs.values():
+            run.attempts.sort(key=lambda a: a.attempt)
+        return list(runs.values())
+
+    def owned_jobs(self) -> list[tuple[str, str]]:
+        """(address, "TrainingJob") of every queued or running job carrying our comment."""
+        owned = set()
+        for job in self._queue_states():
+            found = parse_comment(job.comment)
+            if found and found[0] == self.manager:
+                owned.add((found[1], "TrainingJob"))
+        return sorted(owned)
+
+    # reading Slurm -------------------------------------------------------------------------
+
+    def _queue_states(self) -> list[SlurmJobState]:
+        return parse_jobs(self.commands.run(["squeue", "--all", "--json"]).stdout, "squeue")
+
+    def _states(self, job_ids: list[str]) -> dict[str, SlurmJobState]:
+        if not job_ids:
+            return {}
+        states = {j.job_id: j for j in self._queue_states() if j.job_id in job_ids}
+        missing = [i for i in job_ids if i not in states]
+        if missing:
+            text = self.commands.run(
+                [
+                    "sacct",
+                    "--json",
+                    "--allusers",
+                    "--duplicates",
+                    "--starttime=1970-01-01",
+                    "--jobs",
+                    ",".join(missing),
+                ]
+            ).stdout
+            for job in parse_jobs(text, "sacct"):
+                if job.job_id in missing:
+                    states[job.job_id] = job  # later records (requeues) replace earlier ones
+        return states
+
+    def _submissions(self, address: str) -> list[tuple[Path, dict[str, Any], dict[str, Any]]]:
+        found = []
+        for folder in self._attempt_dirs(address):
+            try:
+                submission = json.loads((folder / "submission.json").read_text(encoding="utf-8"))
+                launch = json.loads((folder / "launch.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if launch.get("address") == address and launch.get("manager") == self.manager:
+                found.append((folder, submission, launch))
+        return found
+
+    def _phase(
+        self, folder: Path, state: SlurmJobState | None
+    ) -> tuple[RunPhase, str, dict[str, Any]]:
+        result = _read_json(folder / "result.json")
+        if state is None:
+            if result:
+                code = result.get("exit_code")
+                phase = RunPhase.SUCCEEDED if code == 0 else RunPhase.FAILED
+                return phase, result.get("reason", ""), result
+            return RunPhase.FAILED, "the job vanished from Slurm (not in squeue or sacct)", {}
+        phase = phase_of(state.state)
+        if phase == RunPhase.QUEUED:
+            return phase, readable_reason(state.reason), result
+        if phase.finished and phase != RunPhase.SUCCEEDED:
+            why = (result or {}).get("reason") or readable_reason(state.reason)
+            return phase, f"{state.state.lower()}" + (f": {why}" if why else ""), result
+        if phase == RunPhase.SUCCEEDED and result and result.get("exit_code") not in (0, None):
+            return RunPhase.FAILED, result.get("reason", ""), result
+        return phase, "", result
+
+    # writing the attempt -------------------------------------------------------------------
+
+    def _write_launch(self, launch: JobLaunch, folder: Path) -> Path:
+        layout = self._layout(launch.address, launch.run_id, launch.checkpoint_prefix)
+        code = (folder.parents[1] / "code") if launch.kind == "eval" else layout.run_dir / "code"
+        if launch.code_dir is not None:
+            try:
+                snapshot_code(Path(launch.code_dir), code, exclude=(self.root,))
+            except FileNotFoundError as exc:
+                raise PermanentProviderError(str(exc)) from None
+        code.mkdir(parents=True, exist_ok=True)
+        checkpoints = layout.checkpoint_dir
+        env = {
+            "PYTHONHASHSEED": "0",
+            "PYTHONUNBUFFERED": "1",
+            "TRAINFORM_JOB": launch.address,
+            "TRAINFORM_RUN_ID": launch.run_id,
+            "TRAINFORM_ATTEMPT": str(launch.attempt),
+            "TRAINFORM_CHECKPOINT_DIR": str(checkpoints),
+            "TRAINFORM_OUTPUT_DIR": str(layout.output_dir),
+            "TRAINFORM_PROGRESS_FILE": str(folder.parents[1] / "progress.json"),
+            "TRAINFORM_PARAMETERS": json.dumps(launch.parameters, sort_keys=True),
+        }
+        if launch.checkpoint_interval is not None:
+            env["TRAINFORM_CHECKPOINT_INTERVAL"] = str(launch.checkpoint_interval)
+        if launch.keep_last is not None:
+            env["TRAINFORM_KEEP_LAST"] = str(launch.keep_last)
+        if launch.kind == "eval":
+            env["TRAINFORM_MODEL_DIR"] = str(layout.output_dir)
+            env["TRAINFORM_METRICS_FILE"] = str(folder / "metrics.json")
+            env["TRAINFORM_EVAL_SUITE"] = launch.suite or ""
+            env["TRAINFORM_OUTPUT_DIR"] = str(folder)
+        for name, value in launch.parameters.items():
+            env[f"TRAINFORM_PARAM_{variable_suffix(name)}"] = parameter_text(value)
+        datasets = []
+        for dataset in launch.datasets:
+            location = dataset_folder(asdict(dataset), self.spec_root)
+            env[f"TRAINFORM_DATASET_{variable_suffix(dataset.name)}"] = str(location)
+            datasets.append(
+                {
+                    "name": dataset.name,
+                    "version": dataset.version,
+                    "folder": str(location),
+                    "manifest_digest": dataset.manifest_digest,
+                }
+            )
+        env.update({str(k): str(v) for k, v in launch.env.items()})
+        data = {
+            "address": launch.address,
+            "manager": self.manager,
+            "run_id": launch.run_id,
+            "attempt": launch.attempt,
+            "kind": launch.kind,
+            "suite": launch.suite,
+            "command": list(launch.command),
+            "cwd": str(code),
+            "env": env,
+            "datasets": datasets,
+            "checkpoint_dir": str(checkpoints),
+            "resume_from": launch.resume_from,
+            "keep_last": launch.keep_last,
+        }
+        launch_file = folder / "launch.json"
+        launch_file.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
+        return launch_file
+
+    def _sbatch(
+        self, launch: JobLaunch, folder: Path, comment: str, launch_file: Path
+    ) -> list[str]:
+        script = folder / "job.sh"
+        lines = [
+            "#!/bin/sh",
+            "# generated by trainform: runs the attempt's command through the runner",
+            f"export PYTHONPATH={shlex.quote(str(REPOSITORY))}",
+            f"export PATH={shlex.quote(_inherited('PATH'))}",
+            f"exec {shlex.quote(sys.executable)} -m providers.slurm.runner "
+            f"{shlex.quote(str(launch_file))}",
+        ]
+        script.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        script.chmod(0o755)
+        cpus = int(Decimal(launch.cpu).to_integral_value(ROUND_CEILING)) or 1
+        per_node = launch.gpus // max(1, launch.nodes)
+        argv = [
+            "sbatch",
+            "--parsable",
+            f"--job-name=tf-{launch.address.rsplit('/', 1)[-1]}",
+            f"--account={check_identifier(launch.project or '', 'account')}",
+            f"--partition={check_identifier(launch.queue, 'partition')}",
+            f"--qos={check_identifier(launch.queue, 'QOS')}",
+            f"--nodes={launch.nodes}",
+            "--ntasks-per-node=1",
+            f"--cpus-per-task={cpus}",
+            f"--mem={max(1, mebibytes(launch.memory))}M",
+            "--requeue",
+            "--export=NONE",
+            f"--comment={comment}",
+            f"--output={folder / 'slurm.log'}",
+            f"--chdir={folder}",
+        ]
+        if per_node:
+            argv.append(f"--gres={self.gres}:{per_node}")
+        if launch.max_runtime:
+            argv.append(f"--time={slurm_minutes(launch.max_runtime)}")
+        seconds = signal_seconds(launch)
+        if seconds:
+            argv.append(f"--signal=B:USR1@{seconds}")
+        return [*argv, str(script)]
+
+
+def _inherited(name: str) -> str:
+    import os
+
+    return os.environ.get(name, "/usr/local/bin:/usr/bin:/bin")
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _progress(path: Path) -> int | None:
+    step = _read_json(path).get("step")
+    return step if isinstance(step, int) and not isinstance(step, bool) else None
+
+
+def _metrics(path: Path, phase: RunPhase) -> dict[str, float]:
+    if phase != RunPhase.SUCCEEDED:
+        return {}
+    data = _read_json(path)
+    return {k: float(v) for k, v in data.items() if isinstance(v, int | float)}

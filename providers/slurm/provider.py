@@ -1,0 +1,449 @@
+"""The `slurm` provider: accounts, partitions, QOS, association limits and jobs on Slurm.
+
+Mapping (docs/slurm.md has the full table):
+- Project -> account (Description `trainform:<manager>:<address>`) with its users;
+- ResourcePool -> existing nodes (hostlist or features), recorded in the managed
+  partitions file; capacity observed with `scontrol show node`; nodes are never created;
+- Queue -> partition in the managed file (providers/slurm/partitions.py) and a QOS;
+- Quota -> limits of the (user, account = project, partition = queue) associations, one
+  per project user: Slurm keeps partitions on user associations only;
+- TrainingJob and evaluations -> sbatch (providers/slurm/jobs.py); EvalSuite -> a record
+  under the job root (Slurm has no such object).
+
+`observe` reads in batches (one sacctmgr snapshot, one file read, one node read) and
+returns the desired document with what Slurm holds put in (providers/slurm/mapping.py).
+Every write first checks ownership: an object without this manager's marker is refused.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, ClassVar
+
+from providers.base import (
+    DesiredResource,
+    Discovered,
+    Finding,
+    KindSchema,
+    Observation,
+    ObserveRequest,
+    Provider,
+    ProviderContext,
+    ValidationProblem,
+)
+from providers.errors import PermanentProviderError, ProviderConfigError
+from providers.jobs import JobLaunch, RunStatus
+from providers.local.status import run_to_json
+from providers.slurm import mapping
+from providers.slurm.accounting import Accounting, AccountingSnapshot
+from providers.slurm.commands import SlurmCommands
+from providers.slurm.jobs import SlurmJobs
+from providers.slurm.names import (
+    check_feature,
+    check_hostlist,
+    check_identifier,
+    marker,
+    parse_tres,
+)
+from providers.slurm.names import parse_marker as parse_description
+from providers.slurm.nodes import Nodes
+from providers.slurm.partitions import Block, ManagedFile, PartitionFile, render_settings
+from providers.slurm.pools import PoolFacts, pool_facts
+from providers.slurm.records import SuiteRecords
+
+
+class SlurmProvider(Provider):
+    type = "slurm"
+    schemas: ClassVar[dict[str, KindSchema]] = {
+        "Project": KindSchema("Project"),
+        "ResourcePool": KindSchema("ResourcePool", forces_replacement=("spec.provider",)),
+        "Queue": KindSchema("Queue"),
+        "Quota": KindSchema("Quota", forces_replacement=("spec.queue",)),
+        "EvalSuite": KindSchema("EvalSuite"),
+        "TrainingJob": KindSchema("TrainingJob"),
+    }
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.manager = "trainform"
+        self._jobs: SlurmJobs | None = None
+        self.job_root = ""
+
+    def configure(self, name: str, connection: Any, context: ProviderContext) -> None:
+        super().configure(name, connection, context)
+        self.manager = context.manager
+        self.spec_root = context.spec_root
+        conf = getattr(connection, "conf", "") or "/etc/slurm/slurm.conf"
+        self.commands = SlurmCommands(getattr(connection, "bin_dir", ""), conf)
+        self.accounting = Accounting(self.commands, getattr(connection, "cluster", ""))
+        self.partitions = PartitionFile(
+            Path(getattr(connection, "partitions_file", "/etc/slurm/trainform-partitions.conf")),
+            Path(conf),
+            self.commands,
+        )
+        self.nodes = Nodes(self.commands)
+        self.job_root = getattr(connection, "job_root", "")
+        self.gres = getattr(connection, "gres", "gpu") or "gpu"
+
+    @property
+    def jobs(self) -> SlurmJobs:
+        if self._jobs is None:
+            if not self.job_root:
+                raise ProviderConfigError(
+                    f"cannot run jobs on slurm instance {self.name}: set connection.jobRoot to "
+                    "a shared folder outside the spec folder"
+                )
+            self._jobs = SlurmJobs(
+                self.commands,
+                Path(self.job_root),
+                self.spec_root.resolve(),
+                self.manager,
+                self.gres,
+            )
+        return self._jobs
+
+    @property
+    def suites(self) -> SuiteRecords:
+        if not self.job_root:
+            raise ProviderConfigError(f"slurm instance {self.name}: connection.jobRoot is unset")
+        return SuiteRecords(Path(self.job_root) / "suites")
+
+    def mark(self, address: str) -> str:
+        return marker(self.manager, address)
+
+    def _ours(self, description: str) -> bool | None:
+        """True ours, False another manager's or unmarked, None when there is no object."""
+        found = parse_description(description)
+        return found is not None and found[0].lower() == self.manager.lower()
+
+    # jobs ------------------------------------------------------------------------------
+
+    def submit(self, launch: JobLaunch) -> dict[str, Any]:
+        return self.jobs.submit(launch)
+
+    def cancel(self, address: str, run_id: str) -> None:
+        self.jobs.cancel(address, run_id)
+
+    def runs(self, address: str) -> list[RunStatus]:
+        return self.jobs.runs(address)
+
+    # pure ------------------------------------------------------------------------------
+
+    def validate(self, resource: DesiredResource) -> list[ValidationProblem]:
+        problems: list[ValidationProblem] = []
+        spec = resource.spec
+
+        def check(field: str, action: Any) -> None:
+            try:
+                action()
+            except PermanentProviderError as exc:
+                problems.append(ValidationProblem(resource.address, field, str(exc)))
+
+        if resource.kind in ("Project", "Queue"):
+            check("metadata.name", lambda: check_identifier(resource.name, "name"))
+        if resource.kind == "Project":
+            lowered = [u.lower() for u in spec.get("users", [])]
+            for user in spec.get("users", []):
+                check("spec.users", lambda user=user: check_identifier(user, "user"))
+            if len(set(lowered)) != len(lowered):
+                problems.append(
+                    ValidationProblem(
+                        resource.address, "spec.users", "user names collide once lowercased"
+                    )
+                )
+        if resource.kind == "ResourcePool":
+            if not spec.get("nodeList") and not spec.get("features"):
+                problems.append(
+                    ValidationProblem(
+                        resource.address,
+                        "spec.nodeList",
+                        "a Slurm pool names its nodes: give nodeList or features",
+                    )
+                )
+            if spec.get("nodeList"):
+                check("spec.nodeList", lambda: check_hostlist(spec["nodeList"]))
+            for feature in spec.get("features", []):
+                check("spec.features", lambda feature=feature: check_feature(feature))
+        if resource.kind == "Queue":
+            if spec["defaultPriority"] < 0:
+                problems.append(
+                    ValidationProblem(
+                        resource.address,
+                        "spec.defaultPriority",
+                        "Slurm QOS priorities are not negative",
+                    )
+                )
+            check("spec.pools", lambda: mapping.qos_settings(spec, ""))
+        if resource.kind == "Quota":
+            check("spec.limits", lambda: mapping.quota_limits(spec["limits"]))
+            check("spec.queue", lambda: check_identifier(spec["queue"], "queue"))
+        if resource.kind == "TrainingJob":
+            prefix = (spec.get("checkpoint") or {}).get("prefix", "")
+            if prefix.startswith("s3://"):
+                problems.append(
+                    ValidationProblem(
+                        resource.address,
+                        "spec.checkpoint.prefix",
+                        "the slurm provider keeps checkpoints under its jobRoot, not on S3",
+                    )
+                )
+        return problems
+
+    def render(self, resource: DesiredResource) -> list[dict[str, Any]]:
+        spec = resource.spec
+        if resource.kind == "Project":
+            return [
+                {
+                    "account": resource.name,
+                    "description": self.mark(resource.address),
+                    "users": sorted(spec.get("users", [])),
+                }
+            ]
+        if resource.kind == "ResourcePool":
+            return [{"record": self._pool_line(spec)}]
+        if resource.kind == "Queue":
+            nodes, memory = self._queue_nodes(resource, strict=False)
+            settings = mapping.partition_settings(resource.name, spec, nodes, memory, [])
+            return [
+                {"partition": render_settings(settings), "file": str(self.partitions.path)},
+                {
+                    "qos": resource.name,
+                    "settings": mapping.qos_settings(spec, self.mark(resource.address)),
+                },
+            ]
+        if resource.kind == "Quota":
+            return [
+                {
+                    "association": {
+                        "account": resource.project,
+                        "partition": spec["queue"],
+                        "users": "every user of the account",
+                    },
+                    "limits": mapping.quota_limits(spec["limits"]),
+                }
+            ]
+        return []
+
+    def _pool_line(self, spec: dict[str, Any]) -> str:
+        features = ",".join(spec.get("features", []))
+        return "# pool " + render_settings(
+            {"Nodes": spec.get("nodeList", ""), "Features": features}
+        )
+
+    def _queue_nodes(self, resource: DesiredResource, strict: bool = True) -> tuple[str, str]:
+        lists, memory = [], ""
+        for entry in resource.spec["pools"]:
+            outputs = resource.outputs_of_dependencies.get(f"ResourcePool/{entry['pool']}")
+            if outputs and isinstance(outputs.get(self.name), dict):
+                outputs = outputs[self.name]  # the engine keys outputs by provider instance
+            if not outputs or not outputs.get("nodeList"):
+                if strict:
+                    raise PermanentProviderError(
+                        f"cannot place queue {resource.name}: pool {entry['pool']} has no nodes "
+                        "recorded (create the pool first)"
+                    )
+                return "(known after apply)", ""
+            lists.append(outputs["nodeList"])
+            memory = memory or mapping.default_memory(outputs)
+        return ",".join(lists), memory
+
+    # reads -----------------------------------------------------------------------------
+
+    def observe(self, requests: list[ObserveRequest]) -> dict[str, Observation]:
+        kinds = {r.kind for r in requests}
+        snapshot = (
+            self.accounting.snapshot()
+            if kinds & {"Project", "Queue", "Quota"}
+            else AccountingSnapshot()
+        )
+        managed = self.partitions.read() if kinds & {"ResourcePool", "Queue", "Quota"} else None
+        known = self.nodes.all() if "ResourcePool" in kinds else {}
+        seen = {}
+        for request in requests:
+            if request.kind == "TrainingJob":
+                runs = self.jobs.runs(request.address)
+                seen[request.address] = (
+                    Observation(exists=True, status={"runs": [run_to_json(r) for r in runs]})
+                    if runs
+                    else Observation(exists=False)
+                )
+            elif request.kind == "EvalSuite":
+                document = self.suites.read(request.address, self.manager)
+                seen[request.address] = (
+                    Observation(exists=True, live=document)
+                    if document is not None
+                    else Observation(exists=False)
+                )
+            elif request.kind == "Project":
+                seen[request.address] = self._observe_project(request, snapshot)
+            elif request.kind == "ResourcePool":
+                seen[request.address] = self._observe_pool(request, managed or ManagedFile(), known)
+            elif request.kind == "Queue":
+                seen[request.address] = self._observe_queue(request, snapshot, managed)
+            elif request.kind == "Quota":
+                seen[request.address] = self._observe_quota(request, snapshot, managed)
+            else:
+                seen[request.address] = Observation(exists=False)
+        return seen
+
+    def _observe_project(
+        self, request: ObserveRequest, snapshot: AccountingSnapshot
+    ) -> Observation:
+        account = snapshot.accounts.get(request.name.lower())
+        if account is None or not self._ours(account.description):
+            return Observation(exists=False)
+        live = json.loads(json.dumps(request.document))
+        live["spec"]["users"] = snapshot.users_of(account.name)
+        return Observation(exists=True, live=live, outputs={"account": account.name})
+
+    def _observe_pool(
+        self, request: ObserveRequest, managed: ManagedFile, known: dict[str, Any]
+    ) -> Observation:
+        block = managed.find(request.address)
+        if block is None or block.manager != self.manager or not block.is_pool:
+            return Observation(exists=False)
+        settings = block.settings
+        document = json.loads(json.dumps(request.document))
+        document["spec"]["nodeList"] = settings.get("Nodes", "")
+        document["spec"]["features"] = [f for f in settings.get("Features", "").split(",") if f]
+        facts = pool_facts(self.nodes, document["spec"], known)
+        live = mapping.live_pool(document, facts.as_dict())
+        return Observation(
+            exists=True, live=live, outputs=facts.outputs(self.nodes), findings=facts.findings()
+        )
+
+    def _observe_queue(
+        self, request: ObserveRequest, snapshot: AccountingSnapshot, managed: ManagedFile | None
+    ) -> Observation:
+        block = managed.find(request.address) if managed else None
+        qos = snapshot.qos.get(request.name.lower())
+        if block is None or block.manager != self.manager or block.is_pool:
+            return Observation(exists=False)
+        if qos is None or not self._ours(qos.description):
+            return Observation(exists=False)
+        partition = block.settings
+        expected = mapping.partition_settings(
+            request.name,
+            request.document["spec"],
+            request.outputs.get("nodes", partition.get("Nodes", "")),
+            request.outputs.get("defaultMemory", _memory_of(partition)),
+            [],
+        )
+        actual_qos = {
+            "Priority": str(qos.priority),
+            "GrpTRES": qos.grp_tres,
+            "PreemptMode": qos.preempt_mode or "cluster",
+        }
+        live = mapping.live_queue(
+            request.document,
+            partition,
+            actual_qos,
+            expected,
+            mapping.qos_settings(request.document["spec"], ""),
+        )
+        outputs = {
+            "partition": request.name,
+            "qos": qos.name,
+            "nodes": partition.get("Nodes", ""),
+            "defaultMemory": _memory_of(partition),
+        }
+        return Observation(exists=True, live=live, outputs=outputs)
+
+    def _observe_quota(
+        self, request: ObserveRequest, snapshot: AccountingSnapshot, managed: ManagedFile | None
+    ) -> Observation:
+        account = (request.project or "").lower()
+        partition = request.document["spec"]["queue"].lower()
+        owner = snapshot.accounts.get(account)
+        block = managed.find(f"Queue/{partition}") if managed else None
+        if owner is None or not self._ours(owner.description):
+            return Observation(exists=False)
+        if block is None or block.manager != self.manager:
+            return Observation(exists=False)
+        associations = snapshot.partition_associations(account, partition)
+        if not associations:
+            return Observation(exists=False)
+        first = associations[0]
+        live = json.loads(json.dumps(request.document))
+        live["spec"]["limits"] = mapping.quota_from_association(
+            first.grp_tres, first.max_jobs, first.max_wall
+        )
+        differing = [
+            a.user
+            for a in associations
+            if (a.grp_tres, a.max_jobs, a.max_wall)
+            != (first.grp_tres, first.max_jobs, first.max_wall)
+        ]
+        missing = sorted(set(snapshot.users_of(account)) - {a.user for a in associations})
+        if differing:
+            mapping._drift(live, f"users with other limits: {', '.join(differing)}")
+        if missing:
+            mapping._drift(live, f"users without the limits: {', '.join(missing)}")
+        return Observation(
+            exists=True,
+            live=live,
+            outputs={"account": account, "partition": partition},
+            findings=_shadowed(snapshot, partition, live["spec"]["limits"]),
+        )
+
+    # writes ----------------------------------------------------------------------------
+
+    def create(self, resource: DesiredResource) -> dict[str, Any]:
+        return self._put(resource)
+
+    def update(self, resource: DesiredResource, outputs: dict[str, Any]) -> dict[str, Any]:
+        return self._put(resource)
+
+    def _put(self, resource: DesiredResource) -> dict[str, Any]:
+        self.require_valid(resource)
+        from providers.slurm.writes import put
+
+        return put(self, resource)
+
+    def delete(self, address: str, kind: str, outputs: dict[str, Any]) -> None:
+        from providers.slurm.writes import remove
+
+        remove(self, address, kind, outputs)
+
+    def list_owned(self) -> list[tuple[str, str]]:
+        from providers.slurm.importing import owned
+
+        return owned(self)
+
+    def discover(self) -> list[Discovered]:
+        from providers.slurm.importing import discover
+
+        return discover(self)
+
+    def adopt(self, request: ObserveRequest, identifier: str) -> Observation:
+        from providers.slurm.importing import adopt
+
+        return adopt(self, request, identifier)
+
+
+def _shadowed(
+    snapshot: AccountingSnapshot, partition: str, limits: dict[str, Any]
+) -> tuple[Finding, ...]:
+    """Slurm applies a QOS limit instead of an association limit on the same TRES."""
+    qos = snapshot.qos.get(partition)
+    queue = parse_tres(qos.grp_tres) if qos else {}
+    both = sorted(k for k in ("gpu", "cpu", "memory") if k in queue and k in limits)
+    if not both:
+        return ()
+    message = (
+        f"Slurm enforces the queue's QOS GrpTRES ({', '.join(both)}) instead of this quota's "
+        "association limit on the same resources; leave them out of the queue's nominalQuota "
+        "to enforce per-project quotas"
+    )
+    return (Finding("limit-shadowed", message, {"resources": both}),)
+
+
+def _memory_of(partition: dict[str, str]) -> str:
+    for key in ("DefMemPerGPU", "DefMemPerCPU"):
+        if key in partition:
+            return f"{key}={partition[key]}"
+    return ""
+
+
+__all__ = ["SlurmProvider", "Block", "PoolFacts"]

@@ -1,0 +1,273 @@
+"""Fast tests of the Slurm provider's pure parts: names, units, the managed file, job
+states from recorded squeue/sacct JSON (Slurm 22.05.8), node lines and sbatch argv."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from providers.errors import PermanentProviderError, TransientProviderError
+from providers.jobs import JobLaunch, RunPhase
+from providers.slurm import mapping
+from providers.slurm.commands import SlurmCommands
+from providers.slurm.jobs import SlurmJobs, comment_of, parse_comment, signal_seconds
+from providers.slurm.names import (
+    check_identifier,
+    marker,
+    parse_marker,
+    parse_slurm_time,
+    parse_tres,
+    render_tres,
+)
+from providers.slurm.nodes import group_pools, parse_nodes
+from providers.slurm.partitions import Block, parse_file, render_file, syntax_problems
+from providers.slurm.status import parse_jobs, phase_of, readable_reason
+
+DATA = Path(__file__).parent / "data"
+NODE_LINE = (
+    "NodeName=vm Arch=x86_64 CoresPerSocket=1  CPUAlloc=0 CPUEfctv=8 CPUTot=8 CPULoad=0.99 "
+    "AvailableFeatures=(null) ActiveFeatures=(null) Gres=gpu:4 NodeAddr=127.0.0.1 "
+    "NodeHostName=vm Version=22.05.8 OS=Linux 6.18.44-fc-v669 #1 SMP PREEMPT_DYNAMIC @0  "
+    "RealMemory=8192 AllocMem=0 FreeMem=22722 Sockets=8 Boards=1 State=IDLE ThreadsPerCore=1"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        pytest.param("01:00:00", 3600, id="clock"),
+        pytest.param("2-00:30:00", 2 * 86400 + 1800, id="days"),
+        pytest.param("90", 5400, id="minutes"),
+        pytest.param("05:30", 330, id="minutes-seconds"),
+        pytest.param("UNLIMITED", None, id="unlimited"),
+        pytest.param("", None, id="empty"),
+    ],
+)
+def test_slurm_times_parse_to_seconds(text: str, seconds: int | None) -> None:
+    assert parse_slurm_time(text) == seconds
+
+
+def test_tres_round_trips_through_slurm_spelling() -> None:
+    amounts = {"gpu": "2", "cpu": "8", "memory": str(16 * 2**30)}
+    text = render_tres(amounts)
+    assert text == "cpu=8,mem=16384M,gres/gpu=2"
+    assert parse_tres(text) == amounts
+    assert parse_tres("cpu=8,gres/gpu=4,mem=8G") == {
+        "cpu": "8",
+        "gpu": "4",
+        "memory": str(8 * 2**30),
+    }
+
+
+@pytest.mark.parametrize("bad", ["Bad;rm", "a b", "", "-x", "x" * 64, "root'"])
+def test_identifiers_that_slurm_could_not_hold_are_refused(bad: str) -> None:
+    with pytest.raises(PermanentProviderError, match="cannot use"):
+        check_identifier(bad, "account")
+
+
+def test_identifiers_are_lowercased() -> None:
+    assert check_identifier("Team-A", "account") == "team-a"
+
+
+def test_markers_survive_slurm_lowercasing_descriptions() -> None:
+    text = marker("trainform", "Project/alpha").lower()
+    assert parse_marker(text) == ("trainform", "project/alpha")
+    assert parse_marker("default root account") is None
+
+
+def test_managed_file_keeps_foreign_lines_and_round_trips() -> None:
+    text = (
+        "# Slurm partitions written by trainform\n"
+        "# trainform:trainform:ResourcePool/gpus\n# pool Nodes=vm\n"
+        "# trainform:other:Queue/b\nPartitionName=b Nodes=vm QOS=b State=UP\n"
+        "PartitionName=handmade Nodes=vm\n"
+    )
+    managed = parse_file(text)
+    assert [b.address for b in managed.blocks] == ["ResourcePool/gpus", "Queue/b"]
+    assert managed.blocks[0].is_pool and managed.blocks[0].settings == {"Nodes": "vm"}
+    assert "PartitionName=handmade Nodes=vm" in managed.others
+    assert set(managed.partitions()) == {"b", "handmade"}
+    again = parse_file(render_file(managed))
+    assert again.blocks == managed.blocks and again.others == managed.others
+
+
+def test_unknown_partition_settings_are_syntax_problems() -> None:
+    managed = parse_file("")
+    managed.put(Block("trainform", "Queue/q", "PartitionName=q Nodes=vm Bogus=1 Loose"))
+    problems = syntax_problems(managed)
+    assert any("unknown partition setting Bogus" in p for p in problems)
+    assert any("'Loose' is not Key=Value" in p for p in problems)
+
+
+def test_recorded_squeue_output_gives_states_reasons_and_comments() -> None:
+    jobs = {j.job_id: j for j in parse_jobs((DATA / "squeue-pending.json").read_text(), "squeue")}
+    assert jobs["20"].state == "PENDING" and jobs["20"].reason == "AssocGrpGRES"
+    assert parse_comment(jobs["20"].comment) == ("trainform", "TrainingJob/alpha/b")
+    assert phase_of(jobs["19"].state) == RunPhase.RUNNING
+    assert phase_of(jobs["17"].state) == RunPhase.SUCCEEDED
+    assert jobs["19"].started_at.endswith("Z")
+
+
+def test_recorded_sacct_output_gives_final_states_and_exit_codes() -> None:
+    jobs = {j.job_id: j for j in parse_jobs((DATA / "sacct-finished.json").read_text(), "sacct")}
+    assert jobs["17"].state == "COMPLETED" and jobs["17"].exit_code == 0
+    assert phase_of(jobs["18"].state) == RunPhase.CANCELLED
+    assert jobs["17"].comment.startswith("trainform:trainform:TrainingJob/alpha/bigram:")
+
+
+def test_reason_codes_read_as_sentences() -> None:
+    assert "project's GPU quota" in readable_reason("AssocGrpGRES")
+    assert readable_reason("AssocGrpGRES").endswith("(AssocGrpGRES)")
+    assert readable_reason("None") == ""
+    assert readable_reason("SomethingNew") == "SomethingNew"
+
+
+def test_node_lines_parse_with_spaces_in_values() -> None:
+    nodes = parse_nodes(NODE_LINE)
+    node = nodes["vm"]
+    assert (node.cpus, node.memory_mib, node.gpus(), node.features) == (8, 8192, ("", 4), ())
+    assert [[n.name for n in group] for group in group_pools(nodes)] == [["vm"]]
+
+
+def test_typed_gres_gives_the_gpu_type() -> None:
+    node = parse_nodes(NODE_LINE.replace("Gres=gpu:4", "Gres=gpu:a100:2(S:0),gpu:a100:2"))["vm"]
+    assert node.gpus() == ("a100", 4)
+
+
+def queue_spec(**changes: object) -> dict:
+    spec = {
+        "pools": [{"pool": "gpus", "nominalQuota": {"gpu": "4", "cpu": "8"}}],
+        "defaultPriority": 100,
+        "preemption": {"withinQueue": "Never", "reclaimWithinCohort": "Never"},
+        "maxRuntime": "2h",
+        "stopPolicy": "None",
+    }
+    spec.update(changes)
+    return spec
+
+
+def test_queue_tres_adds_borrowing_and_drops_unbounded_resources() -> None:
+    pools = [
+        {"pool": "a", "nominalQuota": {"gpu": "4", "cpu": "8"}, "borrowingLimit": {"gpu": "2"}}
+    ]
+    assert mapping.queue_tres(queue_spec(pools=pools, cohort="c")) == {"gpu": "6", "cpu": "8"}
+    unbounded = [{"pool": "a", "nominalQuota": {"gpu": "4"}}]
+    assert mapping.queue_tres(queue_spec(pools=unbounded, cohort="c")) == {}
+
+
+def test_partition_line_and_its_hand_changes() -> None:
+    spec = queue_spec()
+    expected = mapping.partition_settings("q", spec, "vm", "DefMemPerGPU=2048", ["alpha"])
+    assert expected["MaxTime"] == "120" and expected["QOS"] == "q" and expected["State"] == "UP"
+    document = {"metadata": {"labels": {}, "annotations": {}}, "spec": spec}
+    qos = {"Priority": "100", "GrpTRES": "cpu=8,gres/gpu=4", "PreemptMode": "cluster"}
+    same = mapping.live_queue(document, expected, qos, expected, mapping.qos_settings(spec, ""))
+    assert same == document
+    edited = {**expected, "Nodes": "vm,other", "MaxTime": "60"}
+    live = mapping.live_queue(
+        document, edited, {**qos, "GrpTRES": "gres/gpu=3"}, expected, mapping.qos_settings(spec, "")
+    )
+    assert live["spec"]["maxRuntime"] == "1h"
+    assert live["spec"]["pools"][0]["nominalQuota"] == {"gpu": "3"}
+    assert "partition Nodes=vm,other" in live["metadata"]["annotations"][mapping.DRIFT_ANNOTATION]
+
+
+def test_quota_limits_clear_what_the_spec_leaves_unset() -> None:
+    text = mapping.quota_limits({"gpu": "2", "runningJobs": 3})
+    assert text == "GrpTRES=gres/gpu=2,cpu=-1,mem=-1 MaxJobs=3 MaxWall=-1"
+    back = mapping.quota_from_association("gres/gpu=2", "3", "01:00:00")
+    assert back == {"gpu": "2", "runningJobs": 3, "maxWallTime": "1h"}
+
+
+def launch(**changes: object) -> JobLaunch:
+    values: dict = dict(
+        address="TrainingJob/alpha/bigram",
+        run_id="r-1",
+        attempt=2,
+        kind="train",
+        project="alpha",
+        queue="train",
+        priority=0,
+        command=["python3", "train.py"],
+        code_dir=None,
+        parameters={"steps": 3},
+        env={},
+        datasets=[],
+        cpu="1.5",
+        memory=str(300 * 2**20),
+        gpus=2,
+        nodes=1,
+        checkpoint_interval=60,
+        max_runtime=1800,
+    )
+    values.update(changes)
+    return JobLaunch(**values)
+
+
+def test_sbatch_argv_carries_ownership_requeue_and_checkpoint_signal(tmp_path: Path) -> None:
+    jobs = SlurmJobs(SlurmCommands(), tmp_path, tmp_path, "trainform")
+    folder = tmp_path / "attempt"
+    folder.mkdir()
+    argv = jobs._sbatch(launch(), folder, comment_of("trainform", launch()), folder / "l.json")
+    assert argv[0] == "sbatch" and argv[-1] == str(folder / "job.sh")
+    for expected in (
+        "--account=alpha",
+        "--partition=train",
+        "--qos=train",
+        "--requeue",
+        "--cpus-per-task=2",
+        "--mem=300M",
+        "--gres=gpu:2",
+        "--time=30",
+        "--signal=B:USR1@60",
+        "--comment=trainform:trainform:TrainingJob/alpha/bigram:r-1:train::2",
+    ):
+        assert expected in argv
+    script = (folder / "job.sh").read_text()
+    assert "exec " in script and "-m providers.slurm.runner" in script
+    assert signal_seconds(launch(max_runtime=None)) is None
+
+
+def test_a_job_account_slurm_could_not_hold_is_refused(tmp_path: Path) -> None:
+    jobs = SlurmJobs(SlurmCommands(), tmp_path, tmp_path, "trainform")
+    with pytest.raises(PermanentProviderError):
+        jobs._sbatch(launch(project="x;y"), tmp_path, "c", tmp_path / "l.json")
+
+
+def fake_program(folder: Path, name: str, body: str) -> None:
+    path = folder / name
+    path.write_text("#!/bin/sh\n" + body + "\n")
+    path.chmod(0o755)
+
+
+def test_unreachable_controller_is_retried_then_transient(tmp_path: Path) -> None:
+    counter = tmp_path / "calls"
+    fake_program(
+        tmp_path,
+        "squeue",
+        f"echo x >> {counter}\n"
+        'echo "squeue: error: Unable to contact slurm controller" >&2; exit 1',
+    )
+    commands = SlurmCommands(str(tmp_path), attempts=3, backoff=0.01)
+    with pytest.raises(TransientProviderError, match="Unable to contact"):
+        commands.run(["squeue", "--json"])
+    assert len(counter.read_text().split()) == 3
+
+
+def test_other_failures_are_permanent_and_carry_slurm_words(tmp_path: Path) -> None:
+    fake_program(tmp_path, "sbatch", 'echo "sbatch: error: Invalid qos specification" >&2; exit 1')
+    commands = SlurmCommands(str(tmp_path), attempts=3, backoff=0.01)
+    with pytest.raises(PermanentProviderError, match="Invalid qos specification"):
+        commands.run(["sbatch", "job.sh"])
+
+
+def test_commands_are_argv_lists_only() -> None:
+    with pytest.raises(TypeError):
+        SlurmCommands().run("squeue --json")  # type: ignore[arg-type]
+
+
+def test_recorded_json_files_are_slurm_22_05() -> None:
+    meta = json.loads((DATA / "sacct-finished.json").read_text())["meta"]
+    assert meta["Slurm"]["release"].startswith("22.05")
