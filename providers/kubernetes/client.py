@@ -83,11 +83,11 @@ def conflict_message(what: str, status: dict[str, Any], message: str) -> str:
         }
     )
     who = ", ".join(managers) or "another field manager"
-    listed = f" ({', '.join(fields)})" if fields else ""
+    cause = f"{', '.join(fields)}" if fields and managers else message
     return (
-        f"cannot apply {what}: conflict with field manager {who} on fields{listed}: {message}; "
-        "trainform does not take over fields another manager set (remove that manager's "
-        "change, or set forceConflicts: true on the connection to take them)"
+        f"cannot apply {what}: conflict with field manager {who} on {cause}; trainform does "
+        "not take over fields another manager set (undo that manager's change, or set "
+        "forceConflicts: true on the connection to take them)"
     )
 
 
