@@ -4,6 +4,11 @@
 #   scripts/slurm-cluster.sh start DIR   # munge, MariaDB, slurmdbd, slurmctld, slurmd
 #   scripts/slurm-cluster.sh stop DIR    # stops the daemons DIR's pid files name
 #   scripts/slurm-cluster.sh status DIR  # scontrol ping, sinfo
+#   scripts/slurm-cluster.sh restart-controller DIR  # after a bad include made it exit
+#
+# `start` on a folder that holds a cluster stops it first (jobs lost, accounting kept) and
+# starts it again on new ports; `stop` cancels the jobs, stops the daemons by the pids their
+# pid files name, then kills the cluster's leftover slurmstepd processes and their children.
 #
 # Needs root and the Debian packages scripts/services.sh installs (Slurm 22.05). No systemd:
 # each daemon is started directly, with its config, state, logs, pid file and socket under
@@ -27,7 +32,7 @@ CPUS=${SLURM_CLUSTER_CPUS:-8}
 MEMORY=${SLURM_CLUSTER_MEMORY:-8192}
 
 usage() {
-  echo "usage: $0 start|stop|status DIR" >&2
+  echo "usage: $0 start|stop|status|restart-controller DIR" >&2
   exit 2
 }
 
@@ -83,17 +88,33 @@ print(" ".join(str(sock.getsockname()[1]) for sock in held))
 EOF
 }
 
-stop_cluster() {
-  local dir=$1 pids=() pid entry i
-  # Every daemon at once (one by one takes ~9 s: each polls for ~2 s before it exits);
-  # KILL whatever is still there after 15 s. Only the pids DIR's pid files name.
-  for entry in run/slurmd.pid:slurmd run/slurmctld.pid:slurmctld run/slurmdbd.pid:slurmdbd \
-      mysql/mysqld.pid:mariadbd munge/munged.pid:munged; do
-    if pid=$(live_pid "$dir/${entry%%:*}" "${entry##*:}"); then
-      kill -TERM "$pid" 2>/dev/null && pids+=("$pid")
-    fi
+# The slurmstepd processes of this cluster: slurmd passes its environment, SLURM_CONF
+# included, to the steps it starts; stopping slurmd leaves them running.
+cluster_steps() {
+  local conf="SLURM_CONF=$1/slurm.conf" proc
+  for proc in /proc/[0-9]*; do
+    [ "$(cat "$proc/comm" 2>/dev/null)" = slurmstepd ] || continue
+    tr '\0' '\n' <"$proc/environ" 2>/dev/null | grep -qxF "$conf" && echo "${proc#/proc/}"
   done
-  for ((i = 0; i < 150 && ${#pids[@]} > 0; i++)); do
+  return 0
+}
+
+# $@ and all their descendants.
+process_tree() {
+  local pid child
+  for pid in "$@"; do
+    echo "$pid"
+    for child in $(ps -o pid= --ppid "$pid" 2>/dev/null); do process_tree "$child"; done
+  done
+}
+
+# TERM the pids given, wait up to $1 tenths of a second, KILL what is left.
+terminate() {
+  local tenths=$1 pid i
+  shift
+  local pids=("$@")
+  for pid in "${pids[@]+"${pids[@]}"}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for ((i = 0; i < tenths && ${#pids[@]} > 0; i++)); do
     local alive=()
     for pid in "${pids[@]}"; do
       kill -0 "$pid" 2>/dev/null && alive+=("$pid")
@@ -102,7 +123,49 @@ stop_cluster() {
     [ ${#pids[@]} -gt 0 ] && sleep 0.1
   done
   for pid in "${pids[@]+"${pids[@]}"}"; do kill -KILL "$pid" 2>/dev/null || true; done
+}
+
+stop_cluster() {
+  local dir=$1 pids=() pid entry jobs
+  # Jobs first, while the controller is up: cancelled jobs end in accounting, and their
+  # steps exit instead of outliving slurmd.
+  if live_pid "$dir/run/slurmctld.pid" slurmctld >/dev/null; then
+    jobs=$(SLURM_CONF="$dir/slurm.conf" timeout 10 squeue -h -t PD,R,CG,S,CF,RQ,RS -o %A 2>/dev/null || true)
+    if [ -n "$jobs" ]; then
+      # shellcheck disable=SC2086 # one job id per word
+      SLURM_CONF="$dir/slurm.conf" timeout 10 scancel $jobs 2>/dev/null || true
+      wait_for 5 no_steps "$dir" || true
+    fi
+  fi
+  # Every daemon at once (one by one takes ~9 s: each polls for ~2 s before it exits);
+  # KILL whatever is still there after 15 s. Only the pids DIR's pid files name.
+  for entry in run/slurmd.pid:slurmd run/slurmctld.pid:slurmctld run/slurmdbd.pid:slurmdbd \
+      mysql/mysqld.pid:mariadbd munge/munged.pid:munged; do
+    if pid=$(live_pid "$dir/${entry%%:*}" "${entry##*:}"); then pids+=("$pid"); fi
+  done
+  terminate 150 "${pids[@]+"${pids[@]}"}"
+  # Steps left behind (by a slurmd that was killed, say) and the job processes under them.
+  mapfile -t pids < <(process_tree $(cluster_steps "$dir"))
+  terminate 20 "${pids[@]+"${pids[@]}"}"
   rm -f "$dir"/run/*.pid "$dir/mysql/mysqld.pid" "$dir/munge/munged.pid"
+}
+
+no_steps() {
+  [ -z "$(cluster_steps "$1")" ]
+}
+
+# After a reconfigure made slurmctld exit: start it again on the same configuration.
+restart_controller() {
+  local dir=$1 pid
+  export SLURM_CONF="$dir/slurm.conf"
+  if pid=$(live_pid "$dir/run/slurmctld.pid" slurmctld); then terminate 150 "$pid"; fi
+  slurmctld -f "$dir/slurm.conf" || fail "$dir" "slurmctld did not start"
+  wait_for 60 timeout 10 scontrol ping || fail "$dir" "slurmctld does not answer"
+  # The node is `unknown` until slurmd registers again; SIGHUP makes it register now
+  # instead of at the controller's next node ping (seconds later).
+  if pid=$(live_pid "$dir/run/slurmd.pid" slurmd); then kill -HUP "$pid"; fi
+  wait_for 60 node_usable "$dir" \
+    || fail "$dir" "node is '$(node_state "$dir")' after the controller restarted"
 }
 
 start_munge() {
@@ -263,6 +326,11 @@ node_idle() {
   [ "$(node_state "$1")" = idle ]
 }
 
+node_usable() {
+  case $(node_state "$1") in idle | mixed | allocated | completing) return 0 ;; esac
+  return 1
+}
+
 start_cluster() {
   local dir=$1 node ports mysql_port dbd_port ctld_port slurmd_port password
   [ "$(id -u)" = 0 ] || { echo "slurm-cluster.sh: must run as root" >&2; exit 1; }
@@ -336,5 +404,6 @@ case $1 in
   start) start_cluster "$2" ;;
   stop) [ -d "$2" ] && stop_cluster "$(cd "$2" && pwd)" ;;
   status) status_cluster "$(cd "$2" && pwd)" ;;
+  restart-controller) restart_controller "$(cd "$2" && pwd)" ;;
   *) usage ;;
 esac

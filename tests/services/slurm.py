@@ -4,9 +4,10 @@
 slurmctld and slurmd, all on 127.0.0.1 with state, logs, pid files and sockets under the
 folder; one node with 4 fake GPUs, accounting with association/QOS limits enforced) and
 returns a `SlurmCluster`; `stop_slurm` stops the daemons by their pid files and removes the
-folder. `serve_slurm` is the session fixture's body: a fresh folder under /tmp per session
-(munged runs as user `munge` and must reach its socket, which pytest's 0700 temporary
-folders forbid; a socket path must also stay under 108 bytes).
+folder; `restart_controller` brings slurmctld back after a bad include file made it exit.
+`serve_slurm` is the session fixture's body: a fresh folder under /tmp per session (munged
+runs as user `munge` and must reach its socket, which pytest's 0700 temporary folders
+forbid; a socket path must also stay under 108 bytes).
 
 Sessions that died without stopping their cluster leave daemons behind: each live session
 holds an exclusive lock on `<folder>/session.lock`, and a new session stops and removes
@@ -55,17 +56,29 @@ class SlurmCluster:
     def env(self) -> dict[str, str]:
         return {"SLURM_CONF": str(self.conf)}
 
-    def run(self, argv: Sequence[str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
-        """Run a Slurm client (`sbatch`, `squeue`, ...) against this cluster; no check."""
+    def run(
+        self, argv: Sequence[str], timeout: float = 30, conf: Path | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Run a Slurm client (`sbatch`, `squeue`, ...) against this cluster (or with
+        SLURM_CONF=`conf`); no check."""
         program = str(self.bin_dir / argv[0])
         return subprocess.run(
             [program, *argv[1:]],
             capture_output=True,
             text=True,
             timeout=timeout,
-            env={**os.environ, **self.env()},
+            env={**os.environ, **self.env(), **({"SLURM_CONF": str(conf)} if conf else {})},
             check=False,
         )
+
+    def controller_alive(self) -> bool:
+        """Whether the slurmctld that `run/slurmctld.pid` names is running (a reconfigure
+        with an unknown node or QOS in the include file makes it exit)."""
+        try:
+            pid = int((self.folder / "run" / "slurmctld.pid").read_text().strip())
+            return Path(f"/proc/{pid}/comm").read_text().strip() == "slurmctld"
+        except (OSError, ValueError):
+            return False
 
     def log_tail(self, lines: int = 20) -> str:
         return _log_tail(self.folder, lines)
@@ -97,6 +110,24 @@ def start_slurm(folder: Path) -> SlurmCluster:
     if result.returncode != 0:
         _stop_folder(folder)
         unavailable(f"cannot start the Slurm cluster (exit {result.returncode}):\n{result.stderr}")
+    return _cluster(folder)
+
+
+def restart_controller(cluster: SlurmCluster) -> None:
+    """Start slurmctld again (stopping it first if it runs) on the cluster's configuration;
+    fix the include file first. Running jobs survive (slurmd keeps them)."""
+    result = subprocess.run(
+        ["bash", str(SCRIPT), "restart-controller", str(cluster.folder)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"cannot restart slurmctld:\n{result.stderr}")
+
+
+def _cluster(folder: Path) -> SlurmCluster:
     values = _read_env(folder / "cluster.env")
     return SlurmCluster(
         folder=folder,

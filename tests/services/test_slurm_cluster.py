@@ -1,17 +1,20 @@
-"""Smoke tests of the Slurm test cluster (tests/services/slurm.py): what the Slurm provider
-relies on works on it — GPU jobs run, the JSON outputs parse, accounting enforces
-association limits, and partitions written to the include file appear on reconfigure."""
+"""Smoke tests of the Slurm test cluster (tests/services/slurm.py), and the Slurm 22.05 facts
+the Slurm provider relies on: GPU jobs run, `squeue --json`/`sacct --json` field names,
+association and QOS GPU limits keep jobs pending (and their reason codes), QOS preemption
+requeues, a partition written to the include file appears on `scontrol reconfigure`, an
+unknown node there makes slurmctld exit, and a client parse checks syntax offline."""
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.services.slurm import SlurmCluster
+from tests.services.slurm import SlurmCluster, restart_controller
 
 WRAP = 'echo "gpus=$CUDA_VISIBLE_DEVICES"'
 
@@ -47,6 +50,30 @@ def sacct_job(cluster: SlurmCluster, job_id: int) -> dict[str, Any] | None:
     return next((job for job in jobs if job["job_id"] == job_id), None)
 
 
+def pending_reason(cluster: SlurmCluster, job_id: int) -> str | None:
+    def reason() -> str | None:
+        job = squeue_job(cluster, job_id)
+        return job["state_reason"] if job and job["state_reason"] != "None" else None
+
+    return poll(reason, timeout=15)
+
+
+def sacctmgr(cluster: SlurmCluster, *argv: str) -> str:
+    return ok(cluster, "sacctmgr", "-i", *argv)
+
+
+@pytest.fixture
+def partitions(slurm_cluster: SlurmCluster) -> Iterator[Path]:
+    """The include file; restored (and the controller brought back if it died) after."""
+    original = slurm_cluster.partitions_file.read_text()
+    yield slurm_cluster.partitions_file
+    slurm_cluster.partitions_file.write_text(original)
+    if slurm_cluster.controller_alive():
+        ok(slurm_cluster, "scontrol", "reconfigure")
+    else:
+        restart_controller(slurm_cluster)
+
+
 def test_gpu_job_runs_to_completion(slurm_cluster: SlurmCluster) -> None:
     job_id = submit(
         slurm_cluster, "smoke", "--gres=gpu:2", "--comment", "trainform-smoke", "--wrap", WRAP
@@ -61,87 +88,145 @@ def test_gpu_job_runs_to_completion(slurm_cluster: SlurmCluster) -> None:
 
     job = poll(finished)
     assert job, f"job {job_id} did not complete: {sacct_job(slurm_cluster, job_id)}"
-    assert job["partition"] == "debug"
+    assert (job["partition"], job["account"], job["qos"]) == ("debug", "root", "normal")
     assert job["comment"]["job"] == "trainform-smoke"
-    assert job["exit_code"]["return_code"] == 0
+    assert job["exit_code"] == {"status": "SUCCESS", "return_code": 0}
     assert (slurm_cluster.job_root / "smoke.out").read_text() == "gpus=0,1\n"
     assert slurm_cluster.env() == {"SLURM_CONF": str(slurm_cluster.conf)}
 
 
-def test_squeue_json_lists_jobs(slurm_cluster: SlurmCluster) -> None:
-    document = json.loads(ok(slurm_cluster, "squeue", "--json"))
-    assert document["meta"]["Slurm"]["release"].startswith("22.05")
-    assert isinstance(document["jobs"], list)
+def test_failed_job_exit_code_is_in_squeue_json_and_sacct_text(
+    slurm_cluster: SlurmCluster,
+) -> None:
+    job_id = submit(slurm_cluster, "fails", "--comment", "trainform-fails", "--wrap", "exit 7")
 
-
-def test_association_gpu_limit_keeps_job_pending(slurm_cluster: SlurmCluster) -> None:
-    ok(slurm_cluster, "sacctmgr", "-i", "add", "account", "smoke-limited")
-    ok(slurm_cluster, "sacctmgr", "-i", "add", "user", "root", "account=smoke-limited")
-    ok(
-        slurm_cluster,
-        "sacctmgr",
-        "-i",
-        "modify",
-        "account",
-        "where",
-        "name=smoke-limited",
-        "set",
-        "GrpTRES=gres/gpu=2",
-    )
-    ok(slurm_cluster, "sacctmgr", "-i", "add", "qos", "smoke-qos")
-    ok(
-        slurm_cluster,
-        "sacctmgr",
-        "-i",
-        "modify",
-        "qos",
-        "where",
-        "name=smoke-qos",
-        "set",
-        "GrpTRES=gres/gpu=2",
-    )
-    qos = ok(
-        slurm_cluster,
-        "sacctmgr",
-        "-nP",
-        "show",
-        "qos",
-        "where",
-        "name=smoke-qos",
-        "format=name,grptres",
-    )
-    assert qos.strip() == "smoke-qos|gres/gpu=2"
-
-    job_id = submit(slurm_cluster, "limited", "-A", "smoke-limited", "--gres=gpu:4", "--wrap", WRAP)
-    try:
-
-        def reason() -> str | None:
-            job = squeue_job(slurm_cluster, job_id)
-            return job["state_reason"] if job and job["state_reason"] != "None" else None
-
-        assert poll(reason, timeout=15) == "AssocGrpGRES"
+    def failed() -> dict[str, Any] | None:
         job = squeue_job(slurm_cluster, job_id)
-        assert job is not None and job["job_state"] == "PENDING"
-        assert job["account"] == "smoke-limited"
+        return job if job and job["job_state"] == "FAILED" else None
+
+    job = poll(failed)
+    assert job, f"job {job_id} did not fail: {squeue_job(slurm_cluster, job_id)}"
+    # squeue --json: the raw wait status (exit code << 8); finished jobs stay listed for
+    # MinJobAge seconds (600 here), unlike plain `squeue`.
+    assert (job["exit_code"], job["state_reason"], job["comment"]) == (
+        7 << 8,
+        "NonZeroExitCode",
+        "trainform-fails",
+    )
+    # sacct's text output has "exit:signal"; its --json exit_code of a job record says
+    # SUCCESS/0 for this job in 22.05.8, so the provider must not rely on it.
+    argv = ["sacct", "-X", "-n", "-P", "-j", str(job_id), "-o", "State,ExitCode"]
+    assert poll(lambda: ok(slurm_cluster, *argv).strip() == "FAILED|7:0"), ok(slurm_cluster, *argv)
+
+
+def test_association_and_qos_gpu_limits_keep_jobs_pending(slurm_cluster: SlurmCluster) -> None:
+    sacctmgr(slurm_cluster, "add", "account", "smoke-limited")
+    sacctmgr(slurm_cluster, "add", "user", "root", "account=smoke-limited")
+    sacctmgr(slurm_cluster, "modify", "account", "where", "name=smoke-limited", "set",
+             "GrpTRES=gres/gpu=2")  # fmt: skip
+    sacctmgr(slurm_cluster, "add", "qos", "smoke-qos")
+    sacctmgr(slurm_cluster, "modify", "qos", "where", "name=smoke-qos", "set",
+             "GrpTRES=gres/gpu=2")  # fmt: skip
+    sacctmgr(slurm_cluster, "modify", "user", "root", "set", "qos+=smoke-qos")
+    listed = ok(slurm_cluster, "sacctmgr", "-nP", "show", "qos", "where", "name=smoke-qos",
+                "format=name,grptres")  # fmt: skip
+    assert listed.strip() == "smoke-qos|gres/gpu=2"
+
+    by_account = submit(slurm_cluster, "by-account", "-A", "smoke-limited", "--gres=gpu:4",
+                        "--wrap", WRAP)  # fmt: skip
+    by_qos = submit(slurm_cluster, "by-qos", "--qos=smoke-qos", "--gres=gpu:4", "--wrap", WRAP)
+    try:
+        assert pending_reason(slurm_cluster, by_account) == "AssocGrpGRES"
+        assert pending_reason(slurm_cluster, by_qos) == "QOSGrpGRES"
+        job = squeue_job(slurm_cluster, by_account)
+        assert job is not None
+        assert (job["job_state"], job["account"], job["qos"]) == (
+            "PENDING",
+            "smoke-limited",
+            "normal",
+        )
     finally:
-        ok(slurm_cluster, "scancel", str(job_id))
+        ok(slurm_cluster, "scancel", str(by_account), str(by_qos))
+
+
+def test_higher_qos_preempts_and_requeues(slurm_cluster: SlurmCluster) -> None:
+    sacctmgr(slurm_cluster, "add", "qos", "smoke-low")
+    sacctmgr(slurm_cluster, "add", "qos", "smoke-high")
+    sacctmgr(slurm_cluster, "modify", "qos", "where", "name=smoke-high", "set",
+             "Preempt=smoke-low", "Priority=100")  # fmt: skip
+    sacctmgr(slurm_cluster, "modify", "user", "root", "set", "qos+=smoke-low,smoke-high")
+    low = submit(slurm_cluster, "low", "--qos=smoke-low", "--gres=gpu:4", "--wrap", "sleep 60")
+    high = 0
+    try:
+        assert poll(lambda: (squeue_job(slurm_cluster, low) or {}).get("job_state") == "RUNNING")
+        high = submit(slurm_cluster, "high", "--qos=smoke-high", "--gres=gpu:2", "--wrap", WRAP)
+
+        def requeued() -> dict[str, Any] | None:
+            job = squeue_job(slurm_cluster, low)
+            done = job and job["restart_cnt"] >= 1 and job["state_reason"] == "BeginTime"
+            return job if done else None
+
+        # A requeued job counts one more restart and waits as PENDING, reason BeginTime
+        # (briefly "None" first), before it may start again.
+        job = poll(requeued)
+        assert job, f"job {low} was not preempted: {squeue_job(slurm_cluster, low)}"
+        assert job["job_state"] == "PENDING"
+    finally:
+        ok(slurm_cluster, "scancel", str(low), *([str(high)] if high else []))
 
 
 def test_partition_from_include_file_appears_on_reconfigure(
-    slurm_cluster: SlurmCluster,
+    slurm_cluster: SlurmCluster, partitions: Path
 ) -> None:
-    original = slurm_cluster.partitions_file.read_text()
-    slurm_cluster.partitions_file.write_text(
-        original + f"PartitionName=smoke Nodes={slurm_cluster.node_name} State=UP\n"
+    node = slurm_cluster.node_name
+    partitions.write_text(partitions.read_text() + f"PartitionName=smoke Nodes={node} State=UP\n")
+    ok(slurm_cluster, "scontrol", "reconfigure")
+    assert poll(lambda: "smoke" in ok(slurm_cluster, "sinfo", "-h", "-o", "%R").split())
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        pytest.param("PartitionName=smoke Nodes=no-such-node State=UP", id="unknown-node"),
+        pytest.param("PartitionName=smoke Nodes=ALL QOS=no-such-qos State=UP", id="unknown-qos"),
+        pytest.param("PartitionName=debug Nodes=ALL State=UP", id="duplicate-partition"),
+    ],
+)
+def test_invalid_partition_on_reconfigure_makes_slurmctld_exit(
+    slurm_cluster: SlurmCluster, partitions: Path, line: str
+) -> None:
+    """What the provider must check before it writes the include file."""
+    partitions.write_text(partitions.read_text() + line + "\n")
+    slurm_cluster.run(["scontrol", "reconfigure"])
+    assert poll(lambda: not slurm_cluster.controller_alive(), timeout=10)
+    assert "fatal:" in slurm_cluster.log_tail(lines=3)
+
+
+@pytest.mark.parametrize(
+    ("line", "valid"),
+    [
+        pytest.param("PartitionName=fine Nodes=ALL MaxTime=60 State=UP", True, id="valid"),
+        pytest.param("PartitionName=bad Nodes=ALL Bogus=1", False, id="unknown-key"),
+        pytest.param("PartitionName=bad Nodes=ALL MaxTime=abc", False, id="bad-value"),
+        # Parsing does not know the nodes: only the controller does (see the test above).
+        pytest.param("PartitionName=bad Nodes=no-such-node", True, id="unknown-node-parses"),
+    ],
+)
+def test_client_parse_checks_syntax_offline(
+    slurm_cluster: SlurmCluster, tmp_path: Path, line: str, valid: bool
+) -> None:
+    candidate = tmp_path / "candidate.conf"
+    candidate.write_text(line + "\n")
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(
+        slurm_cluster.conf.read_text().replace(
+            f"Include {slurm_cluster.partitions_file}", f"Include {candidate}"
+        )
     )
-    try:
-        ok(slurm_cluster, "scontrol", "reconfigure")
-        partitions = poll(lambda: "smoke" in ok(slurm_cluster, "sinfo", "-h", "-o", "%R").split())
-        assert partitions
-    finally:
-        slurm_cluster.partitions_file.write_text(original)
-        ok(slurm_cluster, "scontrol", "reconfigure")
-    assert poll(lambda: "smoke" not in ok(slurm_cluster, "sinfo", "-h", "-o", "%R").split())
+    # Any client parses SLURM_CONF (and its includes) first; `show hostnames` then needs
+    # no daemon. Exit 1 and "error: ..." on stderr for a syntax error.
+    result = slurm_cluster.run(["scontrol", "show", "hostnames", "x"], conf=conf)
+    assert (result.returncode == 0) is valid, result.stderr
 
 
 @pytest.mark.parametrize("command", [["scontrol", "ping"], ["sacctmgr", "-nP", "show", "cluster"]])
