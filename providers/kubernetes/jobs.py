@@ -153,6 +153,7 @@ def job_manifest(
             "metadata": {"labels": {**naming.labels(launch.address, "TrainingJob"), **run_labels}},
             "spec": {
                 "restartPolicy": "Never",
+                "priorityClassName": naming.cluster_name(launch.queue),
                 "containers": [
                     {
                         "name": CONTAINER,

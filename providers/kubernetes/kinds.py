@@ -39,6 +39,7 @@ CLUSTER_QUEUE = ApiKind("ClusterQueue", KUEUE, "clusterqueues", False)
 LOCAL_QUEUE = ApiKind("LocalQueue", KUEUE, "localqueues", True)
 WORKLOAD_PRIORITY_CLASS = ApiKind("WorkloadPriorityClass", KUEUE, "workloadpriorityclasses", False)
 WORKLOAD = ApiKind("Workload", KUEUE, "workloads", True)
+PRIORITY_CLASS = ApiKind("PriorityClass", "scheduling.k8s.io/v1", "priorityclasses", False)
 
 BY_KIND = {
     api.kind: api
@@ -54,13 +55,15 @@ BY_KIND = {
         LOCAL_QUEUE,
         WORKLOAD_PRIORITY_CLASS,
         WORKLOAD,
+        PRIORITY_CLASS,
     )
 }
 
-# What each trainform kind becomes, primary object first (the one observe reads the spec from).
+# What each trainform kind becomes, primary object first (the one observe reads the spec from);
+# a kind twice (a Quota's two ResourceQuotas) is keyed `Kind`, then `Kind#2`.
 OBJECTS_OF = {
     "Project": (NAMESPACE,),
     "ResourcePool": (RESOURCE_FLAVOR, TOPOLOGY),
-    "Queue": (CLUSTER_QUEUE, WORKLOAD_PRIORITY_CLASS),
+    "Queue": (CLUSTER_QUEUE, WORKLOAD_PRIORITY_CLASS, PRIORITY_CLASS),
     "Quota": (RESOURCE_QUOTA, LOCAL_QUEUE),
 }

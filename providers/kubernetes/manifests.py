@@ -8,8 +8,13 @@
     Queue        -> ClusterQueue (cohortName, namespaceSelector, one resource group whose
                     flavors are the pools, preemption, fairSharing, queueingStrategy,
                     stopPolicy) and a WorkloadPriorityClass of the queue's defaultPriority
-    Quota        -> ResourceQuota in the project's namespace and the LocalQueue (named as
-                    the queue) through which the project's jobs reach the ClusterQueue
+    Queue also   -> a PriorityClass of the same name its jobs' pods run at, so quotas can
+                    be scoped to the queue
+    Quota        -> ResourceQuota in the project's namespace scoped to the queue's pods
+                    (PriorityClass scope: gpu, cpu, memory), the LocalQueue (named as the
+                    queue) through which the project's jobs reach the ClusterQueue, and for
+                    runningJobs a ResourceQuota `<name>-jobs` of count/jobs.batch (object
+                    counts cannot be scoped: it bounds the namespace)
 
 Quantities are written in trainform's canonical form (plain numbers: "2400", memory in
 bytes); the API server and projection.py read any Kubernetes spelling back. Each manifest
@@ -226,6 +231,14 @@ def render_queue(
             "value": spec.get("defaultPriority", 0),
             "description": f"default priority of trainform queue {name}",
         },
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": _metadata(naming, address, "Queue", cluster_name, document),
+            "value": spec.get("defaultPriority", 0),
+            "globalDefault": False,
+            "description": f"pods of trainform queue {name} (scopes the projects' quotas)",
+        },
     ]
 
 
@@ -251,17 +264,24 @@ def render_quota(
     for key in ("cpu", "memory"):
         if limits.get(key) is not None:
             hard[f"requests.{key}"] = str(limits[key])
-    if limits.get("runningJobs") is not None:
-        hard[JOB_COUNT] = str(limits["runningJobs"])
     extra = {MAX_WALL_TIME_ANNOTATION: limits["maxWallTime"]} if limits.get("maxWallTime") else {}
-    return [
+    scope = {
+        "matchExpressions": [
+            {
+                "scopeName": "PriorityClass",
+                "operator": "In",
+                "values": [naming.cluster_name(spec["queue"])],
+            }
+        ]
+    }
+    objects: Manifests = [
         {
             "apiVersion": "v1",
             "kind": "ResourceQuota",
             "metadata": _metadata(
                 naming, address, "Quota", dns_label(name), document, namespace, extra
             ),
-            "spec": {"hard": hard},
+            "spec": {"hard": hard, "scopeSelector": scope},
         },
         {
             "apiVersion": KUEUE,
@@ -272,3 +292,15 @@ def render_quota(
             "spec": {"clusterQueue": naming.cluster_name(spec["queue"])},
         },
     ]
+    if limits.get("runningJobs") is not None:  # object counts cannot be scoped to a queue
+        objects.append(
+            {
+                "apiVersion": "v1",
+                "kind": "ResourceQuota",
+                "metadata": _metadata(
+                    naming, address, "Quota", dns_label(f"{name}-jobs"), document, namespace
+                ),
+                "spec": {"hard": {JOB_COUNT: str(limits["runningJobs"])}},
+            }
+        )
+    return objects

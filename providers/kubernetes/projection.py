@@ -41,6 +41,19 @@ from specs.quantity import Quantity, parse_quantity
 Objects = dict[str, dict[str, Any] | None]
 
 
+def roles(manifests: list[dict[str, Any]]) -> list[str]:
+    """The key of each rendered object in `Objects`: its kind, `Kind#2` for a second one."""
+    keys: list[str] = []
+    for manifest in manifests:
+        count = sum(1 for key in keys if key.split("#")[0] == manifest["kind"])
+        keys.append(manifest["kind"] if count == 0 else f"{manifest['kind']}#{count + 1}")
+    return keys
+
+
+def by_role(manifests: list[dict[str, Any]]) -> Objects:
+    return dict(zip(roles(manifests), manifests, strict=True))
+
+
 def canonical(value: Any) -> Any:
     """A Kubernetes quantity as trainform writes it; anything else unchanged."""
     try:
@@ -190,7 +203,11 @@ def _queue(spec: dict[str, Any], objects: Objects, naming: Naming) -> None:
 
 def _quota(spec: dict[str, Any], objects: Objects, naming: Naming) -> None:
     quota = objects["ResourceQuota"] or {}
-    hard = (quota.get("spec") or {}).get("hard") or {}
+    hard = {
+        key: value
+        for name in ("ResourceQuota#2", "ResourceQuota")
+        for key, value in (((objects.get(name) or {}).get("spec") or {}).get("hard") or {}).items()
+    }
     limits: dict[str, Any] = {}
     for key, value in hard.items():
         if key == JOB_COUNT:

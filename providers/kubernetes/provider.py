@@ -34,12 +34,13 @@ from providers.kubernetes.kinds import (
     BY_KIND,
     CLUSTER_QUEUE,
     OBJECTS_OF,
+    PRIORITY_CLASS,
     WORKLOAD,
     ApiKind,
 )
 from providers.kubernetes.kueue_rules import instance_problems, resource_problems
 from providers.kubernetes.naming import KIND_LABEL, Naming, address_of
-from providers.kubernetes.projection import project_document
+from providers.kubernetes.projection import project_document, roles
 from providers.kubernetes.runs import KubernetesJobs
 
 RESOURCE_KINDS = ("Project", "ResourcePool", "Queue", "Quota")
@@ -196,11 +197,11 @@ class KubernetesProvider(KubernetesJobs, Provider):
         rendered = self.render(resource)
         objects: dict[str, dict[str, Any] | None] = {}
         findings: list[Finding] = []
-        for obj in rendered:
+        for role, obj in zip(roles(rendered), rendered, strict=True):
             live = listed.get(_key(obj))
             if live is not None and address_of(live) != request.address:
                 live = None  # ours, but another address's: not this resource
-            objects[obj["kind"]] = live
+            objects[role] = live
             if live is None and obj is not rendered[0]:
                 findings.append(
                     Finding(
@@ -288,20 +289,32 @@ class KubernetesProvider(KubernetesJobs, Provider):
         if resource.kind in ("TrainingJob", "EvalSuite"):
             return {}  # runs go through submit(); suites are read at submission
         rendered = self.render(resource)
-        for obj in rendered:
-            self._check_owner(obj, resource.address, adopting)
-        for obj in rendered:  # importing takes the fields over from whoever set them
+        found = [self._check_owner(obj, resource.address, adopting) for obj in rendered]
+        for obj, live in zip(rendered, found, strict=True):
+            if obj["kind"] == "PriorityClass" and live and live.get("value") != obj["value"]:
+                # a PriorityClass's value is immutable: a new default priority replaces it
+                if not self.naming.owns(live, resource.address):
+                    raise PermanentProviderError(
+                        f"cannot apply {describe(obj)}: it exists with value "
+                        f"{live.get('value')} and is not trainform's to replace; set the "
+                        "queue's defaultPriority to that value or rename the queue"
+                    )
+                self.client.delete(PRIORITY_CLASS, obj["metadata"]["name"])
+            # importing takes the fields over from whoever set them
             self.client.apply(obj, self.field_manager, self.force or adopting)
         return self._outputs(resource, rendered)
 
-    def _check_owner(self, obj: dict[str, Any], address: str, adopting: bool) -> None:
+    def _check_owner(
+        self, obj: dict[str, Any], address: str, adopting: bool
+    ) -> dict[str, Any] | None:
+        """The live object, when it is missing or this address's (or free to adopt)."""
         api = BY_KIND[obj["kind"]]
         metadata = obj["metadata"]
         live = self.client.get(api, metadata["name"], metadata.get("namespace"))
         if live is None or self.naming.owns(live, address):
-            return
+            return live
         if adopting and not address_of(live):
-            return
+            return live
         labels = (live.get("metadata") or {}).get("labels") or {}
         raise PermanentProviderError(
             f"cannot apply {describe(obj)}: it exists and is not this trainform's "

@@ -101,6 +101,7 @@ def test_observing_1500_resources_costs_one_list_per_kind(
         [
             "/apis/kueue.x-k8s.io/v1beta2/clusterqueues",
             "/apis/kueue.x-k8s.io/v1beta2/workloadpriorityclasses",
+            "/apis/scheduling.k8s.io/v1/priorityclasses",
             "/apis/kueue.x-k8s.io/v1beta2/workloads",
             "/api/v1/resourcequotas",
             "/apis/kueue.x-k8s.io/v1beta2/localqueues",

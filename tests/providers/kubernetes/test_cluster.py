@@ -13,7 +13,14 @@ from planner.normalize import normalize_document
 from planner.plan_model import Action
 from providers.base import ObserveRequest
 from providers.errors import PermanentProviderError
-from providers.kubernetes.kinds import BY_KIND, CLUSTER_QUEUE, LOCAL_QUEUE, WORKLOAD
+from providers.kubernetes.kinds import (
+    BY_KIND,
+    CLUSTER_QUEUE,
+    LOCAL_QUEUE,
+    PRIORITY_CLASS,
+    WORKLOAD,
+    WORKLOAD_PRIORITY_CLASS,
+)
 from providers.kubernetes.provider import KubernetesProvider
 from specs.models.kinds import KINDS
 from tests.engine.support import SpecFolder
@@ -249,3 +256,20 @@ def test_destroying_deletes_quotas_then_queues_then_pools_and_drains_queues_firs
 def _provider_lists_nothing(folder: SpecFolder) -> bool:
     provider = folder.providers().get(INSTANCE)
     return provider.list_owned() == []
+
+
+def test_a_new_default_priority_replaces_the_immutable_pod_priority_class(
+    applied: tuple[SpecFolder, str], provider: KubernetesProvider
+) -> None:
+    folder, prefix = applied
+    before = provider.client.get(PRIORITY_CLASS, f"{prefix}train")
+    folder.edit("platform.yaml", "defaultPriority: 100", "defaultPriority: 200")
+
+    folder.converge()
+
+    after = provider.client.get(PRIORITY_CLASS, f"{prefix}train")
+    assert before is not None and after is not None
+    assert (before["value"], after["value"]) == (100, 200)
+    assert before["metadata"]["uid"] != after["metadata"]["uid"]
+    assert provider.client.get(WORKLOAD_PRIORITY_CLASS, f"{prefix}train")["value"] == 200  # type: ignore[index]
+    assert not folder.plan().has_changes

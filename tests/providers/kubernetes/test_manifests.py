@@ -13,7 +13,7 @@ from providers.base import DesiredResource, ProviderContext
 from providers.jobs import DatasetInput, JobLaunch
 from providers.kubernetes.jobs import job_environment, job_manifest, ledger_manifest
 from providers.kubernetes.naming import Naming, dns_label, label_safe
-from providers.kubernetes.projection import canonical, project_document
+from providers.kubernetes.projection import by_role, canonical, project_document
 from providers.kubernetes.provider import KubernetesProvider
 from specs import load_specs
 from tests.providers.kubernetes.schemas import check_manifest
@@ -55,6 +55,7 @@ def test_every_rendered_manifest_is_valid(
         "Topology",
         "ClusterQueue",
         "WorkloadPriorityClass",
+        "PriorityClass",
         "ResourceQuota",
         "LocalQueue",
         "Job",
@@ -79,7 +80,7 @@ def test_projecting_the_rendered_objects_gives_the_document_back(
     for resource in resources:
         if resource.kind not in ("Project", "ResourcePool", "Queue", "Quota"):
             continue
-        objects = {m["kind"]: m for m in provider.render(resource)}
+        objects = by_role(provider.render(resource))
 
         live = project_document(resource.kind, resource.document, objects, provider.naming)
 
@@ -91,7 +92,7 @@ def test_the_pretrain_queue_becomes_a_cluster_queue_with_kueue_fields(
 ) -> None:
     queue = next(r for r in resources if r.address == "Queue/pretrain")
 
-    cluster_queue, priority = provider.render(queue)
+    cluster_queue, priority, pod_priority = provider.render(queue)
 
     spec = cluster_queue["spec"]
     assert spec["cohortName"] == "training"
@@ -110,25 +111,28 @@ def test_the_pretrain_queue_becomes_a_cluster_queue_with_kueue_fields(
     }
     assert spec["fairSharing"] == {"weight": "2"}
     assert spec["namespaceSelector"]["matchExpressions"][0]["key"] == "trainform.dev/project"
-    assert priority["value"] == 1000
+    assert priority["value"] == pod_priority["value"] == 1000
 
 
-def test_a_quota_becomes_a_resource_quota_and_a_local_queue(
+def test_a_quota_becomes_a_quota_scoped_to_the_queue_a_local_queue_and_a_job_count(
     provider: KubernetesProvider, resources: list[DesiredResource]
 ) -> None:
     quota = next(r for r in resources if r.address == "Quota/llm-pretrain/pretrain")
 
-    resource_quota, local_queue = provider.render(quota)
+    resource_quota, local_queue, job_count = provider.render(quota)
 
     assert resource_quota["metadata"]["namespace"] == "ml-llm-pretrain"
     assert resource_quota["spec"]["hard"] == {
         "requests.nvidia.com/gpu": "96",
         "requests.cpu": "2400",
         "requests.memory": str(21600 * 2**30),
-        "count/jobs.batch": "2",
     }
+    [scope] = resource_quota["spec"]["scopeSelector"]["matchExpressions"]
+    assert scope == {"scopeName": "PriorityClass", "operator": "In", "values": ["pretrain"]}
     assert local_queue["metadata"]["name"] == "pretrain"
     assert local_queue["spec"] == {"clusterQueue": "pretrain"}
+    assert job_count["metadata"]["name"] == "pretrain-jobs"
+    assert job_count["spec"] == {"hard": {"count/jobs.batch": "2"}}
 
 
 @pytest.mark.parametrize(
@@ -198,6 +202,7 @@ def test_an_attempt_becomes_a_suspended_indexed_job_labelled_for_kueue() -> None
     container = spec["template"]["spec"]["containers"][0]
     assert container["resources"]["requests"]["nvidia.com/gpu"] == "8"
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    assert spec["template"]["spec"]["priorityClassName"] == "train"
     env = {e["name"]: e for e in container["env"]}
     assert env["TRAINFORM_NODES"]["value"] == "2"
     assert (
