@@ -170,3 +170,39 @@ def test_a_pool_kueue_would_reject_is_a_problem_at_its_field(
     pool = DesiredResource("ResourcePool/h100", "ResourcePool", "h100", None, {"spec": spec})
 
     assert [p.field for p in resource_problems(pool, Naming())] == fields
+
+
+def _job(nodes: int, per_node: int) -> DesiredResource:
+    resources = {"nodes": nodes, "acceleratorsPerNode": per_node, "cpu": "8", "memory": "1"}
+    return DesiredResource(
+        "TrainingJob/vision/big",
+        "TrainingJob",
+        "big",
+        "vision",
+        {"metadata": {}, "spec": {"queue": "train", "resources": resources}},
+    )
+
+
+def _pool(count: int) -> DesiredResource:
+    spec = {"nodes": 4, "accelerator": {"type": "h100", "count": count}}
+    return DesiredResource("ResourcePool/h100", "ResourcePool", "h100", None, {"spec": spec})
+
+
+@pytest.mark.parametrize(
+    ("job", "fields"),
+    [
+        pytest.param(_job(4, 8), [], id="fits-within-nominal-plus-borrowing"),
+        pytest.param(_job(6, 8), ["spec.resources"], id="more-than-the-queue-can-admit"),
+        pytest.param(
+            _job(1, 16), ["spec.resources.acceleratorsPerNode"], id="node-larger-than-any-pool"
+        ),
+    ],
+)
+def test_a_job_that_can_never_be_admitted_is_a_problem(
+    job: DesiredResource, fields: list[str]
+) -> None:
+    resources = [_queue(), _pool(8), _quota("vision", "a", "train"), job]
+
+    problems = instance_problems(resources)
+
+    assert [p.field for p in problems if p.address == job.address] == fields
