@@ -908,6 +908,26 @@ def test_schema_mode_prunes_unknown_fields_or_refuses_them_when_strict(tmp_path:
                 ("spec.queueingStrategy", "FieldValueNotSupported"),
                 ("spec.resourceGroups[0].flavors", "FieldValueRequired"),
             ]
+            groups = [{"coveredResources": ["cpu"], "flavors": [{"name": "f", "resources": [
+                {"name": "cpu", "nominalQuota": "1", "borrowingLimit": "1"}]}]}]
+            with pytest.raises(ApiException) as caught:  # a CEL rule of the CRD
+                objects.create_cluster_custom_object(
+                    KUEUE, V, "clusterqueues", cluster_queue("lonely", resourceGroups=groups))
+            assert error_body(caught.value)["message"] == (
+                'ClusterQueue.kueue.x-k8s.io "lonely" is invalid: spec: Invalid value: '
+                '"object": borrowingLimit must be nil when cohort is empty')
+            queue = {"apiVersion": f"{KUEUE}/{V}", "kind": "LocalQueue",
+                     "metadata": {"name": "lq"}, "spec": {"clusterQueue": "one"}}
+            objects.create_namespaced_custom_object(KUEUE, V, "default", "localqueues", queue)
+            objects.patch_namespaced_custom_object(KUEUE, V, "default", "localqueues", "lq",
+                                                   {"metadata": {"labels": {"x": "y"}}})
+            with pytest.raises(ApiException) as caught:  # a transition rule: self == oldSelf
+                objects.patch_namespaced_custom_object(
+                    KUEUE, V, "default", "localqueues", "lq", {"spec": {"clusterQueue": "two"}})
+            assert caught.value.status == 422
+            assert error_body(caught.value)["details"]["causes"] == [{
+                "reason": "FieldValueInvalid", "field": "spec.clusterQueue",
+                "message": 'Invalid value: "string": field is immutable'}]
     finally:
         server.stop()
 

@@ -197,7 +197,7 @@ def _finish_update(
     if store.defaults:
         apply_defaults(target.type, target.version, new, creating=False)
     if store.schema:
-        schemas.validate(target.type, target.version, new)
+        schemas.validate(target.type, target.version, new, old)
     metadata = new["metadata"]
     for key in ("uid", "creationTimestamp", "generation", "deletionTimestamp",
                 "deletionGracePeriodSeconds", "name", "namespace"):

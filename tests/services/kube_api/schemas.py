@@ -9,8 +9,9 @@ handling by `fieldValidation`, and OpenAPI validation, as the apiextensions serv
   `Ignore` prunes silently.
 - Validation: type (with `nullable` and `x-kubernetes-int-or-string`), enum, required,
   minimum/maximum, minLength/maxLength, pattern, minItems/maxItems, minProperties/
-  maxProperties; failures are one 422 Invalid listing every cause. CEL rules
-  (`x-kubernetes-validations`), formats and list uniqueness are not checked (gaps).
+  maxProperties; then, if those pass, the CEL rules (`x-kubernetes-validations`, see
+  cel.py). Failures are one 422 Invalid listing every cause. Formats and list uniqueness
+  are not checked (gaps).
 Warnings of the request being served are collected per thread (`begin`/`end`).
 """
 
@@ -21,7 +22,7 @@ import re
 import threading
 from typing import Any
 
-from tests.services.kube_api import errors
+from tests.services.kube_api import cel, errors
 from tests.services.kube_api.errors import ApiError
 from tests.services.kube_api.resources import ResourceType
 
@@ -176,18 +177,23 @@ def _check(value: Any, schema: dict[str, Any], path: str, causes: list[dict[str,
                 _check(child, extra, where, causes)
 
 
-def validate(resource: ResourceType, version: str, obj: dict[str, Any]) -> None:
-    """422 Invalid listing every schema violation of a custom resource (metadata excluded)."""
+def validate(resource: ResourceType, version: str, obj: dict[str, Any],
+             old: dict[str, Any] | None = None) -> None:
+    """422 Invalid listing every schema violation and broken CEL rule of a custom resource
+    (metadata excluded); `old` is the stored object on an update, for transition rules."""
     schema = resource.schema(version)
     if not resource.custom or not schema:
         return
-    body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")}
+    skip = ("apiVersion", "kind", "metadata")
+    body = {k: v for k, v in obj.items() if k not in skip}
     root = {**schema, "properties": {k: v for k, v in (schema.get("properties") or {}).items()
-                                     if k not in ("apiVersion", "kind", "metadata")},
-            "required": [r for r in schema.get("required") or []
-                         if r not in ("apiVersion", "kind", "metadata")]}
+                                     if k not in skip},
+            "required": [r for r in schema.get("required") or [] if r not in skip]}
     causes: list[dict[str, str]] = []
     _check(body, root, "", causes)
+    if not causes:
+        previous = {k: v for k, v in old.items() if k not in skip} if old else cel.missing()
+        cel.check(root, body, previous, "", causes)
     if not causes:
         return
     name = obj["metadata"].get("name", "")
