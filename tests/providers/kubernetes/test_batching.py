@@ -87,6 +87,8 @@ def test_observing_1500_resources_costs_one_list_per_kind(
                     request.address, request.kind, request.name, request.project, request.document
                 )
             )
+    kept = ("ClusterQueue", "ResourceQuota", "LocalQueue", "Job", "ConfigMap")
+    manifests = [m for m in manifests if m["kind"] in kept]  # what the count is about
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda m: provider.client.apply(m, "trainform", False), manifests))
     kube_api.reset_requests()
