@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +104,7 @@ class KubeClient:
     def __init__(self, api_client: Any) -> None:
         self.api = api_client
         self.requests = 0
-        self._retry_after: float | None = None
+        self._answer = threading.local()  # Retry-After of this thread's last answer
 
     def close(self) -> None:
         closer = getattr(self.api, "close", None)
@@ -139,7 +140,7 @@ class KubeClient:
                 verb, url, header_params=header_params, body=payload, _request_timeout=TIMEOUT
             )
             data = response.read() or b""
-            self._retry_after = _retry_after(response.headers)
+            self._answer.retry_after = _retry_after(response.headers)
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise TransientProviderError(f"cannot {doing}: {exc}") from None
         except Exception as exc:  # the client raises ApiException on some paths
@@ -154,7 +155,8 @@ class KubeClient:
             return json.loads(data) if data else {}
         message, _ = _message(data)
         if status == 429 or status >= 500:
-            raise TransientProviderError(f"cannot {doing}: {status} {message}", self._retry_after)
+            retry_after = getattr(self._answer, "retry_after", None)
+            raise TransientProviderError(f"cannot {doing}: {status} {message}", retry_after)
         raise PermanentProviderError(f"cannot {doing}: {status} {message}")
 
     def get(self, api: ApiKind, name: str, namespace: str | None = None) -> dict[str, Any] | None:
