@@ -62,11 +62,12 @@ def describe(obj: dict[str, Any]) -> str:
     return f"{obj.get('kind', 'object')} {where}{metadata.get('name', '')}"
 
 
-def _message(body: bytes) -> tuple[str, dict[str, Any]]:
+def _message(body: bytes | str) -> tuple[str, dict[str, Any]]:
+    text = body.decode(errors="replace") if isinstance(body, bytes) else str(body)
     try:
-        status = json.loads(body)
+        status = json.loads(text)
     except ValueError:
-        return body.decode(errors="replace").strip()[:500], {}
+        return text.strip()[:500], {}
     if not isinstance(status, dict):
         return str(status)[:500], {}
     return str(status.get("message") or status.get("reason") or ""), status
@@ -122,6 +123,7 @@ class KubeClient:
     ) -> tuple[int, bytes]:
         """(status, body) of one request; remembers the answer's Retry-After."""
         import urllib3
+        from kubernetes.client.exceptions import ApiException
 
         headers = {"Accept": "application/json"}
         if content_type:
@@ -143,11 +145,9 @@ class KubeClient:
             self._answer.retry_after = _retry_after(response.headers)
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise TransientProviderError(f"cannot {doing}: {exc}") from None
-        except Exception as exc:  # the client raises ApiException on some paths
-            status = getattr(exc, "status", None)
-            if status is None:
-                raise
-            return int(status), (getattr(exc, "body", b"") or b"")
+        except ApiException as exc:  # the client raises it on some paths (retries given up)
+            body = exc.body or b""
+            return int(exc.status or 0), body if isinstance(body, bytes) else str(body).encode()
         return int(response.status), data
 
     def _check(self, status: int, data: bytes, doing: str) -> Any:

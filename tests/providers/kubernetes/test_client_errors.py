@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import urllib3
+from kubernetes.client.exceptions import ApiException
 
 from providers.errors import PermanentProviderError, TransientProviderError
 from providers.kubernetes.client import KubeClient, make_api_client
@@ -61,6 +62,11 @@ def test_throttling_is_transient_and_keeps_retry_after() -> None:
             urllib3.exceptions.MaxRetryError(None, "/", "refused"),
             TransientProviderError,
             id="unreachable",
+        ),
+        pytest.param(
+            ApiException(status=502, reason="Bad Gateway"),
+            TransientProviderError,
+            id="api-exception-5xx",
         ),
         pytest.param(Answer(403, status(403, "forbidden"), {}), PermanentProviderError, id="403"),
         pytest.param(Answer(422, status(422, "invalid"), {}), PermanentProviderError, id="422"),
