@@ -11,7 +11,7 @@ import pytest
 
 from providers.jobs import JobLaunch, RunPhase
 from providers.kubernetes.jobs import DELETED, job_name
-from providers.kubernetes.kinds import JOB, WORKLOAD
+from providers.kubernetes.kinds import JOB, WORKLOAD, WORKLOAD_PRIORITY_CLASS
 from providers.kubernetes.provider import KubernetesProvider
 from tests.engine.support import SpecFolder
 from tests.providers.kubernetes.fixtures import INSTANCE, platform_folder, unique_prefix
@@ -208,4 +208,7 @@ def test_a_job_at_another_priority_gets_a_priority_class_of_that_value(
     assert job is not None
     label = job["metadata"]["labels"]["kueue.x-k8s.io/priority-class"]
     assert label == f"{prefix}trainform-priority-m5"
+    shared = provider.client.get(WORKLOAD_PRIORITY_CLASS, label)
+    assert shared is not None and shared["value"] == -5
+    check_manifest({k: v for k, v in shared.items() if k != "metadata"} | {"metadata": {}})
     assert all(kind != "Priority" for _, kind in provider.list_owned())
