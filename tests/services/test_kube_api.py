@@ -1068,3 +1068,34 @@ def test_no_request_body_makes_the_server_fail_with_500(
     except urllib.error.HTTPError as error:
         status, data = error.code, error.read()
     assert status < 500, data
+
+
+def test_schema_mode_keeps_a_job_template_immutable_except_while_suspended(
+    tmp_path: Path,
+) -> None:
+    from tests.services.kube_api import start_kube_api
+
+    server = start_kube_api(tmp_path, defaults=True, schema=True)
+    try:
+        with client.ApiClient(server.configuration()) as api:
+            batch = client.BatchV1Api(api)
+            batch.create_namespaced_job("default", {
+                "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+                "spec": {"suspend": True, "template": {"spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "main", "image": "busybox:1.36"}]}}}})
+            batch.patch_namespaced_job("j", "default", {"spec": {"template": {
+                "spec": {"nodeSelector": {"pool": "gpu"}}}}})  # what Kueue does on admission
+            with pytest.raises(ApiException) as caught:
+                batch.patch_namespaced_job("j", "default", {"spec": {"template": {
+                    "metadata": {"annotations": {"x": "y"}},
+                    "spec": {"restartPolicy": "OnFailure"}}}})
+            assert caught.value.status == 422
+            assert error_body(caught.value)["details"]["causes"][0]["field"] == "spec.template"
+            batch.patch_namespaced_job("j", "default", {"spec": {"suspend": False}})
+            with pytest.raises(ApiException) as caught:
+                batch.patch_namespaced_job("j", "default", {"spec": {"template": {
+                    "metadata": {"labels": {"late": "label"}}}}})
+            assert caught.value.status == 422
+    finally:
+        server.stop()

@@ -1,23 +1,27 @@
 """A fake Kubernetes API server, faithful on the wire, for the Kubernetes/Kueue provider's tests.
 
-`start_kube_api(folder)` starts it in a background thread on 127.0.0.1 and returns a
-`KubeAPI` (url, `configuration()`, `kubeconfig` file, `requests` log with `count()` and
-`reset_requests()`, `store`, `stop()`). It serves discovery (/version, /api, /apis, ...),
-core v1 Namespace, ResourceQuota, Pod; batch/v1 Job; scheduling.k8s.io/v1 PriorityClass;
+`start_kube_api(folder, crd_folder=CRD_FOLDER, defaults=False, schema=False)` starts it in a
+background thread on 127.0.0.1 (plain HTTP, no auth) and returns a `KubeAPI`: `url`,
+`configuration()` (a kubernetes.client.Configuration), `kubeconfig` (a file), the request
+log (`requests`, `count()`, `reset_requests()`), `fail()` (injected faults, faults.py),
+`reset()`, `snapshot()`/`delete_created_since()`, `store`, `stop()`. It serves discovery
+(/version, /api, /apis, ..., /openapi/v3 for kubectl), core v1 Namespace, ConfigMap,
+Secret, Node, ResourceQuota, Pod; batch/v1 Job; scheduling.k8s.io/v1 PriorityClass;
 apiextensions.k8s.io/v1 CustomResourceDefinition; and every kind of the CRDs it is seeded
 with (by default Kueue's, tests/reference/kueue-crds). The kubernetes Python client, its
-DynamicClient and watch, and kubectl (get, apply, apply --server-side, delete, wait) work
-against it.
+DynamicClient and watch, and kubectl (get, apply, apply --server-side, diff, delete, wait)
+work against it. `defaults=True, schema=True` is the closest to a real cluster.
 
 Known gaps (a real cluster differs here):
-- no admission: no Kueue controller or webhooks, no CEL rules, no immutability rules, no
-  conversion between a CRD's versions (every version sees the same fields); unless started
-  with `schema=True` no CRD schema pruning or validation (unknown fields are kept,
-  `fieldValidation` is ignored; see schemas.py); unless started with `defaults=True` no
-  defaulting (CRD schema defaults and Job/Pod defaults only, see defaults.py);
-- no controllers: nothing schedules, no pods run, no garbage collection of dependents
-  (`propagationPolicy` is accepted and ignored); deleting a Namespace deletes its objects
-  at once (the answer shows it Terminating); a CRD deleted takes its objects along;
+- no admission webhooks or controllers (no Kueue: nothing is admitted, no status is
+  written; nothing schedules, no pods run, no garbage collection of dependents:
+  `propagationPolicy` is accepted and ignored); deleting a Namespace deletes its objects at
+  once (the answer shows it Terminating); a CRD deleted takes its objects along;
+- unless started with `schema=True`: no CRD schema pruning, validation or CEL rules
+  (unknown fields are kept, `fieldValidation` is ignored) and no Job immutability (see
+  schemas.py, cel.py, validation.py); unless started with `defaults=True`: no defaulting
+  (CRD schema defaults and Job/Pod defaults only, see defaults.py); other built-in specs
+  are never validated; no conversion between a CRD's versions (all see the same fields);
 - field ownership is simplified (see fields.py): list-map and set items of CRD schemas are
   tracked by key (`k:`/`v:`), but lists of built-in kinds (containers, ...) are atomic;
 - strategic merge patch on built-ins is approximated (see patch.py); on custom resources it
@@ -25,8 +29,7 @@ Known gaps (a real cluster differs here):
 - JSON only: no protobuf (so kubectl's generator commands such as `kubectl create
   namespace` get 415: use `kubectl apply -f`) or CBOR; no authentication or RBAC; no
   aggregated discovery; OpenAPI v3 documents carry no schemas (`kubectl explain` fails),
-  no /openapi/v2; tables (`as=Table`) of built-in kinds have NAME and AGE only; watches
-  never expire.
+  no /openapi/v2; tables of built-in kinds have NAME and AGE only; watches never expire.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from tests.services.kube_api.patch import json_patch, merge_patch, strategic_mer
 from tests.services.kube_api.resources import CRD_TYPE, NAMESPACE_TYPE
 from tests.services.kube_api.store import Store
 from tests.services.kube_api.target import Query, Target, present
-from tests.services.kube_api.validation import check_name, validate
+from tests.services.kube_api.validation import check_name, check_update, validate
 
 
 def is_dry_run(query: Query, body: dict[str, Any] | None = None) -> bool:
@@ -198,6 +198,7 @@ def _finish_update(
         apply_defaults(target.type, target.version, new, creating=False)
     if store.schema:
         schemas.validate(target.type, target.version, new, old)
+        check_update(target.type, old, new)
     metadata = new["metadata"]
     for key in ("uid", "creationTimestamp", "generation", "deletionTimestamp",
                 "deletionGracePeriodSeconds", "name", "namespace"):

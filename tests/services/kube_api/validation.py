@@ -3,7 +3,10 @@
 Secret limit, and Secret `stringData` folded into base64 `data`.
 
 Called by `operations` on every create and update before storing; raises `ApiError` 422
-Invalid with the real server's wording. Schema validation of specs is not done (a gap).
+Invalid with the real server's wording. In schema mode `check_update` adds the Job update
+rules: spec.selector and spec.completionMode never change, spec.template only while the Job
+is suspended and then only its labels, annotations, nodeSelector, tolerations and
+schedulingGates (what Kueue changes on admission). Other built-in specs are not validated.
 """
 
 from __future__ import annotations
@@ -112,3 +115,37 @@ def validate(resource: ResourceType, obj: dict[str, Any]) -> None:
         prepare_secret(obj)
     check_metadata(resource, obj)
     check_kind_rules(resource, obj)
+
+
+_SUSPENDED_MUTABLE = {("metadata", "labels"), ("metadata", "annotations"),
+                      ("spec", "nodeSelector"), ("spec", "tolerations"),
+                      ("spec", "schedulingGates")}
+
+
+def _without_mutable(template: Any) -> Any:
+    if not isinstance(template, dict):
+        return template
+    kept = {k: dict(v) if isinstance(v, dict) else v for k, v in template.items()}
+    for part, field in _SUSPENDED_MUTABLE:
+        if isinstance(kept.get(part), dict):
+            kept[part].pop(field, None)
+    return kept
+
+
+def check_update(resource: ResourceType, old: dict[str, Any], new: dict[str, Any]) -> None:
+    """The immutability rules of built-in kinds the provider writes (Jobs)."""
+    if resource.kind != "Job" or resource.group != "batch":
+        return
+    before, after = old.get("spec") or {}, new.get("spec") or {}
+    name = new["metadata"].get("name", "")
+    for field in ("selector", "completionMode"):
+        if before.get(field) != after.get(field) and field in before:
+            raise _invalid(resource, name, f"spec.{field}",
+                           f'Invalid value: "{field}": field is immutable')
+    if before.get("template") == after.get("template"):
+        return
+    if before.get("suspend") and _without_mutable(before.get("template")) == \
+            _without_mutable(after.get("template")):
+        return
+    raise _invalid(resource, name, "spec.template",
+                   'Invalid value: "object": field is immutable')
