@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from kubernetes import client, dynamic, watch
 from kubernetes.client.rest import ApiException
 
+from tests.services.common import unavailable
 from tests.services.kube_api import KubeAPI
 from tests.services.kube_api.errors import ApiError
 from tests.services.kube_api.fields import apply as apply_fields
@@ -68,17 +69,21 @@ def namespace(api_client: client.ApiClient) -> Iterator[str]:
 
 
 def cluster_queue(name: str, **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": f"{KUEUE}/{V}", "kind": "ClusterQueue",
-            "metadata": {"name": name, "labels": {"team": "a"}},
-            "spec": {"namespaceSelector": {}, **spec}}
+    return {
+        "apiVersion": f"{KUEUE}/{V}",
+        "kind": "ClusterQueue",
+        "metadata": {"name": name, "labels": {"team": "a"}},
+        "spec": {"namespaceSelector": {}, **spec},
+    }
 
 
 def error_body(error: ApiException) -> dict[str, Any]:
     return json.loads(error.body)
 
 
-@pytest.mark.parametrize("path", ["/apis", "/apis/", "/api/v1", "/api/v1/",
-                                  f"/apis/{KUEUE}/{V}", f"/apis/{KUEUE}/{V}/"])
+@pytest.mark.parametrize(
+    "path", ["/apis", "/apis/", "/api/v1", "/api/v1/", f"/apis/{KUEUE}/{V}", f"/apis/{KUEUE}/{V}/"]
+)
 def test_discovery_answers_with_and_without_trailing_slash(
     api_client: client.ApiClient, path: str
 ) -> None:
@@ -107,7 +112,8 @@ def test_namespace_create_get_list_delete(api_client: client.ApiClient) -> None:
     core = client.CoreV1Api(api_client)
     name = unique("ns")
     created = core.create_namespace(
-        client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels={"x": "y"})))
+        client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels={"x": "y"}))
+    )
     assert created.metadata.uid and created.metadata.resource_version
     assert created.status.phase == "Active"
     assert core.read_namespace(name).metadata.labels["x"] == "y"
@@ -141,7 +147,8 @@ def test_get_of_a_missing_object_is_a_404_status(custom: client.CustomObjectsApi
 
 def test_create_sets_server_fields(custom: client.CustomObjectsApi) -> None:
     created = custom.create_cluster_custom_object(
-        KUEUE, V, "clusterqueues", {**cluster_queue(unique("cq")), "status": {"x": 1}})
+        KUEUE, V, "clusterqueues", {**cluster_queue(unique("cq")), "status": {"x": 1}}
+    )
     metadata = created["metadata"]
     assert metadata["generation"] == 1 and metadata["uid"] and metadata["creationTimestamp"]
     assert int(metadata["resourceVersion"]) > 0
@@ -156,8 +163,9 @@ def test_list_filters_by_label_selector(custom: client.CustomObjectsApi) -> None
         custom.create_cluster_custom_object(KUEUE, V, "clusterqueues", body)
 
     def names(selector: str) -> list[str]:
-        listed = custom.list_cluster_custom_object(KUEUE, V, "clusterqueues",
-                                                   label_selector=selector)
+        listed = custom.list_cluster_custom_object(
+            KUEUE, V, "clusterqueues", label_selector=selector
+        )
         assert listed["kind"] == "ClusterQueueList"
         return [item["metadata"]["name"] for item in listed["items"]]
 
@@ -179,8 +187,8 @@ def test_list_pages_with_limit_and_continue(custom: client.CustomObjectsApi) -> 
     token = None
     while True:
         page = custom.list_cluster_custom_object(
-            KUEUE, V, "clusterqueues", label_selector=f"page={tag}", limit=2,
-            _continue=token)
+            KUEUE, V, "clusterqueues", label_selector=f"page={tag}", limit=2, _continue=token
+        )
         seen += [item["metadata"]["name"] for item in page["items"]]
         token = page["metadata"].get("continue")
         if not token:
@@ -194,23 +202,31 @@ def test_merge_and_json_patch_bump_generation_only_on_spec_change(
     name = unique("cq")
     custom.create_cluster_custom_object(KUEUE, V, "clusterqueues", cluster_queue(name))
     labelled = custom.patch_cluster_custom_object(
-        KUEUE, V, "clusterqueues", name, {"metadata": {"labels": {"extra": "1"}}})
+        KUEUE, V, "clusterqueues", name, {"metadata": {"labels": {"extra": "1"}}}
+    )
     assert labelled["metadata"]["generation"] == 1
     assert labelled["metadata"]["labels"] == {"team": "a", "extra": "1"}
     merged = custom.patch_cluster_custom_object(
-        KUEUE, V, "clusterqueues", name, {"spec": {"cohortName": "all"}})
+        KUEUE, V, "clusterqueues", name, {"spec": {"cohortName": "all"}}
+    )
     assert merged["spec"]["cohortName"] == "all" and merged["metadata"]["generation"] == 2
     patched = custom.patch_cluster_custom_object(
-        KUEUE, V, "clusterqueues", name,
+        KUEUE,
+        V,
+        "clusterqueues",
+        name,
         [{"op": "replace", "path": "/spec/cohortName", "value": "other"}],
-        _content_type="application/json-patch+json")
+        _content_type="application/json-patch+json",
+    )
     assert patched["spec"]["cohortName"] == "other" and patched["metadata"]["generation"] == 3
     status = custom.patch_cluster_custom_object_status(
-        KUEUE, V, "clusterqueues", name, {"status": {"pendingWorkloads": 4}})
+        KUEUE, V, "clusterqueues", name, {"status": {"pendingWorkloads": 4}}
+    )
     assert status["status"] == {"pendingWorkloads": 4}
     assert status["metadata"]["generation"] == 3
     ignored = custom.patch_cluster_custom_object(
-        KUEUE, V, "clusterqueues", name, {"status": {"pendingWorkloads": 9}})
+        KUEUE, V, "clusterqueues", name, {"status": {"pendingWorkloads": 9}}
+    )
     assert ignored["status"] == {"pendingWorkloads": 4}
 
 
@@ -232,13 +248,18 @@ def test_put_with_a_stale_resource_version_is_a_409_conflict(
 def test_local_queue_lives_in_an_existing_namespace(
     custom: client.CustomObjectsApi, namespace: str
 ) -> None:
-    body = {"apiVersion": f"{KUEUE}/{V}", "kind": "LocalQueue",
-            "metadata": {"name": "lq", "labels": {"q": "1"}}, "spec": {"clusterQueue": "cq"}}
+    body = {
+        "apiVersion": f"{KUEUE}/{V}",
+        "kind": "LocalQueue",
+        "metadata": {"name": "lq", "labels": {"q": "1"}},
+        "spec": {"clusterQueue": "cq"},
+    }
     created = custom.create_namespaced_custom_object(KUEUE, V, namespace, "localqueues", body)
     assert created["metadata"]["namespace"] == namespace
     listed = custom.list_cluster_custom_object(KUEUE, V, "localqueues", label_selector="q=1")
-    assert [(i["metadata"]["namespace"], i["metadata"]["name"]) for i in listed["items"]] \
-        == [(namespace, "lq")]
+    assert [(i["metadata"]["namespace"], i["metadata"]["name"]) for i in listed["items"]] == [
+        (namespace, "lq")
+    ]
     with pytest.raises(ApiException) as caught:
         custom.create_namespaced_custom_object(KUEUE, V, unique("nowhere"), "localqueues", body)
     assert caught.value.status == 404
@@ -251,8 +272,12 @@ def test_deleting_a_namespace_deletes_its_objects(
     name = unique("ns")
     core = client.CoreV1Api(api_client)
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
-    body = {"apiVersion": f"{KUEUE}/{V}", "kind": "LocalQueue", "metadata": {"name": "lq"},
-            "spec": {"clusterQueue": "cq"}}
+    body = {
+        "apiVersion": f"{KUEUE}/{V}",
+        "kind": "LocalQueue",
+        "metadata": {"name": "lq"},
+        "spec": {"clusterQueue": "cq"},
+    }
     custom.create_namespaced_custom_object(KUEUE, V, name, "localqueues", body)
     core.delete_namespace(name)
     with pytest.raises(ApiException) as caught:
@@ -263,21 +288,40 @@ def test_deleting_a_namespace_deletes_its_objects(
 def test_server_side_apply_creates_then_updates(custom: client.CustomObjectsApi) -> None:
     name = unique("cq")
     _, code, _ = custom.patch_cluster_custom_object_with_http_info(
-        KUEUE, V, "clusterqueues", name, cluster_queue(name, cohortName="x"),
-        field_manager="trainform", _content_type="application/apply-patch+yaml")
+        KUEUE,
+        V,
+        "clusterqueues",
+        name,
+        cluster_queue(name, cohortName="x"),
+        field_manager="trainform",
+        _content_type="application/apply-patch+yaml",
+    )
     assert code == 201
     # kubernetes 37 only deserializes the status codes an operation declares (200 for
     # patch), so the plain call returns None for an apply that created the object.
     other = unique("cq")
     plain = custom.patch_cluster_custom_object(
-        KUEUE, V, "clusterqueues", other, cluster_queue(other),
-        field_manager="trainform", _content_type="application/apply-patch+yaml")
+        KUEUE,
+        V,
+        "clusterqueues",
+        other,
+        cluster_queue(other),
+        field_manager="trainform",
+        _content_type="application/apply-patch+yaml",
+    )
     assert plain is None
-    assert custom.get_cluster_custom_object(KUEUE, V, "clusterqueues", other)["spec"] \
-        == {"namespaceSelector": {}}
+    assert custom.get_cluster_custom_object(KUEUE, V, "clusterqueues", other)["spec"] == {
+        "namespaceSelector": {}
+    }
     updated, code, _ = custom.patch_cluster_custom_object_with_http_info(
-        KUEUE, V, "clusterqueues", name, cluster_queue(name, cohortName="y"),
-        field_manager="trainform", _content_type="application/apply-patch+yaml")
+        KUEUE,
+        V,
+        "clusterqueues",
+        name,
+        cluster_queue(name, cohortName="y"),
+        field_manager="trainform",
+        _content_type="application/apply-patch+yaml",
+    )
     assert code == 200 and updated["spec"]["cohortName"] == "y"
     managers = {e["manager"]: e for e in updated["metadata"]["managedFields"]}
     assert managers["trainform"]["operation"] == "Apply"
@@ -302,11 +346,16 @@ def kubectl(kube_api: KubeAPI) -> Any:  # noqa: F811
     """Run kubectl against the server; answer its stdout (a non-zero exit fails the test)."""
     program = shutil.which("kubectl")
     if program is None:
-        pytest.skip("kubectl is not on PATH")
+        unavailable("kubectl is not on PATH")
 
     def run(*args: str, stdin: str | None = None) -> str:
-        done = subprocess.run([program, "--kubeconfig", str(kube_api.kubeconfig), *args],
-                              capture_output=True, text=True, timeout=60, input=stdin)
+        done = subprocess.run(
+            [program, "--kubeconfig", str(kube_api.kubeconfig), *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            input=stdin,
+        )
         assert done.returncode == 0, done.stderr
         return done.stdout
 
@@ -326,11 +375,19 @@ def test_kubectl_applies_gets_and_deletes(kubectl: Any, tmp_path: Path) -> None:
     assert name not in [item["metadata"]["name"] for item in listed["items"]]
 
 
-def apply_cq(custom: client.CustomObjectsApi, body: dict[str, Any], manager: str,
-             force: bool = False) -> dict[str, Any]:
+def apply_cq(
+    custom: client.CustomObjectsApi, body: dict[str, Any], manager: str, force: bool = False
+) -> dict[str, Any]:
     data, _, _ = custom.patch_cluster_custom_object_with_http_info(
-        KUEUE, V, "clusterqueues", body["metadata"]["name"], body, field_manager=manager,
-        force=force, _content_type="application/apply-patch+yaml")
+        KUEUE,
+        V,
+        "clusterqueues",
+        body["metadata"]["name"],
+        body,
+        field_manager=manager,
+        force=force,
+        _content_type="application/apply-patch+yaml",
+    )
     return data  # type: ignore[no-any-return]
 
 
@@ -345,8 +402,9 @@ def test_apply_conflicts_between_managers_unless_forced(
         apply_cq(custom, cluster_queue(name, cohortName="b"), "second")
     body = error_body(caught.value)
     assert caught.value.status == 409 and body["reason"] == "Conflict"
-    assert body["message"] == ('Apply failed with 1 conflict: conflict with "first" using '
-                               f'{KUEUE}/{V}: .spec.cohortName')
+    assert body["message"] == (
+        f'Apply failed with 1 conflict: conflict with "first" using {KUEUE}/{V}: .spec.cohortName'
+    )
     assert body["details"]["causes"][0]["field"] == ".spec.cohortName"
     forced = apply_cq(custom, cluster_queue(name, cohortName="b"), "second", force=True)
     assert forced["spec"]["cohortName"] == "b"
@@ -369,8 +427,14 @@ def test_apply_removes_fields_the_manager_stopped_applying(
 def test_apply_requires_a_field_manager(custom: client.CustomObjectsApi) -> None:
     name = unique("cq")
     with pytest.raises(ApiException) as caught:
-        custom.patch_cluster_custom_object(KUEUE, V, "clusterqueues", name, cluster_queue(name),
-                                           _content_type="application/apply-patch+yaml")
+        custom.patch_cluster_custom_object(
+            KUEUE,
+            V,
+            "clusterqueues",
+            name,
+            cluster_queue(name),
+            _content_type="application/apply-patch+yaml",
+        )
     assert caught.value.status == 400
     assert "fieldManager" in error_body(caught.value)["message"]
 
@@ -382,8 +446,13 @@ def test_strategic_merge_patch_is_refused_for_custom_resources(
     custom.create_cluster_custom_object(KUEUE, V, "clusterqueues", cluster_queue(name))
     with pytest.raises(ApiException) as caught:
         custom.patch_cluster_custom_object(
-            KUEUE, V, "clusterqueues", name, {"spec": {"cohortName": "x"}},
-            _content_type="application/strategic-merge-patch+json")
+            KUEUE,
+            V,
+            "clusterqueues",
+            name,
+            {"spec": {"cohortName": "x"}},
+            _content_type="application/strategic-merge-patch+json",
+        )
     assert caught.value.status == 415
 
 
@@ -394,51 +463,74 @@ def test_failed_json_patch_test_is_a_422_and_changes_nothing(
     custom.create_cluster_custom_object(KUEUE, V, "clusterqueues", cluster_queue(name))
     with pytest.raises(ApiException) as caught:
         custom.patch_cluster_custom_object(
-            KUEUE, V, "clusterqueues", name,
-            [{"op": "test", "path": "/spec/cohortName", "value": "nope"},
-             {"op": "add", "path": "/spec/cohortName", "value": "x"}],
-            _content_type="application/json-patch+json")
+            KUEUE,
+            V,
+            "clusterqueues",
+            name,
+            [
+                {"op": "test", "path": "/spec/cohortName", "value": "nope"},
+                {"op": "add", "path": "/spec/cohortName", "value": "x"},
+            ],
+            _content_type="application/json-patch+json",
+        )
     assert caught.value.status == 422
-    assert "cohortName" not in custom.get_cluster_custom_object(
-        KUEUE, V, "clusterqueues", name)["spec"]
+    assert (
+        "cohortName"
+        not in custom.get_cluster_custom_object(KUEUE, V, "clusterqueues", name)["spec"]
+    )
 
 
 def test_dry_run_answers_but_stores_nothing(custom: client.CustomObjectsApi) -> None:
     name = unique("cq")
-    answered = custom.create_cluster_custom_object(KUEUE, V, "clusterqueues",
-                                                   cluster_queue(name), dry_run="All")
+    answered = custom.create_cluster_custom_object(
+        KUEUE, V, "clusterqueues", cluster_queue(name), dry_run="All"
+    )
     assert answered["metadata"]["name"] == name
     with pytest.raises(ApiException):
         custom.get_cluster_custom_object(KUEUE, V, "clusterqueues", name)
     stored = custom.create_cluster_custom_object(KUEUE, V, "clusterqueues", cluster_queue(name))
     patched = custom.patch_cluster_custom_object(
-        KUEUE, V, "clusterqueues", name, {"spec": {"cohortName": "dry"}}, dry_run="All")
+        KUEUE, V, "clusterqueues", name, {"spec": {"cohortName": "dry"}}, dry_run="All"
+    )
     assert patched["spec"]["cohortName"] == "dry"
     stored["spec"]["cohortName"] = "dry-put"
     custom.replace_cluster_custom_object(KUEUE, V, "clusterqueues", name, stored, dry_run="All")
     applied = cluster_queue(name, cohortName="dry-apply")
-    custom.patch_cluster_custom_object(KUEUE, V, "clusterqueues", name, applied,
-                                       field_manager="m", dry_run="All",
-                                       _content_type="application/apply-patch+yaml")
+    custom.patch_cluster_custom_object(
+        KUEUE,
+        V,
+        "clusterqueues",
+        name,
+        applied,
+        field_manager="m",
+        dry_run="All",
+        _content_type="application/apply-patch+yaml",
+    )
     custom.delete_cluster_custom_object(KUEUE, V, "clusterqueues", name, dry_run="All")
     now = custom.get_cluster_custom_object(KUEUE, V, "clusterqueues", name)
     assert now["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
     assert "cohortName" not in now["spec"]
 
 
-def test_job_status_patch_changes_only_status(
-    api_client: client.ApiClient, namespace: str
-) -> None:
+def test_job_status_patch_changes_only_status(api_client: client.ApiClient, namespace: str) -> None:
     batch = client.BatchV1Api(api_client)
     job = client.V1Job(
         metadata=client.V1ObjectMeta(name="train", labels={"kueue.x-k8s.io/queue-name": "lq"}),
-        spec=client.V1JobSpec(suspend=True, template=client.V1PodTemplateSpec(
-            spec=client.V1PodSpec(restart_policy="Never", containers=[
-                client.V1Container(name="main", image="busybox")]))))
+        spec=client.V1JobSpec(
+            suspend=True,
+            template=client.V1PodTemplateSpec(
+                spec=client.V1PodSpec(
+                    restart_policy="Never",
+                    containers=[client.V1Container(name="main", image="busybox")],
+                )
+            ),
+        ),
+    )
     created = batch.create_namespaced_job(namespace, job)
     assert created.metadata.generation == 1
     patched = batch.patch_namespaced_job_status(
-        "train", namespace, {"status": {"active": 1}, "spec": {"suspend": False}})
+        "train", namespace, {"status": {"active": 1}, "spec": {"suspend": False}}
+    )
     assert patched.status.active == 1
     assert patched.spec.suspend is True and patched.metadata.generation == 1
     resumed = batch.patch_namespaced_job("train", namespace, {"spec": {"suspend": False}})
@@ -466,7 +558,8 @@ def test_deprecated_version_serves_the_same_object_with_a_warning(
     name = unique("cq")
     custom.create_cluster_custom_object(KUEUE, V, "clusterqueues", cluster_queue(name))
     old, _, headers = custom.get_cluster_custom_object_with_http_info(
-        KUEUE, "v1beta1", "clusterqueues", name)
+        KUEUE, "v1beta1", "clusterqueues", name
+    )
     assert old["apiVersion"] == f"{KUEUE}/v1beta1"
     assert old["spec"] == {"namespaceSelector": {}}
     assert "deprecated" in headers["Warning"]
@@ -477,14 +570,24 @@ def test_field_selector_and_delete_collection(
 ) -> None:
     for name in ("a", "b", "c"):
         custom.create_namespaced_custom_object(
-            KUEUE, V, namespace, "localqueues",
-            {"apiVersion": f"{KUEUE}/{V}", "kind": "LocalQueue", "metadata": {"name": name},
-             "spec": {"clusterQueue": "cq"}})
+            KUEUE,
+            V,
+            namespace,
+            "localqueues",
+            {
+                "apiVersion": f"{KUEUE}/{V}",
+                "kind": "LocalQueue",
+                "metadata": {"name": name},
+                "spec": {"clusterQueue": "cq"},
+            },
+        )
     picked = custom.list_namespaced_custom_object(
-        KUEUE, V, namespace, "localqueues", field_selector="metadata.name=b")
+        KUEUE, V, namespace, "localqueues", field_selector="metadata.name=b"
+    )
     assert [i["metadata"]["name"] for i in picked["items"]] == ["b"]
     custom.delete_collection_namespaced_custom_object(
-        KUEUE, V, namespace, "localqueues", field_selector="metadata.name!=b")
+        KUEUE, V, namespace, "localqueues", field_selector="metadata.name!=b"
+    )
     left = custom.list_namespaced_custom_object(KUEUE, V, namespace, "localqueues")
     assert [i["metadata"]["name"] for i in left["items"]] == ["b"]
 
@@ -497,15 +600,17 @@ def test_finalizers_hold_an_object_until_removed(custom: client.CustomObjectsApi
     marked = custom.delete_cluster_custom_object(KUEUE, V, "clusterqueues", name)
     assert marked["metadata"]["deletionTimestamp"]
     assert custom.get_cluster_custom_object(KUEUE, V, "clusterqueues", name)
-    custom.patch_cluster_custom_object(KUEUE, V, "clusterqueues", name,
-                                       {"metadata": {"finalizers": None}})
+    custom.patch_cluster_custom_object(
+        KUEUE, V, "clusterqueues", name, {"metadata": {"finalizers": None}}
+    )
     with pytest.raises(ApiException) as caught:
         custom.get_cluster_custom_object(KUEUE, V, "clusterqueues", name)
     assert caught.value.status == 404
 
 
 def test_request_log_records_method_path_and_query(
-    kube_api: KubeAPI, custom: client.CustomObjectsApi  # noqa: F811
+    kube_api: KubeAPI,  # noqa: F811
+    custom: client.CustomObjectsApi,
 ) -> None:
     kube_api.reset_requests()
     custom.list_cluster_custom_object(KUEUE, V, "clusterqueues", label_selector="a=b")
@@ -533,8 +638,11 @@ def test_a_deleted_crd_takes_its_kind_out_of_discovery(tmp_path: Path) -> None:
             assert crd.status.conditions[-1].type == "Established"
             objects = client.CustomObjectsApi(api)
             objects.create_cluster_custom_object(
-                KUEUE, V, "cohorts",
-                {"apiVersion": f"{KUEUE}/{V}", "kind": "Cohort", "metadata": {"name": "c"}})
+                KUEUE,
+                V,
+                "cohorts",
+                {"apiVersion": f"{KUEUE}/{V}", "kind": "Cohort", "metadata": {"name": "c"}},
+            )
             extensions.delete_custom_resource_definition(f"cohorts.{KUEUE}")
             listed = objects.get_api_resources(KUEUE, V)
             assert "cohorts" not in [r.name for r in listed.resources]
@@ -543,7 +651,6 @@ def test_a_deleted_crd_takes_its_kind_out_of_discovery(tmp_path: Path) -> None:
             assert caught.value.status == 404
     finally:
         server.stop()
-
 
 
 def test_kubectl_client_side_apply_wait_and_table(
@@ -555,8 +662,10 @@ def test_kubectl_client_side_apply_wait_and_table(
     assert "created" in kubectl("apply", "-f", "-", stdin=json.dumps(body))
     body["spec"]["cohortName"] = "two"
     assert "configured" in kubectl("apply", "-f", "-", stdin=json.dumps(body))
-    assert custom.get_cluster_custom_object(KUEUE, V, "clusterqueues", name)["spec"]["cohortName"] \
+    assert (
+        custom.get_cluster_custom_object(KUEUE, V, "clusterqueues", name)["spec"]["cohortName"]
         == "two"
+    )
     header, row = kubectl("get", "clusterqueues", name).splitlines()
     assert header.split() == ["NAME", "COHORT", "PENDING", "WORKLOADS"]  # the CRD's columns
     assert row.split() == [name, "two"]
@@ -564,13 +673,28 @@ def test_kubectl_client_side_apply_wait_and_table(
     def later() -> None:
         time.sleep(0.3)
         custom.patch_cluster_custom_object_status(
-            KUEUE, V, "clusterqueues", name,
-            {"status": {"conditions": [{"type": "Active", "status": "True", "reason": "Ready",
-                                        "message": "", "lastTransitionTime":
-                                        "2026-01-01T00:00:00Z"}]}})
+            KUEUE,
+            V,
+            "clusterqueues",
+            name,
+            {
+                "status": {
+                    "conditions": [
+                        {
+                            "type": "Active",
+                            "status": "True",
+                            "reason": "Ready",
+                            "message": "",
+                            "lastTransitionTime": "2026-01-01T00:00:00Z",
+                        }
+                    ]
+                }
+            },
+        )
         time.sleep(0.3)
-        custom.patch_cluster_custom_object(KUEUE, V, "clusterqueues", name,
-                                           {"metadata": {"finalizers": None}})
+        custom.patch_cluster_custom_object(
+            KUEUE, V, "clusterqueues", name, {"metadata": {"finalizers": None}}
+        )
 
     helper = threading.Thread(target=later)
     helper.start()
@@ -585,22 +709,32 @@ def test_kubectl_client_side_apply_wait_and_table(
 
 def test_watch_streams_added_modified_deleted(custom: client.CustomObjectsApi) -> None:
     name = unique("rf")
-    body = {"apiVersion": f"{KUEUE}/{V}", "kind": "ResourceFlavor",
-            "metadata": {"name": name, "labels": {"w": name}}}
+    body = {
+        "apiVersion": f"{KUEUE}/{V}",
+        "kind": "ResourceFlavor",
+        "metadata": {"name": name, "labels": {"w": name}},
+    }
     custom.create_cluster_custom_object(KUEUE, V, "resourceflavors", body)
 
     def later() -> None:
         time.sleep(0.2)
-        custom.patch_cluster_custom_object(KUEUE, V, "resourceflavors", name,
-                                           {"spec": {"nodeLabels": {"a": "b"}}})
+        custom.patch_cluster_custom_object(
+            KUEUE, V, "resourceflavors", name, {"spec": {"nodeLabels": {"a": "b"}}}
+        )
         custom.delete_cluster_custom_object(KUEUE, V, "resourceflavors", name)
 
     helper = threading.Thread(target=later)
     helper.start()
     seen = []
     watcher = watch.Watch()
-    for event in watcher.stream(custom.list_cluster_custom_object, KUEUE, V, "resourceflavors",
-                                label_selector=f"w={name}", timeout_seconds=10):
+    for event in watcher.stream(
+        custom.list_cluster_custom_object,
+        KUEUE,
+        V,
+        "resourceflavors",
+        label_selector=f"w={name}",
+        timeout_seconds=10,
+    ):
         seen.append((event["type"], event["object"]["metadata"]["name"]))
         if event["type"] == "DELETED":
             watcher.stop()
@@ -612,13 +746,22 @@ def test_strategic_merge_patch_merges_containers_by_name(
     api_client: client.ApiClient, namespace: str
 ) -> None:
     core = client.CoreV1Api(api_client)
-    pod = client.V1Pod(metadata=client.V1ObjectMeta(name="p"), spec=client.V1PodSpec(
-        containers=[client.V1Container(name="a", image="one"),
-                    client.V1Container(name="b", image="two")]))
+    pod = client.V1Pod(
+        metadata=client.V1ObjectMeta(name="p"),
+        spec=client.V1PodSpec(
+            containers=[
+                client.V1Container(name="a", image="one"),
+                client.V1Container(name="b", image="two"),
+            ]
+        ),
+    )
     core.create_namespaced_pod(namespace, pod)
     patched = core.patch_namespaced_pod(
-        "p", namespace, {"spec": {"containers": [{"name": "b", "image": "three"}]}},
-        _content_type="application/strategic-merge-patch+json")
+        "p",
+        namespace,
+        {"spec": {"containers": [{"name": "b", "image": "three"}]}},
+        _content_type="application/strategic-merge-patch+json",
+    )
     assert [(c.name, c.image) for c in patched.spec.containers] == [("a", "one"), ("b", "three")]
 
 
@@ -669,19 +812,37 @@ def test_json_patch_follows_rfc_6902() -> None:
         {"op": "add", "path": "/a~1b", "value": True},
     ]
     assert json_patch(target, operations) == {
-        "foo": ["qux", "baz", "end"], "x": {"y": 2}, "copied": {}, "moved": 2, "a/b": True}
+        "foo": ["qux", "baz", "end"],
+        "x": {"y": 2},
+        "copied": {},
+        "moved": 2,
+        "a/b": True,
+    }
 
 
 def test_strategic_merge_patch_directives() -> None:
-    live = {"spec": {"containers": [{"name": "a", "image": "x"}, {"name": "b", "image": "y"}],
-                     "finalizers": ["f1", "f2"], "strategy": {"type": "X", "extra": 1}}}
-    patch = {"spec": {"$setElementOrder/containers": [{"name": "a"}],
-                      "containers": [{"name": "b", "$patch": "delete"}],
-                      "$deleteFromPrimitiveList/finalizers": ["f1"],
-                      "strategy": {"$patch": "replace", "type": "Y"}}}
+    live = {
+        "spec": {
+            "containers": [{"name": "a", "image": "x"}, {"name": "b", "image": "y"}],
+            "finalizers": ["f1", "f2"],
+            "strategy": {"type": "X", "extra": 1},
+        }
+    }
+    patch = {
+        "spec": {
+            "$setElementOrder/containers": [{"name": "a"}],
+            "containers": [{"name": "b", "$patch": "delete"}],
+            "$deleteFromPrimitiveList/finalizers": ["f1"],
+            "strategy": {"$patch": "replace", "type": "Y"},
+        }
+    }
     assert strategic_merge_patch(live, patch) == {
-        "spec": {"containers": [{"name": "a", "image": "x"}], "finalizers": ["f2"],
-                 "strategy": {"type": "Y"}}}
+        "spec": {
+            "containers": [{"name": "a", "image": "x"}],
+            "finalizers": ["f2"],
+            "strategy": {"type": "Y"},
+        }
+    }
 
 
 def test_system_namespaces_cannot_be_deleted(api_client: client.ApiClient) -> None:
@@ -698,21 +859,35 @@ def test_defaults_come_from_the_crd_schema_and_job_defaulting(tmp_path: Path) ->
         with client.ApiClient(server.configuration()) as api:
             objects = client.CustomObjectsApi(api)
             created = objects.create_cluster_custom_object(
-                KUEUE, V, "clusterqueues", cluster_queue("defaulted"))
+                KUEUE, V, "clusterqueues", cluster_queue("defaulted")
+            )
             assert created["spec"]["queueingStrategy"] == "BestEffortFIFO"
             assert created["spec"]["stopPolicy"] == "None"
             assert created["metadata"]["labels"] == {"team": "a"}  # metadata is left alone
             patched = objects.patch_cluster_custom_object(
-                KUEUE, V, "clusterqueues", "defaulted", {"spec": {"queueingStrategy": None}})
+                KUEUE, V, "clusterqueues", "defaulted", {"spec": {"queueingStrategy": None}}
+            )
             assert patched["spec"]["queueingStrategy"] == "BestEffortFIFO"
-            job = client.BatchV1Api(api).create_namespaced_job("default", {
-                "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
-                "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
-                    {"name": "main", "image": "busybox:1.36"}]}}}})
-            assert (job.spec.backoff_limit, job.spec.completions, job.spec.suspend) \
-                == (6, 1, False)
+            job = client.BatchV1Api(api).create_namespaced_job(
+                "default",
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "metadata": {"name": "j"},
+                    "spec": {
+                        "template": {
+                            "spec": {
+                                "restartPolicy": "Never",
+                                "containers": [{"name": "main", "image": "busybox:1.36"}],
+                            }
+                        }
+                    },
+                },
+            )
+            assert (job.spec.backoff_limit, job.spec.completions, job.spec.suspend) == (6, 1, False)
             assert job.spec.selector.match_labels == {
-                "batch.kubernetes.io/controller-uid": job.metadata.uid}
+                "batch.kubernetes.io/controller-uid": job.metadata.uid
+            }
             assert job.metadata.labels["job-name"] == "j"
             assert job.spec.template.spec.containers[0].image_pull_policy == "IfNotPresent"
     finally:
@@ -733,8 +908,9 @@ def test_apply_merges_list_map_items_by_key_per_manager(
     assert [c["name"] for c in listed] == ["first-check", "second-check"]
     owned = {e["manager"]: e["fieldsV1"] for e in both["metadata"]["managedFields"]}
     items = owned["one"]["f:spec"]["f:admissionChecksStrategy"]["f:admissionChecks"]
-    assert items == {'k:{"name":"first-check"}': {".": {}, "f:name": {}, "f:onFlavors": {
-        'v:"a"': {}}}}
+    assert items == {
+        'k:{"name":"first-check"}': {".": {}, "f:name": {}, "f:onFlavors": {'v:"a"': {}}}
+    }
     union = apply_cq(custom, checks({"name": "first-check", "onFlavors": ["b"]}), "two")
     first = union["spec"]["admissionChecksStrategy"]["admissionChecks"][0]
     assert first["onFlavors"] == ["a", "b"]  # a set: each manager owns its own values
@@ -752,14 +928,31 @@ def test_status_apply_conflicts_on_a_condition_owned_by_another_manager(
     custom.create_cluster_custom_object(KUEUE, V, "clusterqueues", cluster_queue(name))
 
     def condition(manager: str, kind: str, status: str) -> dict[str, Any]:
-        body = {"apiVersion": f"{KUEUE}/{V}", "kind": "ClusterQueue",
-                "metadata": {"name": name},
-                "status": {"conditions": [{"type": kind, "status": status, "reason": "R",
-                                           "message": "", "lastTransitionTime":
-                                           "2026-01-01T00:00:00Z"}]}}
+        body = {
+            "apiVersion": f"{KUEUE}/{V}",
+            "kind": "ClusterQueue",
+            "metadata": {"name": name},
+            "status": {
+                "conditions": [
+                    {
+                        "type": kind,
+                        "status": status,
+                        "reason": "R",
+                        "message": "",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z",
+                    }
+                ]
+            },
+        }
         return custom.patch_cluster_custom_object_status(  # type: ignore[no-any-return]
-            KUEUE, V, "clusterqueues", name, body, field_manager=manager,
-            _content_type="application/apply-patch+yaml")
+            KUEUE,
+            V,
+            "clusterqueues",
+            name,
+            body,
+            field_manager=manager,
+            _content_type="application/apply-patch+yaml",
+        )
 
     condition("kueue", "Active", "True")
     both = condition("other", "Extra", "True")
@@ -777,16 +970,21 @@ def test_config_maps_and_secrets_follow_the_size_and_string_data_rules(
     api_client: client.ApiClient, namespace: str
 ) -> None:
     core = client.CoreV1Api(api_client)
-    created = core.create_namespaced_config_map(namespace, client.V1ConfigMap(
-        metadata=client.V1ObjectMeta(name="ledger"), data={"runs": "[]"}))
+    created = core.create_namespaced_config_map(
+        namespace,
+        client.V1ConfigMap(metadata=client.V1ObjectMeta(name="ledger"), data={"runs": "[]"}),
+    )
     assert created.data == {"runs": "[]"} and created.metadata.generation is None
     with pytest.raises(ApiException) as caught:
-        core.patch_namespaced_config_map("ledger", namespace,
-                                         {"data": {"runs": "x" * (1024 * 1024 + 1)}})
+        core.patch_namespaced_config_map(
+            "ledger", namespace, {"data": {"runs": "x" * (1024 * 1024 + 1)}}
+        )
     assert caught.value.status == 422
     assert core.read_namespaced_config_map("ledger", namespace).data == {"runs": "[]"}
-    secret = core.create_namespaced_secret(namespace, client.V1Secret(
-        metadata=client.V1ObjectMeta(name="s"), string_data={"token": "abc"}))
+    secret = core.create_namespaced_secret(
+        namespace,
+        client.V1Secret(metadata=client.V1ObjectMeta(name="s"), string_data={"token": "abc"}),
+    )
     assert secret.data == {"token": "YWJj"} and secret.string_data is None
 
 
@@ -815,8 +1013,13 @@ def test_nodes_are_served_and_a_body_over_3_mib_is_refused(
 ) -> None:
     core = client.CoreV1Api(api_client)
     name = unique("node")
-    core.create_node(client.V1Node(metadata=client.V1ObjectMeta(
-        name=name, labels={"nvidia.com/gpu.product": "H100", "test": name})))
+    core.create_node(
+        client.V1Node(
+            metadata=client.V1ObjectMeta(
+                name=name, labels={"nvidia.com/gpu.product": "H100", "test": name}
+            )
+        )
+    )
     core.patch_node_status(name, {"status": {"capacity": {"nvidia.com/gpu": "8"}}})
     [node] = core.list_node(label_selector=f"nvidia.com/gpu.product=H100,test={name}").items
     assert node.status.capacity == {"nvidia.com/gpu": "8"}
@@ -836,8 +1039,12 @@ def test_delete_answers_a_status_and_a_put_with_another_uid_conflicts(
     assert caught.value.status == 409
     answer = custom.delete_cluster_custom_object(KUEUE, V, "clusterqueues", name)
     assert answer["kind"] == "Status" and answer["status"] == "Success"
-    assert answer["details"] == {"name": name, "group": KUEUE, "kind": "clusterqueues",
-                                 "uid": created["metadata"]["uid"]}
+    assert answer["details"] == {
+        "name": name,
+        "group": KUEUE,
+        "kind": "clusterqueues",
+        "uid": created["metadata"]["uid"],
+    }
     with pytest.raises(ApiException) as caught:
         custom.delete_cluster_custom_object(KUEUE, V, "clusterqueues", name)
     assert caught.value.status == 404
@@ -855,26 +1062,29 @@ def test_injected_faults_answer_the_real_status_and_retry_after(tmp_path: Path) 
             server.fail(429, times=1, method="POST", retry_after=2, after=1)
             objects.create_cluster_custom_object(KUEUE, V, "clusterqueues", cluster_queue("a"))
             with pytest.raises(ApiException) as caught:
-                objects.create_cluster_custom_object(KUEUE, V, "clusterqueues",
-                                                     cluster_queue("b"))
+                objects.create_cluster_custom_object(KUEUE, V, "clusterqueues", cluster_queue("b"))
             assert caught.value.status == 429 and caught.value.headers["Retry-After"] == "2"
             body = error_body(caught.value)
-            assert (body["reason"], body["details"]) == ("TooManyRequests",
-                                                         {"retryAfterSeconds": 2})
+            assert (body["reason"], body["details"]) == (
+                "TooManyRequests",
+                {"retryAfterSeconds": 2},
+            )
             objects.create_cluster_custom_object(KUEUE, V, "clusterqueues", cluster_queue("b"))
             assert server.count("POST") == 3
             server.fail(504, method="POST", applied=True)
             with pytest.raises(ApiException) as caught:
-                objects.create_cluster_custom_object(KUEUE, V, "clusterqueues",
-                                                     cluster_queue("lost-answer"))
+                objects.create_cluster_custom_object(
+                    KUEUE, V, "clusterqueues", cluster_queue("lost-answer")
+                )
             assert caught.value.status == 504
             assert objects.get_cluster_custom_object(KUEUE, V, "clusterqueues", "lost-answer")
             server.reset()
             with pytest.raises(ApiException) as caught:
                 objects.get_cluster_custom_object(KUEUE, V, "clusterqueues", "lost-answer")
             assert caught.value.status == 404
-            assert "clusterqueues" in [r.name for r in objects.get_api_resources(KUEUE, V)
-                                       .resources]
+            assert "clusterqueues" in [
+                r.name for r in objects.get_api_resources(KUEUE, V).resources
+            ]
     finally:
         server.stop()
 
@@ -888,46 +1098,80 @@ def test_schema_mode_prunes_unknown_fields_or_refuses_them_when_strict(tmp_path:
             objects = client.CustomObjectsApi(api)
             body = cluster_queue("pruned", cohort="v1beta1-name", cohortName="all")
             created, _, headers = objects.create_cluster_custom_object_with_http_info(
-                KUEUE, V, "clusterqueues", body)
+                KUEUE, V, "clusterqueues", body
+            )
             assert created["spec"] == {"cohortName": "all", "namespaceSelector": {}}
             assert headers["Warning"] == '299 - "unknown field \\"spec.cohort\\""'
             with pytest.raises(ApiException) as caught:
                 objects.create_cluster_custom_object(
-                    KUEUE, V, "clusterqueues", cluster_queue("strict", cohort="x"),
-                    field_validation="Strict")
+                    KUEUE,
+                    V,
+                    "clusterqueues",
+                    cluster_queue("strict", cohort="x"),
+                    field_validation="Strict",
+                )
             assert caught.value.status == 400
             assert 'unknown field "spec.cohort"' in error_body(caught.value)["message"]
             with pytest.raises(ApiException) as caught:
                 objects.create_cluster_custom_object(
-                    KUEUE, V, "clusterqueues",
-                    cluster_queue("invalid", queueingStrategy="Nope",
-                                  resourceGroups=[{"coveredResources": ["cpu"]}]))
+                    KUEUE,
+                    V,
+                    "clusterqueues",
+                    cluster_queue(
+                        "invalid",
+                        queueingStrategy="Nope",
+                        resourceGroups=[{"coveredResources": ["cpu"]}],
+                    ),
+                )
             assert caught.value.status == 422
             causes = error_body(caught.value)["details"]["causes"]
             assert [(c["field"], c["reason"]) for c in causes] == [
                 ("spec.queueingStrategy", "FieldValueNotSupported"),
                 ("spec.resourceGroups[0].flavors", "FieldValueRequired"),
             ]
-            groups = [{"coveredResources": ["cpu"], "flavors": [{"name": "f", "resources": [
-                {"name": "cpu", "nominalQuota": "1", "borrowingLimit": "1"}]}]}]
+            groups = [
+                {
+                    "coveredResources": ["cpu"],
+                    "flavors": [
+                        {
+                            "name": "f",
+                            "resources": [
+                                {"name": "cpu", "nominalQuota": "1", "borrowingLimit": "1"}
+                            ],
+                        }
+                    ],
+                }
+            ]
             with pytest.raises(ApiException) as caught:  # a CEL rule of the CRD
                 objects.create_cluster_custom_object(
-                    KUEUE, V, "clusterqueues", cluster_queue("lonely", resourceGroups=groups))
+                    KUEUE, V, "clusterqueues", cluster_queue("lonely", resourceGroups=groups)
+                )
             assert error_body(caught.value)["message"] == (
                 'ClusterQueue.kueue.x-k8s.io "lonely" is invalid: spec: Invalid value: '
-                '"object": borrowingLimit must be nil when cohort is empty')
-            queue = {"apiVersion": f"{KUEUE}/{V}", "kind": "LocalQueue",
-                     "metadata": {"name": "lq"}, "spec": {"clusterQueue": "one"}}
+                '"object": borrowingLimit must be nil when cohort is empty'
+            )
+            queue = {
+                "apiVersion": f"{KUEUE}/{V}",
+                "kind": "LocalQueue",
+                "metadata": {"name": "lq"},
+                "spec": {"clusterQueue": "one"},
+            }
             objects.create_namespaced_custom_object(KUEUE, V, "default", "localqueues", queue)
-            objects.patch_namespaced_custom_object(KUEUE, V, "default", "localqueues", "lq",
-                                                   {"metadata": {"labels": {"x": "y"}}})
+            objects.patch_namespaced_custom_object(
+                KUEUE, V, "default", "localqueues", "lq", {"metadata": {"labels": {"x": "y"}}}
+            )
             with pytest.raises(ApiException) as caught:  # a transition rule: self == oldSelf
                 objects.patch_namespaced_custom_object(
-                    KUEUE, V, "default", "localqueues", "lq", {"spec": {"clusterQueue": "two"}})
+                    KUEUE, V, "default", "localqueues", "lq", {"spec": {"clusterQueue": "two"}}
+                )
             assert caught.value.status == 422
-            assert error_body(caught.value)["details"]["causes"] == [{
-                "reason": "FieldValueInvalid", "field": "spec.clusterQueue",
-                "message": 'Invalid value: "string": field is immutable'}]
+            assert error_body(caught.value)["details"]["causes"] == [
+                {
+                    "reason": "FieldValueInvalid",
+                    "field": "spec.clusterQueue",
+                    "message": 'Invalid value: "string": field is immutable',
+                }
+            ]
     finally:
         server.stop()
 
@@ -941,8 +1185,14 @@ def test_an_applier_does_not_own_the_defaults_the_server_filled_in(tmp_path: Pat
             objects = client.CustomObjectsApi(api)
             name = "applied"
             objects.patch_cluster_custom_object(
-                KUEUE, V, "clusterqueues", name, cluster_queue(name, cohortName="a"),
-                field_manager="trainform", _content_type="application/apply-patch+yaml")
+                KUEUE,
+                V,
+                "clusterqueues",
+                name,
+                cluster_queue(name, cohortName="a"),
+                field_manager="trainform",
+                _content_type="application/apply-patch+yaml",
+            )
             live = objects.get_cluster_custom_object(KUEUE, V, "clusterqueues", name)
             assert live["spec"]["queueingStrategy"] == "BestEffortFIFO"
             [entry] = live["metadata"]["managedFields"]
@@ -951,11 +1201,11 @@ def test_an_applier_does_not_own_the_defaults_the_server_filled_in(tmp_path: Pat
         server.stop()
 
 
-
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=5),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner,
-                                                                max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
     max_leaves=10,
 )
 OBJECTS = st.dictionaries(st.sampled_from(["a", "b", "c"]), JSON, max_size=3)
@@ -977,12 +1227,27 @@ def test_label_selector_parsing_raises_only_bad_request(selector: str) -> None:
         assert error.code == 400
 
 
-POINTERS = st.one_of(st.sampled_from(["", "/", "/a", "/a/0", "/a/-", "/b/c", "/a~1b", "/a/01"]),
-                    st.text(max_size=6), st.integers(), st.none())
-OPERATIONS = st.one_of(JSON, st.lists(st.fixed_dictionaries(
-    {"op": st.sampled_from(["add", "remove", "replace", "move", "copy", "test", "bad", 3]),
-     "path": POINTERS},
-    optional={"value": JSON, "from": POINTERS}), max_size=4))
+POINTERS = st.one_of(
+    st.sampled_from(["", "/", "/a", "/a/0", "/a/-", "/b/c", "/a~1b", "/a/01"]),
+    st.text(max_size=6),
+    st.integers(),
+    st.none(),
+)
+OPERATIONS = st.one_of(
+    JSON,
+    st.lists(
+        st.fixed_dictionaries(
+            {
+                "op": st.sampled_from(
+                    ["add", "remove", "replace", "move", "copy", "test", "bad", 3]
+                ),
+                "path": POINTERS,
+            },
+            optional={"value": JSON, "from": POINTERS},
+        ),
+        max_size=4,
+    ),
+)
 
 
 @settings(max_examples=400, deadline=None)
@@ -997,8 +1262,12 @@ def test_json_patch_raises_only_api_errors(operations: Any, target: dict[str, An
 @settings(max_examples=100, deadline=None)
 @given(OBJECTS)
 def test_applying_the_same_configuration_twice_changes_nothing(spec: dict[str, Any]) -> None:
-    config = {"apiVersion": "v1", "kind": "Thing", "metadata": {"name": "x"},
-              "spec": merge_patch({}, spec)}
+    config = {
+        "apiVersion": "v1",
+        "kind": "Thing",
+        "metadata": {"name": "x"},
+        "spec": merge_patch({}, spec),
+    }
     first, managed = apply_fields(None, config, "m", False, "", "v1", False)
     first["metadata"]["managedFields"] = managed
     second, again = apply_fields(first, config, "m", False, "", "v1", False)
@@ -1031,26 +1300,46 @@ def test_concurrent_writers_get_distinct_resource_versions(
 
 
 LIKELY_OBJECTS = st.fixed_dictionaries(
-    {"apiVersion": st.sampled_from([f"{KUEUE}/{V}"] * 4 + ["v1"]),
-     "kind": st.sampled_from(["ClusterQueue"] * 4 + ["Other"]),
-     "metadata": st.fixed_dictionaries(
-         {"name": st.sampled_from(["fuzz"] * 4 + ["Bad Name", ""])},
-         optional={"labels": st.one_of(JSON, st.dictionaries(
-             st.sampled_from(["a", "b/c", "x.io/y"]), st.sampled_from(["1", "", "-"]))),
-             "annotations": JSON, "finalizers": JSON, "resourceVersion": JSON,
-             "uid": JSON, "managedFields": JSON})},
-    optional={"spec": JSON, "status": JSON})
+    {
+        "apiVersion": st.sampled_from([f"{KUEUE}/{V}"] * 4 + ["v1"]),
+        "kind": st.sampled_from(["ClusterQueue"] * 4 + ["Other"]),
+        "metadata": st.fixed_dictionaries(
+            {"name": st.sampled_from(["fuzz"] * 4 + ["Bad Name", ""])},
+            optional={
+                "labels": st.one_of(
+                    JSON,
+                    st.dictionaries(
+                        st.sampled_from(["a", "b/c", "x.io/y"]), st.sampled_from(["1", "", "-"])
+                    ),
+                ),
+                "annotations": JSON,
+                "finalizers": JSON,
+                "resourceVersion": JSON,
+                "uid": JSON,
+                "managedFields": JSON,
+            },
+        ),
+    },
+    optional={"spec": JSON, "status": JSON},
+)
 BODIES = st.one_of(LIKELY_OBJECTS, LIKELY_OBJECTS, JSON, OPERATIONS)
-REQUESTS = st.sampled_from([
-    ("POST", "application/json"), ("PUT", "application/json"),
-    ("PATCH", "application/merge-patch+json"), ("PATCH", "application/json-patch+json"),
-    ("PATCH", "application/apply-patch+yaml"), ("PATCH", "application/apply-patch+yaml"),
-    ("PATCH", "application/strategic-merge-patch+json"), ("POST", "text/plain"),
-])
+REQUESTS = st.sampled_from(
+    [
+        ("POST", "application/json"),
+        ("PUT", "application/json"),
+        ("PATCH", "application/merge-patch+json"),
+        ("PATCH", "application/json-patch+json"),
+        ("PATCH", "application/apply-patch+yaml"),
+        ("PATCH", "application/apply-patch+yaml"),
+        ("PATCH", "application/strategic-merge-patch+json"),
+        ("POST", "text/plain"),
+    ]
+)
 
 
-@settings(max_examples=150, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(request=REQUESTS, body=BODIES)
 def test_no_request_body_makes_the_server_fail_with_500(
     api_client: client.ApiClient, request: tuple[str, str], body: Any
@@ -1060,8 +1349,11 @@ def test_no_request_body_makes_the_server_fail_with_500(
     if "apply" in content_type:
         path += "?fieldManager=fuzz"
     request = urllib.request.Request(
-        api_client.configuration.host + path, data=json.dumps(body).encode(), method=method,
-        headers={"Content-Type": content_type, "Accept": "application/json"})
+        api_client.configuration.host + path,
+        data=json.dumps(body).encode(),
+        method=method,
+        headers={"Content-Type": content_type, "Accept": "application/json"},
+    )
     try:
         with urllib.request.urlopen(request, timeout=10) as answer:
             status, data = answer.status, answer.read()
@@ -1079,23 +1371,48 @@ def test_schema_mode_keeps_a_job_template_immutable_except_while_suspended(
     try:
         with client.ApiClient(server.configuration()) as api:
             batch = client.BatchV1Api(api)
-            batch.create_namespaced_job("default", {
-                "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
-                "spec": {"suspend": True, "template": {"spec": {
-                    "restartPolicy": "Never",
-                    "containers": [{"name": "main", "image": "busybox:1.36"}]}}}})
-            batch.patch_namespaced_job("j", "default", {"spec": {"template": {
-                "spec": {"nodeSelector": {"pool": "gpu"}}}}})  # what Kueue does on admission
+            batch.create_namespaced_job(
+                "default",
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "metadata": {"name": "j"},
+                    "spec": {
+                        "suspend": True,
+                        "template": {
+                            "spec": {
+                                "restartPolicy": "Never",
+                                "containers": [{"name": "main", "image": "busybox:1.36"}],
+                            }
+                        },
+                    },
+                },
+            )
+            batch.patch_namespaced_job(
+                "j", "default", {"spec": {"template": {"spec": {"nodeSelector": {"pool": "gpu"}}}}}
+            )  # what Kueue does on admission
             with pytest.raises(ApiException) as caught:
-                batch.patch_namespaced_job("j", "default", {"spec": {"template": {
-                    "metadata": {"annotations": {"x": "y"}},
-                    "spec": {"restartPolicy": "OnFailure"}}}})
+                batch.patch_namespaced_job(
+                    "j",
+                    "default",
+                    {
+                        "spec": {
+                            "template": {
+                                "metadata": {"annotations": {"x": "y"}},
+                                "spec": {"restartPolicy": "OnFailure"},
+                            }
+                        }
+                    },
+                )
             assert caught.value.status == 422
             assert error_body(caught.value)["details"]["causes"][0]["field"] == "spec.template"
             batch.patch_namespaced_job("j", "default", {"spec": {"suspend": False}})
             with pytest.raises(ApiException) as caught:
-                batch.patch_namespaced_job("j", "default", {"spec": {"template": {
-                    "metadata": {"labels": {"late": "label"}}}}})
+                batch.patch_namespaced_job(
+                    "j",
+                    "default",
+                    {"spec": {"template": {"metadata": {"labels": {"late": "label"}}}}},
+                )
             assert caught.value.status == 422
     finally:
         server.stop()

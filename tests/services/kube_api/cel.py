@@ -45,8 +45,9 @@ def _key(item: Any, keys: list[str]) -> str | None:
     return json.dumps([item[k] for k in keys])
 
 
-def check(schema: dict[str, Any] | None, value: Any, old: Any, path: str,
-          causes: list[dict[str, str]]) -> None:
+def check(
+    schema: dict[str, Any] | None, value: Any, old: Any, path: str, causes: list[dict[str, str]]
+) -> None:
     """Append a cause for every rule under `schema` that `value` breaks."""
     if not schema or value is _MISSING or value is None:
         return
@@ -59,8 +60,13 @@ def check(schema: dict[str, Any] | None, value: Any, old: Any, path: str,
             message = problem or rule.get("message") or f"failed rule: {text}"
             field = path + rule.get("fieldPath", "") if rule.get("fieldPath") else path
             kind = schema.get("type", "object")
-            causes.append({"reason": rule.get("reason", "FieldValueInvalid"),
-                           "message": f'Invalid value: "{kind}": {message}', "field": field})
+            causes.append(
+                {
+                    "reason": rule.get("reason", "FieldValueInvalid"),
+                    "message": f'Invalid value: "{kind}": {message}',
+                    "field": field,
+                }
+            )
     if isinstance(value, dict):
         properties = schema.get("properties") or {}
         extra = schema.get("additionalProperties")

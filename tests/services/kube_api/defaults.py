@@ -76,8 +76,9 @@ def job_defaults(job: dict[str, Any], creating: bool) -> None:
     spec.setdefault("backoffLimit", 2147483647 if "backoffLimitPerIndex" in spec else 6)
     spec.setdefault("completionMode", "NonIndexed")
     spec.setdefault("suspend", False)
-    spec.setdefault("podReplacementPolicy",
-                    "Failed" if "podFailurePolicy" in spec else "TerminatingOrFailed")
+    spec.setdefault(
+        "podReplacementPolicy", "Failed" if "podFailurePolicy" in spec else "TerminatingOrFailed"
+    )
     template = spec.setdefault("template", {})
     pod_spec_defaults(template.setdefault("spec", {}))
     metadata = job["metadata"]
@@ -85,9 +86,14 @@ def job_defaults(job: dict[str, Any], creating: bool) -> None:
         uid, name = metadata["uid"], metadata["name"]
         spec["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
         labels = template.setdefault("metadata", {}).setdefault("labels", {})
-        labels.update({"batch.kubernetes.io/controller-uid": uid,
-                       "batch.kubernetes.io/job-name": name,
-                       "controller-uid": uid, "job-name": name})
+        labels.update(
+            {
+                "batch.kubernetes.io/controller-uid": uid,
+                "batch.kubernetes.io/job-name": name,
+                "controller-uid": uid,
+                "job-name": name,
+            }
+        )
     template_labels = (template.get("metadata") or {}).get("labels")
     if template_labels and not metadata.get("labels"):
         metadata["labels"] = copy.deepcopy(template_labels)

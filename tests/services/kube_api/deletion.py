@@ -32,8 +32,12 @@ def delete(store: Store, target: Target, query: Query, body: Any) -> dict[str, A
         raise errors.bad_request(f'propagationPolicy: Unsupported value: "{policy}"')
     group, plural, namespace = target.type.group, target.type.plural, target.namespace or ""
     if target.type is NAMESPACE_TYPE and target.name in ("default", "kube-system", "kube-public"):
-        raise ApiError(403, "Forbidden", f'namespaces "{target.name}" is forbidden: this '
-                       f"namespace may not be deleted", {"name": target.name, "kind": plural})
+        raise ApiError(
+            403,
+            "Forbidden",
+            f'namespaces "{target.name}" is forbidden: this namespace may not be deleted',
+            {"name": target.name, "kind": plural},
+        )
     with store.lock:
         old = store.get(group, plural, namespace, target.name or "")
         if old is None:
@@ -42,10 +46,13 @@ def delete(store: Store, target: Target, query: Query, body: Any) -> dict[str, A
         for key in ("uid", "resourceVersion"):
             if preconditions.get(key) and preconditions[key] != old["metadata"].get(key):
                 raise errors.conflict(
-                    group, plural, target.name or "",
+                    group,
+                    plural,
+                    target.name or "",
                     f"Precondition failed: {key.upper() if key == 'uid' else key} in "
                     f"precondition: {preconditions[key]}, {key} in object meta: "
-                    f"{old['metadata'].get(key)}")
+                    f"{old['metadata'].get(key)}",
+                )
         gone = copy.deepcopy(old)
         gone["metadata"].setdefault("deletionTimestamp", fields.now())
         if target.type is NAMESPACE_TYPE:
@@ -65,16 +72,22 @@ def delete(store: Store, target: Target, query: Query, body: Any) -> dict[str, A
     details = {"name": target.name, "group": group, "kind": plural, "uid": old["metadata"]["uid"]}
     if not group:
         del details["group"]
-    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-            "details": details}
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": details,
+    }
 
 
 def delete_collection(store: Store, target: Target, query: Query, body: Any) -> dict[str, Any]:
     """DELETE on a collection: delete every object the selectors match; answer the list."""
     if target.type.kind == "Namespace":
         raise errors.method_not_allowed()
-    listed = list_objects(store, target, {k: v for k, v in query.items()
-                                          if k in ("labelSelector", "fieldSelector")})
+    listed = list_objects(
+        store, target, {k: v for k, v in query.items() if k in ("labelSelector", "fieldSelector")}
+    )
     deleted = []
     for item in listed["items"]:
         metadata = item["metadata"]

@@ -72,13 +72,15 @@ def _resource(t: ResourceType, version: str) -> list[dict[str, Any]]:
     main["storageVersionHash"] = t.storage_version_hash(version)
     entries = [main]
     if t.status_subresource:
-        entries.append({
-            "name": f"{t.plural}/status",
-            "singularName": "",
-            "namespaced": t.namespaced,
-            "kind": t.kind,
-            "verbs": ["get", "patch", "update"],
-        })
+        entries.append(
+            {
+                "name": f"{t.plural}/status",
+                "singularName": "",
+                "namespaced": t.namespaced,
+                "kind": t.kind,
+                "verbs": ["get", "patch", "update"],
+            }
+        )
     return entries
 
 

@@ -51,21 +51,26 @@ def qualified(group: str, plural: str) -> str:
 
 def not_found(group: str, plural: str, name: str) -> ApiError:
     return ApiError(
-        404, "NotFound", f'{qualified(group, plural)} "{name}" not found',
+        404,
+        "NotFound",
+        f'{qualified(group, plural)} "{name}" not found',
         _details(group, plural, name),
     )
 
 
 def already_exists(group: str, plural: str, name: str) -> ApiError:
     return ApiError(
-        409, "AlreadyExists", f'{qualified(group, plural)} "{name}" already exists',
+        409,
+        "AlreadyExists",
+        f'{qualified(group, plural)} "{name}" already exists',
         _details(group, plural, name),
     )
 
 
 def conflict(group: str, plural: str, name: str, cause: str) -> ApiError:
     return ApiError(
-        409, "Conflict",
+        409,
+        "Conflict",
         f'Operation cannot be fulfilled on {qualified(group, plural)} "{name}": {cause}',
         _details(group, plural, name),
     )
@@ -73,7 +78,9 @@ def conflict(group: str, plural: str, name: str, cause: str) -> ApiError:
 
 def stale(group: str, plural: str, name: str) -> ApiError:
     return conflict(
-        group, plural, name,
+        group,
+        plural,
+        name,
         "the object has been modified; please apply your changes to the latest version "
         "and try again",
     )
@@ -90,8 +97,11 @@ def invalid(kind: str, group: str, name: str, field: str, problem: str) -> ApiEr
     details["kind"] = kind
     details["causes"] = [cause]
     return ApiError(
-        422, "Invalid", f'{kind}.{group} "{name}" is invalid: {field}: {problem}'
-        if group else f'{kind} "{name}" is invalid: {field}: {problem}',
+        422,
+        "Invalid",
+        f'{kind}.{group} "{name}" is invalid: {field}: {problem}'
+        if group
+        else f'{kind} "{name}" is invalid: {field}: {problem}',
         details,
     )
 
@@ -113,7 +123,9 @@ def method_not_allowed(
 
 def unsupported_media_type(content_type: str) -> ApiError:
     return ApiError(
-        415, "UnsupportedMediaType", f"the body of the request was in an unknown format - "
+        415,
+        "UnsupportedMediaType",
+        f"the body of the request was in an unknown format - "
         f"accepted media types include: application/json-patch+json, "
         f"application/merge-patch+json, application/apply-patch+yaml ({content_type})",
     )

@@ -37,8 +37,7 @@ class Fault:
     delay: float = 0.0
 
     def matches(self, method: str, path: str) -> bool:
-        return (self.method is None or self.method == method) and path.startswith(
-            self.path_prefix)
+        return (self.method is None or self.method == method) and path.startswith(self.path_prefix)
 
     def error(self) -> tuple[ApiError, dict[str, str]]:
         reason, message = _REASONS.get(self.code, ("InternalError", f"injected {self.code}"))

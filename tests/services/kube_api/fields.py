@@ -32,15 +32,26 @@ from tests.services.kube_api.errors import ApiError
 FieldPath = tuple[str, ...]
 Schema = dict[str, Any] | None
 _SERVER_METADATA = {
-    "name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp",
-    "managedFields", "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds",
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "managedFields",
+    "selfLink",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
 }
 METADATA_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "finalizers": {"type": "array", "x-kubernetes-list-type": "set"},
-        "ownerReferences": {"type": "array", "x-kubernetes-list-type": "map",
-                            "x-kubernetes-list-map-keys": ["uid"]},
+        "ownerReferences": {
+            "type": "array",
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["uid"],
+        },
     },
 }
 _MISSING = object()
@@ -106,8 +117,9 @@ def object_schema(schema: Schema) -> dict[str, Any]:
     return root
 
 
-def leaf_paths(obj: dict[str, Any] | None, skip_status: bool, schema: Schema = None
-               ) -> set[FieldPath]:
+def leaf_paths(
+    obj: dict[str, Any] | None, skip_status: bool, schema: Schema = None
+) -> set[FieldPath]:
     """Every owned leaf path of an object (server-set metadata, apiVersion, kind excluded)."""
     paths: set[FieldPath] = set()
     root = object_schema(schema)
@@ -117,8 +129,12 @@ def leaf_paths(obj: dict[str, Any] | None, skip_status: bool, schema: Schema = N
         if key == "metadata" and isinstance(value, dict):
             for meta_key, meta_value in value.items():
                 if meta_key not in _SERVER_METADATA:
-                    _walk(meta_value, _child(METADATA_SCHEMA, meta_key),
-                          ("f:metadata", f"f:{meta_key}"), paths)
+                    _walk(
+                        meta_value,
+                        _child(METADATA_SCHEMA, meta_key),
+                        ("f:metadata", f"f:{meta_key}"),
+                        paths,
+                    )
             continue
         _walk(value, _child(root, key), (f"f:{key}",), paths)
     return paths
@@ -170,8 +186,11 @@ def _overlaps(left: FieldPath, right: FieldPath) -> bool:
 
 def merge(live: Any, applied: Any, schema: Schema) -> Any:
     """Merge an applied configuration into a live value, following the schema's list types."""
-    if isinstance(live, dict) and isinstance(applied, dict) and \
-            (schema or {}).get("x-kubernetes-map-type") != "atomic":
+    if (
+        isinstance(live, dict)
+        and isinstance(applied, dict)
+        and (schema or {}).get("x-kubernetes-map-type") != "atomic"
+    ):
         merged = copy.deepcopy(live)
         for key, value in applied.items():
             merged[key] = merge(live.get(key), value, _child(schema, key))
@@ -185,8 +204,9 @@ def merge(live: Any, applied: Any, schema: Schema) -> Any:
             items = (schema or {}).get("items")
             for item in applied:
                 key = _item_key(item, keys)
-                index = next((n for n, old in enumerate(result)
-                              if _item_key(old, keys) == key), None)
+                index = next(
+                    (n for n, old in enumerate(result) if _item_key(old, keys) == key), None
+                )
                 if index is None:
                     result.append(copy.deepcopy(item))
                 else:
@@ -222,11 +242,16 @@ class Managers:
         self.sets: dict[tuple[str, str, str], set[FieldPath]] = {}
         self.meta: dict[tuple[str, str, str], dict[str, str]] = {}
         for entry in entries or []:
-            key = (entry.get("manager", ""), entry.get("operation", "Update"),
-                   entry.get("subresource", ""))
+            key = (
+                entry.get("manager", ""),
+                entry.get("operation", "Update"),
+                entry.get("subresource", ""),
+            )
             self.sets[key] = from_fields_v1(entry.get("fieldsV1") or {})
-            self.meta[key] = {"apiVersion": entry.get("apiVersion", ""),
-                              "time": entry.get("time", "")}
+            self.meta[key] = {
+                "apiVersion": entry.get("apiVersion", ""),
+                "time": entry.get("time", ""),
+            }
 
     def take(self, key: tuple[str, str, str], paths: set[FieldPath], api_version: str) -> None:
         """Give `paths` to `key` and take every overlapping path from the others."""
@@ -243,9 +268,12 @@ class Managers:
                 continue
             manager, operation, subresource = key
             entry: dict[str, Any] = {
-                "manager": manager, "operation": operation,
-                "apiVersion": self.meta[key]["apiVersion"], "time": self.meta[key]["time"],
-                "fieldsType": "FieldsV1", "fieldsV1": to_fields_v1(owned),
+                "manager": manager,
+                "operation": operation,
+                "apiVersion": self.meta[key]["apiVersion"],
+                "time": self.meta[key]["time"],
+                "fieldsType": "FieldsV1",
+                "fieldsV1": to_fields_v1(owned),
             }
             if subresource:
                 entry["subresource"] = subresource
@@ -254,8 +282,13 @@ class Managers:
 
 
 def record_update(
-    old: dict[str, Any] | None, new: dict[str, Any], manager: str, subresource: str,
-    api_version: str, skip_status: bool, schema: Schema = None,
+    old: dict[str, Any] | None,
+    new: dict[str, Any],
+    manager: str,
+    subresource: str,
+    api_version: str,
+    skip_status: bool,
+    schema: Schema = None,
 ) -> list[dict[str, Any]]:
     """managedFields after a create/update/patch by `manager`: it owns what it changed."""
     managers = Managers((old or {}).get("metadata", {}).get("managedFields"))
@@ -269,8 +302,14 @@ def record_update(
 
 
 def apply(
-    live: dict[str, Any] | None, applied: dict[str, Any], manager: str, force: bool,
-    subresource: str, api_version: str, skip_status: bool, schema: Schema = None,
+    live: dict[str, Any] | None,
+    applied: dict[str, Any],
+    manager: str,
+    force: bool,
+    subresource: str,
+    api_version: str,
+    skip_status: bool,
+    schema: Schema = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Server-side apply of `applied` onto `live`: (the merged object, its managedFields)."""
     base = copy.deepcopy(live) if live is not None else {}
@@ -299,15 +338,16 @@ def apply(
     # whole list items first (so their fields go with them), then the deepest fields first
     for path in sorted(previously - applied_paths, key=lambda p: (p[-1] != ".", -len(p))):
         scope = path[:-1] if path[-1] == "." else path  # an item stays while others own in it
-        if not any(_overlaps(path, q) or q[:len(scope)] == scope for q in kept):
+        if not any(_overlaps(path, q) or q[: len(scope)] == scope for q in kept):
             _remove_path(base, path)
     root = object_schema(schema)
     merged = merge(base, {k: v for k, v in applied.items() if k != "metadata"}, root)
     metadata = merged.setdefault("metadata", {})
     for meta_key, meta_value in (applied.get("metadata") or {}).items():
         if meta_key not in _SERVER_METADATA:
-            metadata[meta_key] = merge(metadata.get(meta_key), meta_value,
-                                       _child(METADATA_SCHEMA, meta_key))
+            metadata[meta_key] = merge(
+                metadata.get(meta_key), meta_value, _child(METADATA_SCHEMA, meta_key)
+            )
     managers.sets[key] = applied_paths  # shared fields (same value) stay shared
     managers.meta[key] = {"apiVersion": api_version, "time": now()}
     return merged, managers.entries()
@@ -329,8 +369,11 @@ def render(path: FieldPath) -> str:
 
 def _conflict_error(conflicts: dict[FieldPath, str], api_version: str) -> ApiError:
     causes = [
-        {"reason": "FieldManagerConflict",
-         "message": f'conflict with "{owner}" using {api_version}', "field": render(path)}
+        {
+            "reason": "FieldManagerConflict",
+            "message": f'conflict with "{owner}" using {api_version}',
+            "field": render(path),
+        }
         for path, owner in sorted(conflicts.items())
     ]
     if len(causes) == 1:
@@ -338,6 +381,8 @@ def _conflict_error(conflicts: dict[FieldPath, str], api_version: str) -> ApiErr
     else:
         lines = "\n".join(f"- {c['field']}" for c in causes)
         owners = sorted(set(conflicts.values()))
-        message = (f"Apply failed with {len(causes)} conflicts: conflicts with "
-                   f"{', '.join(json.dumps(o) for o in owners)} using {api_version}:\n{lines}")
+        message = (
+            f"Apply failed with {len(causes)} conflicts: conflicts with "
+            f"{', '.join(json.dumps(o) for o in owners)} using {api_version}:\n{lines}"
+        )
     return ApiError(409, "Conflict", message, {"causes": causes})

@@ -22,8 +22,11 @@ def list_objects(store: Store, target: Target, query: Query) -> dict[str, Any]:
     by_field = field_matcher(query.get("fieldSelector"))
     with store.lock:
         revision = str(store.revision)
-        items = [o for o in store.items(target.type.group, target.type.plural, target.namespace)
-                 if labels(o) and by_field(o)]
+        items = [
+            o
+            for o in store.items(target.type.group, target.type.plural, target.namespace)
+            if labels(o) and by_field(o)
+        ]
     start = _continue_start(query.get("continue"))
     if start is not None:
         revision = start[0]
@@ -34,10 +37,18 @@ def list_objects(store: Store, target: Target, query: Query) -> dict[str, Any]:
         metadata["continue"] = _continue_token(revision, _key(items[limit - 1]))
         metadata["remainingItemCount"] = len(items) - limit
         items = items[:limit]
-    shown = [present(target, o) if target.type.custom else
-             {k: v for k, v in o.items() if k not in ("apiVersion", "kind")} for o in items]
-    return {"apiVersion": target.api_version, "kind": target.type.list_kind,
-            "metadata": metadata, "items": shown}
+    shown = [
+        present(target, o)
+        if target.type.custom
+        else {k: v for k, v in o.items() if k not in ("apiVersion", "kind")}
+        for o in items
+    ]
+    return {
+        "apiVersion": target.api_version,
+        "kind": target.type.list_kind,
+        "metadata": metadata,
+        "items": shown,
+    }
 
 
 def _key(obj: dict[str, Any]) -> str:

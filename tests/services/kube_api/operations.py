@@ -35,8 +35,9 @@ def is_dry_run(query: Query, body: dict[str, Any] | None = None) -> bool:
     values = [query["dryRun"]] if "dryRun" in query else list((body or {}).get("dryRun") or [])
     for value in values:
         if value != "All":
-            raise errors.bad_request(f'dryRun: Unsupported value: "{value}": '
-                                     f'supported values: "All"')
+            raise errors.bad_request(
+                f'dryRun: Unsupported value: "{value}": supported values: "All"'
+            )
     return bool(values)
 
 
@@ -60,8 +61,9 @@ def _spec_view(target: Target, obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def get(store: Store, target: Target) -> dict[str, Any]:
-    found = store.get(target.type.group, target.type.plural, target.namespace or "",
-                      target.name or "")
+    found = store.get(
+        target.type.group, target.type.plural, target.namespace or "", target.name or ""
+    )
     if found is None:
         raise target.not_found()
     return present(target, found)
@@ -72,24 +74,31 @@ def _check_body(target: Target, body: Any, name: str | None) -> dict[str, Any]:
         raise errors.bad_request("the object provided is not a JSON object")
     api_version, kind = body.get("apiVersion"), body.get("kind")
     if api_version is not None and api_version != target.api_version:
-        raise errors.bad_request(f"the API version in the data ({api_version}) does not match "
-                                 f"the expected API version ({target.api_version})")
+        raise errors.bad_request(
+            f"the API version in the data ({api_version}) does not match "
+            f"the expected API version ({target.api_version})"
+        )
     if kind is not None and kind != target.type.kind:
-        raise errors.bad_request(f"the kind in the data ({kind}) does not match the expected "
-                                 f"kind ({target.type.kind})")
+        raise errors.bad_request(
+            f"the kind in the data ({kind}) does not match the expected kind ({target.type.kind})"
+        )
     metadata = body.setdefault("metadata", {})
     if not isinstance(metadata, dict):
         raise errors.bad_request("metadata must be an object")
     if target.type.namespaced:
         if metadata.get("namespace") not in (None, "", target.namespace):
-            raise errors.bad_request("the namespace of the provided object does not match the "
-                                     "namespace sent on the request")
+            raise errors.bad_request(
+                "the namespace of the provided object does not match the "
+                "namespace sent on the request"
+            )
         metadata["namespace"] = target.namespace
     else:
         metadata.pop("namespace", None)
     if name is not None and metadata.get("name") not in (None, name):
-        raise errors.bad_request(f"the name of the object ({metadata.get('name')}) does not "
-                                 f"match the name on the URL ({name})")
+        raise errors.bad_request(
+            f"the name of the object ({metadata.get('name')}) does not "
+            f"match the name on the URL ({name})"
+        )
     if name is not None:
         metadata["name"] = name
     body["apiVersion"], body["kind"] = target.api_version, target.type.kind
@@ -103,8 +112,14 @@ def _require_namespace(store: Store, target: Target) -> None:
 
 def _prepare_create(target: Target, obj: dict[str, Any]) -> None:
     metadata = obj["metadata"]
-    for key in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp",
-                "managedFields", "selfLink"):
+    for key in (
+        "uid",
+        "resourceVersion",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "managedFields",
+        "selfLink",
+    ):
         metadata.pop(key, None)
     metadata["uid"] = str(uuid.uuid4())
     metadata["creationTimestamp"] = fields.now()
@@ -127,16 +142,24 @@ def _crd_status(crd: dict[str, Any]) -> dict[str, Any]:
     """What the CRD controllers write at once: names accepted, Established, stored version."""
     spec = crd.get("spec") or {}
     conditions = [
-        {"type": kind, "status": "True", "reason": reason, "message": message,
-         "lastTransitionTime": fields.now()}
+        {
+            "type": kind,
+            "status": "True",
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": fields.now(),
+        }
         for kind, reason, message in (
             ("NamesAccepted", "NoConflicts", "no conflicts found"),
             ("Established", "InitialNamesAccepted", "the initial names have been accepted"),
         )
     ]
     stored = [v["name"] for v in spec.get("versions") or [] if v.get("storage")]
-    return {"acceptedNames": spec.get("names") or {}, "conditions": conditions,
-            "storedVersions": stored}
+    return {
+        "acceptedNames": spec.get("names") or {},
+        "conditions": conditions,
+        "storedVersions": stored,
+    }
 
 
 def write(store: Store, target: Target, obj: dict[str, Any], dry_run: bool) -> dict[str, Any]:
@@ -154,15 +177,24 @@ def create(store: Store, target: Target, body: Any, query: Query, agent: str) ->
     metadata = obj["metadata"]
     if not metadata.get("name"):
         if not metadata.get("generateName"):
-            raise errors.invalid(target.type.kind, target.type.group, "", "metadata.name",
-                                 "Required value: name or generateName is required")
+            raise errors.invalid(
+                target.type.kind,
+                target.type.group,
+                "",
+                "metadata.name",
+                "Required value: name or generateName is required",
+            )
         suffix = "".join(random.choices(string.ascii_lowercase + string.digits, k=5))
         metadata["name"] = metadata["generateName"] + suffix
     check_name(target.type, metadata["name"])
     with store.lock:
         _require_namespace(store, target)
-        if store.get(target.type.group, target.type.plural, target.namespace or "",
-                     metadata["name"]) is not None:
+        if (
+            store.get(
+                target.type.group, target.type.plural, target.namespace or "", metadata["name"]
+            )
+            is not None
+        ):
             raise errors.already_exists(target.type.group, target.type.plural, metadata["name"])
         _prepare_create(target, obj)
         validate(target.type, obj)
@@ -171,14 +203,25 @@ def create(store: Store, target: Target, body: Any, query: Query, agent: str) ->
         if store.schema:
             schemas.validate(target.type, target.version, obj)
         metadata["managedFields"] = fields.record_update(
-            None, obj, _manager(query, agent), "", target.api_version, _skip_status(target),
-            _schema(target))
+            None,
+            obj,
+            _manager(query, agent),
+            "",
+            target.api_version,
+            _skip_status(target),
+            _schema(target),
+        )
         return write(store, target, obj, dry_run)
 
 
 def _finish_update(
-    store: Store, target: Target, old: dict[str, Any], new: dict[str, Any],
-    dry_run: bool, managed: list[dict[str, Any]] | None, manager: str,
+    store: Store,
+    target: Target,
+    old: dict[str, Any],
+    new: dict[str, Any],
+    dry_run: bool,
+    managed: list[dict[str, Any]] | None,
+    manager: str,
 ) -> dict[str, Any]:
     """Carry the server-set fields over, bump generation, store (or delete) the result."""
     if target.subresource == "status":
@@ -200,8 +243,15 @@ def _finish_update(
         schemas.validate(target.type, target.version, new, old)
         check_update(target.type, old, new)
     metadata = new["metadata"]
-    for key in ("uid", "creationTimestamp", "generation", "deletionTimestamp",
-                "deletionGracePeriodSeconds", "name", "namespace"):
+    for key in (
+        "uid",
+        "creationTimestamp",
+        "generation",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "name",
+        "namespace",
+    ):
         if key in old["metadata"]:
             metadata[key] = old["metadata"][key]
         else:
@@ -210,15 +260,26 @@ def _finish_update(
         metadata.setdefault("labels", {})["kubernetes.io/metadata.name"] = metadata["name"]
     if target.type.generation and _spec_view(target, new) != _spec_view(target, old):
         metadata["generation"] = int(old["metadata"].get("generation", 1)) + 1
-    metadata["managedFields"] = managed if managed is not None else fields.record_update(
-        old, new, manager, target.subresource, target.api_version,
-        _skip_status(target) and target.subresource != "status", _schema(target))
+    metadata["managedFields"] = (
+        managed
+        if managed is not None
+        else fields.record_update(
+            old,
+            new,
+            manager,
+            target.subresource,
+            target.api_version,
+            _skip_status(target) and target.subresource != "status",
+            _schema(target),
+        )
+    )
     if _comparable(new) == _comparable(old):
         return present(target, old)  # a no-op write keeps the resourceVersion
     if metadata.get("deletionTimestamp") and not metadata.get("finalizers"):
         if not dry_run:
-            gone = store.remove(target.type.group, target.type.plural, target.namespace or "",
-                                metadata["name"])
+            gone = store.remove(
+                target.type.group, target.type.plural, target.namespace or "", metadata["name"]
+            )
             new["metadata"]["resourceVersion"] = (gone or old)["metadata"]["resourceVersion"]
         return present(target, new)
     return write(store, target, new, dry_run)
@@ -242,39 +303,55 @@ def update(store: Store, target: Target, body: Any, query: Query, agent: str) ->
         schemas.prune(target.type, target.version, obj, query)
     dry_run = is_dry_run(query)
     with store.lock:
-        old = store.get(target.type.group, target.type.plural, target.namespace or "",
-                        target.name or "")
+        old = store.get(
+            target.type.group, target.type.plural, target.namespace or "", target.name or ""
+        )
         if old is None:
             raise target.not_found()
         uid = obj["metadata"].get("uid")
         if uid and uid != old["metadata"]["uid"]:
             raise errors.conflict(
-                target.type.group, target.type.plural, target.name or "",
+                target.type.group,
+                target.type.plural,
+                target.name or "",
                 f"Precondition failed: UID in precondition: {uid}, UID in object meta: "
-                f"{old['metadata']['uid']}")
+                f"{old['metadata']['uid']}",
+            )
         wanted = obj["metadata"].get("resourceVersion")
         if not wanted and target.type.custom:
-            raise errors.invalid(target.type.kind, target.type.group, target.name or "",
-                                 "metadata.resourceVersion",
-                                 "Invalid value: 0x0: must be specified for an update")
+            raise errors.invalid(
+                target.type.kind,
+                target.type.group,
+                target.name or "",
+                "metadata.resourceVersion",
+                "Invalid value: 0x0: must be specified for an update",
+            )
         if wanted and wanted != old["metadata"]["resourceVersion"]:
             raise errors.stale(target.type.group, target.type.plural, target.name or "")
         return _finish_update(store, target, old, obj, dry_run, None, _manager(query, agent))
 
 
 PATCH_TYPES = (
-    "application/merge-patch+json", "application/strategic-merge-patch+json",
-    "application/json-patch+json", "application/apply-patch+yaml",
+    "application/merge-patch+json",
+    "application/strategic-merge-patch+json",
+    "application/json-patch+json",
+    "application/apply-patch+yaml",
     "application/apply-patch+cbor",
 )
 
 
 def patch(
-    store: Store, target: Target, raw: bytes, content_type: str, query: Query, agent: str,
+    store: Store,
+    target: Target,
+    raw: bytes,
+    content_type: str,
+    query: Query,
+    agent: str,
 ) -> tuple[int, dict[str, Any]]:
     kind = content_type.split(";", 1)[0].strip().lower()
-    if kind not in PATCH_TYPES[:4] or (kind.startswith("application/strategic")
-                                       and target.type.custom):
+    if kind not in PATCH_TYPES[:4] or (
+        kind.startswith("application/strategic") and target.type.custom
+    ):
         raise errors.unsupported_media_type(kind)
     dry_run = is_dry_run(query)
     try:
@@ -284,13 +361,15 @@ def patch(
     if kind.endswith("apply-patch+yaml"):
         return _apply(store, target, body, query, dry_run)
     if kind.endswith("json-patch+json") and not isinstance(body, list):
-        raise errors.bad_request("json: cannot unmarshal object into Go value of type "
-                                 "jsonpatch.Patch")
+        raise errors.bad_request(
+            "json: cannot unmarshal object into Go value of type jsonpatch.Patch"
+        )
     if not kind.endswith("json-patch+json") and not isinstance(body, dict):
         raise errors.bad_request("the body of a merge patch must be a JSON object")
     with store.lock:
-        old = store.get(target.type.group, target.type.plural, target.namespace or "",
-                        target.name or "")
+        old = store.get(
+            target.type.group, target.type.plural, target.namespace or "", target.name or ""
+        )
         if old is None:
             raise target.not_found()
         current = present(target, old)
@@ -308,29 +387,38 @@ def patch(
         patched = _check_body(target, patched, target.name)
         if store.schema:
             schemas.prune(target.type, target.version, patched, query)
-        return 200, _finish_update(store, target, old, patched, dry_run, None,
-                                   _manager(query, agent))
+        return 200, _finish_update(
+            store, target, old, patched, dry_run, None, _manager(query, agent)
+        )
 
 
 def _apply(
-    store: Store, target: Target, body: Any, query: Query, dry_run: bool,
+    store: Store,
+    target: Target,
+    body: Any,
+    query: Query,
+    dry_run: bool,
 ) -> tuple[int, dict[str, Any]]:
     manager = query.get("fieldManager")
     if not manager:
-        raise errors.bad_request("PATCH, application/apply-patch+yaml requests require a "
-                                 "fieldManager query parameter")
+        raise errors.bad_request(
+            "PATCH, application/apply-patch+yaml requests require a fieldManager query parameter"
+        )
     force = query.get("force", "false").lower() == "true"
     if not isinstance(body, dict) or not body.get("apiVersion") or not body.get("kind"):
-        raise errors.bad_request("error decoding YAML: Object 'Kind' is missing or apiVersion "
-                                 "is not set: an applied configuration names both")
+        raise errors.bad_request(
+            "error decoding YAML: Object 'Kind' is missing or apiVersion "
+            "is not set: an applied configuration names both"
+        )
     applied = _check_body(target, body, target.name)
     if store.schema:
         schemas.prune(target.type, target.version, applied, query)
     if applied["metadata"].get("managedFields"):
         raise errors.bad_request("metadata.managedFields must be nil")
     with store.lock:
-        old = store.get(target.type.group, target.type.plural, target.namespace or "",
-                        target.name or "")
+        old = store.get(
+            target.type.group, target.type.plural, target.namespace or "", target.name or ""
+        )
         if old is None:
             if target.subresource:
                 raise target.not_found()
@@ -345,8 +433,16 @@ def _apply(
                 schemas.validate(target.type, target.version, obj)
             skip = {"status"} if target.type.status_subresource else set()
             config = {k: v for k, v in applied.items() if k not in skip}
-            _, managed = fields.apply(None, config, manager, force, "", target.api_version,
-                                      _skip_status(target), _schema(target))
+            _, managed = fields.apply(
+                None,
+                config,
+                manager,
+                force,
+                "",
+                target.api_version,
+                _skip_status(target),
+                _schema(target),
+            )
             obj["metadata"]["managedFields"] = managed
             return 201, write(store, target, obj, dry_run)
         wanted = applied["metadata"].get("resourceVersion")
@@ -360,9 +456,13 @@ def _apply(
         else:
             config = applied
         merged, managed = fields.apply(
-            present(target, old), config, manager, force, target.subresource,
-            target.api_version, _skip_status(target) and target.subresource != "status",
-            _schema(target))
+            present(target, old),
+            config,
+            manager,
+            force,
+            target.subresource,
+            target.api_version,
+            _skip_status(target) and target.subresource != "status",
+            _schema(target),
+        )
         return 200, _finish_update(store, target, old, merged, dry_run, managed, manager)
-
-

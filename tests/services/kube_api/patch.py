@@ -101,8 +101,10 @@ def _pointer(path: Any) -> list[str]:
     if path == "":
         return []
     if not path.startswith("/"):
-        raise unprocessable(f'the server rejected our request due to an error in our request: '
-                            f'JSON pointer must be empty or start with a "/": {path!r}')
+        raise unprocessable(
+            f"the server rejected our request due to an error in our request: "
+            f'JSON pointer must be empty or start with a "/": {path!r}'
+        )
     return [part.replace("~1", "/").replace("~0", "~") for part in path[1:].split("/")]
 
 
@@ -173,8 +175,10 @@ def _remove(document: Any, path: str) -> Any:
 def json_patch(target: Any, operations: Any) -> Any:
     """RFC 6902: add, remove, replace, move, copy, test, applied in order to a copy."""
     if not isinstance(operations, list):
-        raise unprocessable("the server rejected our request due to an error in our request: "
-                            "a JSON patch must be an array of operations")
+        raise unprocessable(
+            "the server rejected our request due to an error in our request: "
+            "a JSON patch must be an array of operations"
+        )
     document = copy.deepcopy(target)
     for operation in operations:
         if not isinstance(operation, dict) or "op" not in operation or "path" not in operation:

@@ -42,8 +42,9 @@ class ResourceType:
     categories: tuple[str, ...] = ()
     warnings: dict[str, str] = field(default_factory=dict)  # version -> deprecation warning
     schemas: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
-    columns: dict[str, list[dict[str, Any]]] = field(default_factory=dict, compare=False,
-                                                     hash=False)  # additionalPrinterColumns
+    columns: dict[str, list[dict[str, Any]]] = field(
+        default_factory=dict, compare=False, hash=False
+    )  # additionalPrinterColumns
 
     @property
     def list_kind(self) -> str:
@@ -71,23 +72,53 @@ class ResourceType:
 
 
 BUILTINS: tuple[ResourceType, ...] = (
-    ResourceType("", ("v1",), "namespaces", "namespace", "Namespace", False, True,
-                 short_names=("ns",)),
-    ResourceType("", ("v1",), "resourcequotas", "resourcequota", "ResourceQuota", True, True,
-                 short_names=("quota",)),
-    ResourceType("", ("v1",), "pods", "pod", "Pod", True, True, short_names=("po",),
-                 categories=("all",)),
-    ResourceType("", ("v1",), "configmaps", "configmap", "ConfigMap", True, False,
-                 short_names=("cm",)),
+    ResourceType(
+        "", ("v1",), "namespaces", "namespace", "Namespace", False, True, short_names=("ns",)
+    ),
+    ResourceType(
+        "",
+        ("v1",),
+        "resourcequotas",
+        "resourcequota",
+        "ResourceQuota",
+        True,
+        True,
+        short_names=("quota",),
+    ),
+    ResourceType(
+        "", ("v1",), "pods", "pod", "Pod", True, True, short_names=("po",), categories=("all",)
+    ),
+    ResourceType(
+        "", ("v1",), "configmaps", "configmap", "ConfigMap", True, False, short_names=("cm",)
+    ),
     ResourceType("", ("v1",), "secrets", "secret", "Secret", True, False),
     ResourceType("", ("v1",), "nodes", "node", "Node", False, True, short_names=("no",)),
-    ResourceType("batch", ("v1",), "jobs", "job", "Job", True, True, categories=("all",),
-                 generation=True),
-    ResourceType("scheduling.k8s.io", ("v1",), "priorityclasses", "priorityclass",
-                 "PriorityClass", False, False, short_names=("pc",), generation=True),
-    ResourceType("apiextensions.k8s.io", ("v1",), "customresourcedefinitions",
-                 "customresourcedefinition", "CustomResourceDefinition", False, True,
-                 short_names=("crd", "crds"), categories=("api-extensions",), generation=True),
+    ResourceType(
+        "batch", ("v1",), "jobs", "job", "Job", True, True, categories=("all",), generation=True
+    ),
+    ResourceType(
+        "scheduling.k8s.io",
+        ("v1",),
+        "priorityclasses",
+        "priorityclass",
+        "PriorityClass",
+        False,
+        False,
+        short_names=("pc",),
+        generation=True,
+    ),
+    ResourceType(
+        "apiextensions.k8s.io",
+        ("v1",),
+        "customresourcedefinitions",
+        "customresourcedefinition",
+        "CustomResourceDefinition",
+        False,
+        True,
+        short_names=("crd", "crds"),
+        categories=("api-extensions",),
+        generation=True,
+    ),
 )
 CRD_TYPE = BUILTINS[-1]
 NAMESPACE_TYPE = BUILTINS[0]
@@ -152,9 +183,7 @@ class Catalog:
 
     def __init__(self, types: Iterable[ResourceType]) -> None:
         self.types = list(types)
-        self._by_path = {
-            (t.group, v, t.plural): t for t in self.types for v in t.versions
-        }
+        self._by_path = {(t.group, v, t.plural): t for t in self.types for v in t.versions}
 
     def find(self, group: str, version: str, plural: str) -> ResourceType | None:
         return self._by_path.get((group, version, plural))

@@ -45,8 +45,9 @@ def _warn(text: str) -> None:
     _local.warnings.append(text)
 
 
-def _prune(obj: Any, schema: dict[str, Any] | None, path: str, unknown: list[str],
-           root: bool = False) -> None:
+def _prune(
+    obj: Any, schema: dict[str, Any] | None, path: str, unknown: list[str], root: bool = False
+) -> None:
     if not schema:
         return
     if isinstance(obj, dict):
@@ -70,8 +71,7 @@ def _prune(obj: Any, schema: dict[str, Any] | None, path: str, unknown: list[str
             _prune(item, schema["items"], f"{path}[{index}]", unknown)
 
 
-def prune(resource: ResourceType, version: str, obj: dict[str, Any], query: dict[str, str]
-          ) -> None:
+def prune(resource: ResourceType, version: str, obj: dict[str, Any], query: dict[str, str]) -> None:
     """Drop undeclared fields of a custom resource, or refuse them under Strict validation."""
     schema = resource.schema(version)
     if not resource.custom or not schema:
@@ -83,8 +83,10 @@ def prune(resource: ResourceType, version: str, obj: dict[str, Any], query: dict
     mode = query.get("fieldValidation", "Warn")
     if mode == "Strict":
         listed = ", ".join(f'unknown field "{u}"' for u in unknown)
-        raise errors.bad_request(f'{resource.kind} in version "{version}" cannot be handled as '
-                                 f"a {resource.kind}: strict decoding error: {listed}")
+        raise errors.bad_request(
+            f'{resource.kind} in version "{version}" cannot be handled as '
+            f"a {resource.kind}: strict decoding error: {listed}"
+        )
     if mode != "Ignore":
         for field in unknown:
             _warn(f'unknown field "{field}"')
@@ -104,69 +106,109 @@ def _quote(value: Any) -> str:
     return json.dumps(value) if isinstance(value, str) else json.dumps(value)
 
 
-def _check(value: Any, schema: dict[str, Any], path: str, causes: list[dict[str, str]]
-           ) -> None:
+def _check(value: Any, schema: dict[str, Any], path: str, causes: list[dict[str, str]]) -> None:
     def fail(reason: str, message: str) -> None:
         causes.append({"reason": reason, "message": message, "field": path})
 
     if value is None:
         if not schema.get("nullable"):
-            fail("FieldValueInvalid", f'Invalid value: "null": {path} in body must be of type '
-                                      f'{schema.get("type", "object")}: "null"')
+            fail(
+                "FieldValueInvalid",
+                f'Invalid value: "null": {path} in body must be of type '
+                f'{schema.get("type", "object")}: "null"',
+            )
         return
     kind = schema.get("type")
     if schema.get("x-kubernetes-int-or-string"):
         if not _TYPES["string"](value) and not _TYPES["integer"](value):
-            fail("FieldValueInvalid", f"Invalid value: {_quote(value)}: {path} in body must be "
-                                      f"of type integer-or-string")
+            fail(
+                "FieldValueInvalid",
+                f"Invalid value: {_quote(value)}: {path} in body must be of type integer-or-string",
+            )
         return
     if kind in _TYPES and not _TYPES[kind](value):
-        found = {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer",
-                 float: "number"}.get(type(value), type(value).__name__)
-        fail("FieldValueTypeInvalid", f'Invalid value: "{found}": {path} in body must be of '
-                                      f'type {kind}: "{found}"')
+        found = {
+            dict: "object",
+            list: "array",
+            str: "string",
+            bool: "boolean",
+            int: "integer",
+            float: "number",
+        }.get(type(value), type(value).__name__)
+        fail(
+            "FieldValueTypeInvalid",
+            f'Invalid value: "{found}": {path} in body must be of type {kind}: "{found}"',
+        )
         return
     if "enum" in schema and value not in schema["enum"]:
         supported = ", ".join(_quote(v) for v in schema["enum"])
-        fail("FieldValueNotSupported",
-             f"Unsupported value: {_quote(value)}: supported values: {supported}")
+        fail(
+            "FieldValueNotSupported",
+            f"Unsupported value: {_quote(value)}: supported values: {supported}",
+        )
     if isinstance(value, int | float) and not isinstance(value, bool):
         if "minimum" in schema and value < schema["minimum"]:
-            fail("FieldValueInvalid", f"Invalid value: {value}: {path} in body should be "
-                                      f"greater than or equal to {schema['minimum']}")
+            fail(
+                "FieldValueInvalid",
+                f"Invalid value: {value}: {path} in body should be "
+                f"greater than or equal to {schema['minimum']}",
+            )
         if "maximum" in schema and value > schema["maximum"]:
-            fail("FieldValueInvalid", f"Invalid value: {value}: {path} in body should be "
-                                      f"less than or equal to {schema['maximum']}")
+            fail(
+                "FieldValueInvalid",
+                f"Invalid value: {value}: {path} in body should be "
+                f"less than or equal to {schema['maximum']}",
+            )
     if isinstance(value, str):
         if "maxLength" in schema and len(value) > schema["maxLength"]:
-            fail("FieldValueTooLong", f"Too long: may not be more than {schema['maxLength']} "
-                                      f"bytes")
+            fail("FieldValueTooLong", f"Too long: may not be more than {schema['maxLength']} bytes")
         if "minLength" in schema and len(value) < schema["minLength"]:
-            fail("FieldValueInvalid", f"Invalid value: {_quote(value)}: {path} in body should "
-                                      f"be at least {schema['minLength']} chars long")
+            fail(
+                "FieldValueInvalid",
+                f"Invalid value: {_quote(value)}: {path} in body should "
+                f"be at least {schema['minLength']} chars long",
+            )
         if "pattern" in schema and re.search(schema["pattern"], value) is None:
-            fail("FieldValueInvalid", f"Invalid value: {_quote(value)}: {path} in body should "
-                                      f"match '{schema['pattern']}'")
+            fail(
+                "FieldValueInvalid",
+                f"Invalid value: {_quote(value)}: {path} in body should "
+                f"match '{schema['pattern']}'",
+            )
     if isinstance(value, list):
         if "maxItems" in schema and len(value) > schema["maxItems"]:
-            fail("FieldValueTooMany", f"Too many: {len(value)}: must have at most "
-                                      f"{schema['maxItems']} items")
+            fail(
+                "FieldValueTooMany",
+                f"Too many: {len(value)}: must have at most {schema['maxItems']} items",
+            )
         if "minItems" in schema and len(value) < schema["minItems"]:
-            fail("FieldValueInvalid", f"Invalid value: {len(value)}: {path} in body should "
-                                      f"have at least {schema['minItems']} items")
+            fail(
+                "FieldValueInvalid",
+                f"Invalid value: {len(value)}: {path} in body should "
+                f"have at least {schema['minItems']} items",
+            )
         if isinstance(schema.get("items"), dict):
             for index, item in enumerate(value):
                 _check(item, schema["items"], f"{path}[{index}]", causes)
     if isinstance(value, dict):
         for required in schema.get("required") or []:
             if required not in value:
-                causes.append({"reason": "FieldValueRequired", "message": "Required value",
-                               "field": f"{path}.{required}" if path else required})
-        for bound, compare, word in (("maxProperties", int.__gt__, "at most"),
-                                     ("minProperties", int.__lt__, "at least")):
+                causes.append(
+                    {
+                        "reason": "FieldValueRequired",
+                        "message": "Required value",
+                        "field": f"{path}.{required}" if path else required,
+                    }
+                )
+        for bound, compare, word in (
+            ("maxProperties", int.__gt__, "at most"),
+            ("minProperties", int.__lt__, "at least"),
+        ):
             if bound in schema and compare(len(value), schema[bound]):
-                fail("FieldValueInvalid", f"Invalid value: {len(value)}: {path} in body should "
-                                          f"have {word} {schema[bound]} properties")
+                fail(
+                    "FieldValueInvalid",
+                    f"Invalid value: {len(value)}: {path} in body should "
+                    f"have {word} {schema[bound]} properties",
+                )
         properties = schema.get("properties") or {}
         extra = schema.get("additionalProperties")
         for key, child in value.items():
@@ -177,8 +219,9 @@ def _check(value: Any, schema: dict[str, Any], path: str, causes: list[dict[str,
                 _check(child, extra, where, causes)
 
 
-def validate(resource: ResourceType, version: str, obj: dict[str, Any],
-             old: dict[str, Any] | None = None) -> None:
+def validate(
+    resource: ResourceType, version: str, obj: dict[str, Any], old: dict[str, Any] | None = None
+) -> None:
     """422 Invalid listing every schema violation and broken CEL rule of a custom resource
     (metadata excluded); `old` is the stored object on an update, for transition rules."""
     schema = resource.schema(version)
@@ -186,9 +229,11 @@ def validate(resource: ResourceType, version: str, obj: dict[str, Any],
         return
     skip = ("apiVersion", "kind", "metadata")
     body = {k: v for k, v in obj.items() if k not in skip}
-    root = {**schema, "properties": {k: v for k, v in (schema.get("properties") or {}).items()
-                                     if k not in skip},
-            "required": [r for r in schema.get("required") or [] if r not in skip]}
+    root = {
+        **schema,
+        "properties": {k: v for k, v in (schema.get("properties") or {}).items() if k not in skip},
+        "required": [r for r in schema.get("required") or [] if r not in skip],
+    }
     causes: list[dict[str, str]] = []
     _check(body, root, "", causes)
     if not causes:
@@ -199,6 +244,9 @@ def validate(resource: ResourceType, version: str, obj: dict[str, Any],
     name = obj["metadata"].get("name", "")
     texts = [f"{c['field']}: {c['message']}" for c in causes]
     summary = texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
-    raise ApiError(422, "Invalid", f'{resource.kind}.{resource.group} "{name}" is invalid: '
-                   f"{summary}", {"name": name, "group": resource.group, "kind": resource.kind,
-                                  "causes": causes})
+    raise ApiError(
+        422,
+        "Invalid",
+        f'{resource.kind}.{resource.group} "{name}" is invalid: {summary}',
+        {"name": name, "group": resource.group, "kind": resource.kind, "causes": causes},
+    )

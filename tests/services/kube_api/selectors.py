@@ -103,8 +103,12 @@ def field_matcher(selector: str | None) -> Matcher:
         if match is None:
             raise bad_request(f"invalid selector: '{selector}'; can't understand '{part}'")
         if match[1] not in _FIELDS:
-            raise ApiError(400, "BadRequest", f'"{match[1]}" is not a known field selector: '
-                           f'only "metadata.name", "metadata.namespace"')
+            raise ApiError(
+                400,
+                "BadRequest",
+                f'"{match[1]}" is not a known field selector: '
+                f'only "metadata.name", "metadata.namespace"',
+            )
         checks.append((_FIELDS[match[1]], match[2] != "!=", match[3]))
 
     def matches(obj: dict[str, Any]) -> bool:

@@ -74,8 +74,9 @@ class KubeAPI:
         self.port = self._server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self.kubeconfig = folder / "kubeconfig"
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,),
-                                        name="kube-api", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.05,), name="kube-api", daemon=True
+        )
 
     def start(self) -> None:
         self.kubeconfig.write_text(yaml.safe_dump(self.kubeconfig_dict()))
@@ -109,13 +110,18 @@ class KubeAPI:
         return len(created)
 
     def fail(
-        self, code: int = 500, times: int = 1, method: str | None = None,
-        path_prefix: str = "", after: int = 0, retry_after: int | None = None,
-        applied: bool = False, delay: float = 0.0,
+        self,
+        code: int = 500,
+        times: int = 1,
+        method: str | None = None,
+        path_prefix: str = "",
+        after: int = 0,
+        retry_after: int | None = None,
+        applied: bool = False,
+        delay: float = 0.0,
     ) -> None:
         """Answer the next `times` matching requests with `code` (see faults.py)."""
-        self.faults.add(Fault(code, times, method, path_prefix, after, retry_after, applied,
-                              delay))
+        self.faults.add(Fault(code, times, method, path_prefix, after, retry_after, applied, delay))
 
     def kubeconfig_dict(self, namespace: str = "default") -> dict[str, Any]:
         return {
@@ -123,8 +129,12 @@ class KubeAPI:
             "kind": "Config",
             "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
             "users": [{"name": "fake", "user": {}}],
-            "contexts": [{"name": "fake",
-                          "context": {"cluster": "fake", "user": "fake", "namespace": namespace}}],
+            "contexts": [
+                {
+                    "name": "fake",
+                    "context": {"cluster": "fake", "user": "fake", "namespace": namespace},
+                }
+            ],
             "current-context": "fake",
         }
 
@@ -156,8 +166,11 @@ class KubeAPI:
 
     def count(self, method: str | None = None, path_prefix: str = "") -> int:
         """How many logged requests match `method` (any if None) and start with `path_prefix`."""
-        return sum(1 for r in self.requests
-                   if (method is None or r.method == method) and r.path.startswith(path_prefix))
+        return sum(
+            1
+            for r in self.requests
+            if (method is None or r.method == method) and r.path.startswith(path_prefix)
+        )
 
     def record(self, entry: RequestRecord) -> None:
         with self._log_lock:
@@ -208,8 +221,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def _handle(self, method: str) -> None:
         parsed = urllib.parse.urlsplit(self.path)
-        query = {k: v[-1] for k, v in urllib.parse.parse_qs(parsed.query,
-                                                            keep_blank_values=True).items()}
+        query = {
+            k: v[-1] for k, v in urllib.parse.parse_qs(parsed.query, keep_blank_values=True).items()
+        }
         content_type = self.headers.get("Content-Type", "")
         raw = self._body()
         headers: dict[str, str] = {}
@@ -222,15 +236,22 @@ class Handler(BaseHTTPRequestHandler):
             return
         try:
             if len(raw) > BODY_LIMIT:
-                raise ApiError(413, "RequestEntityTooLarge",
-                               f"Request entity too large: limit is {BODY_LIMIT}")
+                raise ApiError(
+                    413, "RequestEntityTooLarge", f"Request entity too large: limit is {BODY_LIMIT}"
+                )
             schemas.begin()
             code, body = self._route(method, parsed.path, query, raw, content_type, headers)
         except ApiError as error:
             code, body = error.code, error.status()
         except Exception as error:  # noqa: BLE001 - a bug answers 500 like a real server would
-            code, body = 500, ApiError(500, "InternalError", f"Internal error occurred: "
-                                       f"{type(error).__name__}: {error}").status()
+            code, body = (
+                500,
+                ApiError(
+                    500,
+                    "InternalError",
+                    f"Internal error occurred: {type(error).__name__}: {error}",
+                ).status(),
+            )
         warnings = ['299 - "' + w.replace('"', '\\"') + '"' for w in schemas.end()]
         if warnings:
             headers["Warning"] = ", ".join(filter(None, [headers.get("Warning"), *warnings]))
@@ -261,24 +282,33 @@ class Handler(BaseHTTPRequestHandler):
 
     def _accepts_json(self) -> bool:
         accept = self.headers.get("Accept", "") or "*/*"
-        return any(part.split(";")[0].strip() in ("application/json", "*/*", "application/*")
-                   for part in accept.split(","))
+        return any(
+            part.split(";")[0].strip() in ("application/json", "*/*", "application/*")
+            for part in accept.split(",")
+        )
 
     def _wants_table(self) -> bool:
         accept = self.headers.get("Accept", "")
-        return any("as=Table" in part and "application/json" in part
-                   for part in accept.split(","))
+        return any("as=Table" in part and "application/json" in part for part in accept.split(","))
 
     def _route(
-        self, method: str, path: str, query: dict[str, str], raw: bytes, content_type: str,
+        self,
+        method: str,
+        path: str,
+        query: dict[str, str],
+        raw: bytes,
+        content_type: str,
         headers: dict[str, str],
     ) -> tuple[int, Any]:
         parts = [p for p in path.split("/") if p]
         if parts in (["healthz"], ["readyz"], ["livez"]):
             return 200, "ok"
         if not self._accepts_json() and parts[:1] != ["openapi"]:
-            raise ApiError(406, "NotAcceptable", "only the following media types are accepted: "
-                           "application/json, application/yaml")
+            raise ApiError(
+                406,
+                "NotAcceptable",
+                "only the following media types are accepted: application/json, application/yaml",
+            )
         catalog = self.api.catalog()
         if method == "GET":
             document = self._discovery(parts, catalog)
@@ -350,7 +380,12 @@ class Handler(BaseHTTPRequestHandler):
         return Target(found, version, namespace, name, subresource)
 
     def _verb(
-        self, method: str, target: Target, query: dict[str, str], raw: bytes, content_type: str,
+        self,
+        method: str,
+        target: Target,
+        query: dict[str, str],
+        raw: bytes,
+        content_type: str,
     ) -> tuple[int, Any]:
         store, agent = self.api.store, self.headers.get("User-Agent", "")
         if target.name is None:
@@ -360,11 +395,13 @@ class Handler(BaseHTTPRequestHandler):
                 listed = listing.list_objects(store, target, query)
                 return 200, as_table(target, listed) if self._wants_table() else listed
             if method == "POST" and (target.namespace is not None or not target.type.namespaced):
-                return 201, operations.create(store, target, _decode(raw, content_type), query,
-                                              agent)
+                return 201, operations.create(
+                    store, target, _decode(raw, content_type), query, agent
+                )
             if method == "DELETE":
-                return 200, deletion.delete_collection(store, target, query,
-                                                         _decode_optional(raw, content_type))
+                return 200, deletion.delete_collection(
+                    store, target, query, _decode_optional(raw, content_type)
+                )
             raise errors.method_not_allowed()
         if method == "GET":
             found = operations.get(store, target)
@@ -374,8 +411,7 @@ class Handler(BaseHTTPRequestHandler):
         if method == "PATCH":
             return operations.patch(store, target, raw, content_type, query, agent)
         if method == "DELETE" and not target.subresource:
-            return 200, deletion.delete(store, target, query,
-                                          _decode_optional(raw, content_type))
+            return 200, deletion.delete(store, target, query, _decode_optional(raw, content_type))
         raise errors.method_not_allowed()
 
 
@@ -387,11 +423,14 @@ def _decode(raw: bytes, content_type: str) -> Any:
         if kind in ("", "application/json", "*/*"):
             return json.loads(raw or b"null")
     except (ValueError, yaml.YAMLError) as error:
-        raise errors.bad_request(f"the body of the request could not be decoded: {error}") \
-            from None
-    raise ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown "
-                   f"format - accepted media types include: application/json, "
-                   f"application/yaml ({kind})")
+        raise errors.bad_request(f"the body of the request could not be decoded: {error}") from None
+    raise ApiError(
+        415,
+        "UnsupportedMediaType",
+        f"the body of the request was in an unknown "
+        f"format - accepted media types include: application/json, "
+        f"application/yaml ({kind})",
+    )
 
 
 def _decode_optional(raw: bytes, content_type: str) -> Any:

@@ -108,8 +108,11 @@ class Store:
     def keys(self) -> set[tuple[str, str, str, str]]:
         """(group, plural, namespace, name) of every stored object."""
         with self.lock:
-            return {(group, plural, *key) for (group, plural), bucket in self._objects.items()
-                    for key in bucket}
+            return {
+                (group, plural, *key)
+                for (group, plural), bucket in self._objects.items()
+                for key in bucket
+            }
 
     def events_after(self, revision: int) -> list[Event]:
         with self.lock:

@@ -15,9 +15,13 @@ from typing import Any
 
 from tests.services.kube_api.target import Target
 
-_AGE = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp",
-        "description": "CreationTimestamp is a timestamp representing the server time when "
-                       "this object was created."}
+_AGE = {
+    "name": "Age",
+    "type": "date",
+    "jsonPath": ".metadata.creationTimestamp",
+    "description": "CreationTimestamp is a timestamp representing the server time when "
+    "this object was created.",
+}
 _STEP = re.compile(r"\.([A-Za-z0-9_-]+)|\[\?\(@\.([A-Za-z0-9_-]+)\s*==\s*['\"]([^'\"]*)['\"]\)\]")
 
 
@@ -41,8 +45,13 @@ def evaluate(obj: Any, path: str) -> Any:
         if field is not None:
             nodes = [n[field] for n in nodes if isinstance(n, dict) and field in n]
         else:
-            nodes = [item for n in nodes if isinstance(n, list) for item in n
-                     if isinstance(item, dict) and str(item.get(key)) == value]
+            nodes = [
+                item
+                for n in nodes
+                if isinstance(n, list)
+                for item in n
+                if isinstance(item, dict) and str(item.get(key)) == value
+            ]
     return nodes[0] if nodes else None
 
 
@@ -56,24 +65,42 @@ def _cell(column: dict[str, Any], obj: dict[str, Any]) -> Any:
 def as_table(target: Target, listed: dict[str, Any]) -> dict[str, Any]:
     declared = target.type.columns.get(target.version) or [] if target.type.custom else []
     columns = declared or [_AGE]
-    definitions = [{"name": "Name", "type": "string", "format": "name", "priority": 0,
-                    "description": "Name must be unique within a namespace."}]
-    definitions += [{"name": c["name"], "type": c.get("type", "string"),
-                     "format": c.get("format", ""), "priority": c.get("priority", 0),
-                     "description": c.get("description", "")} for c in columns]
+    definitions = [
+        {
+            "name": "Name",
+            "type": "string",
+            "format": "name",
+            "priority": 0,
+            "description": "Name must be unique within a namespace.",
+        }
+    ]
+    definitions += [
+        {
+            "name": c["name"],
+            "type": c.get("type", "string"),
+            "format": c.get("format", ""),
+            "priority": c.get("priority", 0),
+            "description": c.get("description", ""),
+        }
+        for c in columns
+    ]
     rows = []
     for item in listed["items"]:
         metadata = item.get("metadata") or {}
-        rows.append({
-            "cells": [metadata.get("name", ""), *(_cell(c, item) for c in columns)],
-            "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
-                       "metadata": metadata},
-        })
+        rows.append(
+            {
+                "cells": [metadata.get("name", ""), *(_cell(c, item) for c in columns)],
+                "object": {
+                    "kind": "PartialObjectMetadata",
+                    "apiVersion": "meta.k8s.io/v1",
+                    "metadata": metadata,
+                },
+            }
+        )
     return {
         "kind": "Table",
         "apiVersion": "meta.k8s.io/v1",
-        "metadata": {"resourceVersion": (listed.get("metadata") or {}).get("resourceVersion",
-                                                                           "")},
+        "metadata": {"resourceVersion": (listed.get("metadata") or {}).get("resourceVersion", "")},
         "columnDefinitions": definitions,
         "rows": rows,
     }

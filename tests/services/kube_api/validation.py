@@ -36,7 +36,9 @@ def check_name(resource: ResourceType, name: str) -> None:
     what = "RFC 1123 label" if label_only else "RFC 1123 subdomain"
     if len(name) > limit or not pattern.fullmatch(name):
         raise _invalid(
-            resource, name, "metadata.name",
+            resource,
+            name,
+            "metadata.name",
             f'Invalid value: "{name}": a lowercase {what} must consist of lower case '
             f"alphanumeric characters, '-' or '.', and must start and end with an "
             f"alphanumeric character",
@@ -45,11 +47,17 @@ def check_name(resource: ResourceType, name: str) -> None:
 
 def _check_key(resource: ResourceType, name: str, field: str, key: str) -> None:
     prefix, _, short = key.rpartition("/")
-    bad = not short or len(short) > 63 or not _QUALIFIED.fullmatch(short) or (
-        "/" in key and (not prefix or len(prefix) > 253 or not _SUBDOMAIN.fullmatch(prefix)))
+    bad = (
+        not short
+        or len(short) > 63
+        or not _QUALIFIED.fullmatch(short)
+        or ("/" in key and (not prefix or len(prefix) > 253 or not _SUBDOMAIN.fullmatch(prefix)))
+    )
     if bad:
         raise _invalid(
-            resource, name, field,
+            resource,
+            name,
+            field,
             f'Invalid value: "{key}": name part must consist of alphanumeric characters, '
             f"'-', '_' or '.', and must start and end with an alphanumeric character, with an "
             f"optional DNS subdomain prefix and '/'",
@@ -64,10 +72,15 @@ def check_metadata(resource: ResourceType, obj: dict[str, Any]) -> None:
         raise errors.bad_request("metadata.labels must be an object of strings")
     for key, value in labels.items():
         _check_key(resource, name, "metadata.labels", key)
-        if not isinstance(value, str) or len(value) > 63 or (
-                value and not _QUALIFIED.fullmatch(value)):
+        if (
+            not isinstance(value, str)
+            or len(value) > 63
+            or (value and not _QUALIFIED.fullmatch(value))
+        ):
             raise _invalid(
-                resource, name, "metadata.labels",
+                resource,
+                name,
+                "metadata.labels",
                 f'Invalid value: "{value}": a valid label must be an empty string or consist '
                 f"of alphanumeric characters, '-', '_' or '.', and must start and end with an "
                 f"alphanumeric character (at most 63 characters)",
@@ -79,8 +92,12 @@ def check_metadata(resource: ResourceType, obj: dict[str, Any]) -> None:
         _check_key(resource, name, "metadata.annotations", key)
     size = sum(len(k) + len(str(v)) for k, v in annotations.items())
     if size > ANNOTATIONS_LIMIT:
-        raise _invalid(resource, name, "metadata.annotations",
-                       f"Too long: may not be more than {ANNOTATIONS_LIMIT} bytes")
+        raise _invalid(
+            resource,
+            name,
+            "metadata.annotations",
+            f"Too long: may not be more than {ANNOTATIONS_LIMIT} bytes",
+        )
 
 
 def prepare_secret(obj: dict[str, Any]) -> None:
@@ -101,12 +118,13 @@ def check_kind_rules(resource: ResourceType, obj: dict[str, Any]) -> None:
         for key, value in (obj.get(field) or {}).items():
             if not isinstance(value, str):
                 raise errors.bad_request(f"{field}[{json.dumps(key)}] must be a string")
-            size += len(key) + (len(base64.b64decode(value))
-                                if field == "binaryData" or resource.kind == "Secret"
-                                else len(value.encode()))
+            size += len(key) + (
+                len(base64.b64decode(value))
+                if field == "binaryData" or resource.kind == "Secret"
+                else len(value.encode())
+            )
     if size > DATA_LIMIT:
-        raise _invalid(resource, name, "",
-                       f"Too long: must have at most {DATA_LIMIT} bytes")
+        raise _invalid(resource, name, "", f"Too long: must have at most {DATA_LIMIT} bytes")
 
 
 def validate(resource: ResourceType, obj: dict[str, Any]) -> None:
@@ -117,9 +135,13 @@ def validate(resource: ResourceType, obj: dict[str, Any]) -> None:
     check_kind_rules(resource, obj)
 
 
-_SUSPENDED_MUTABLE = {("metadata", "labels"), ("metadata", "annotations"),
-                      ("spec", "nodeSelector"), ("spec", "tolerations"),
-                      ("spec", "schedulingGates")}
+_SUSPENDED_MUTABLE = {
+    ("metadata", "labels"),
+    ("metadata", "annotations"),
+    ("spec", "nodeSelector"),
+    ("spec", "tolerations"),
+    ("spec", "schedulingGates"),
+}
 
 
 def _without_mutable(template: Any) -> Any:
@@ -140,12 +162,13 @@ def check_update(resource: ResourceType, old: dict[str, Any], new: dict[str, Any
     name = new["metadata"].get("name", "")
     for field in ("selector", "completionMode"):
         if before.get(field) != after.get(field) and field in before:
-            raise _invalid(resource, name, f"spec.{field}",
-                           f'Invalid value: "{field}": field is immutable')
+            raise _invalid(
+                resource, name, f"spec.{field}", f'Invalid value: "{field}": field is immutable'
+            )
     if before.get("template") == after.get("template"):
         return
-    if before.get("suspend") and _without_mutable(before.get("template")) == \
-            _without_mutable(after.get("template")):
+    if before.get("suspend") and _without_mutable(before.get("template")) == _without_mutable(
+        after.get("template")
+    ):
         return
-    raise _invalid(resource, name, "spec.template",
-                   'Invalid value: "object": field is immutable')
+    raise _invalid(resource, name, "spec.template", 'Invalid value: "object": field is immutable')

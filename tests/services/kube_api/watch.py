@@ -30,8 +30,9 @@ MAX_SECONDS = 1800.0
 class WatchStream:
     """A prepared watch: `run` writes the response and returns when it ends."""
 
-    def __init__(self, store: Store, target: Target, query: dict[str, str],
-                 stopping: threading.Event) -> None:
+    def __init__(
+        self, store: Store, target: Target, query: dict[str, str], stopping: threading.Event
+    ) -> None:
         self.store, self.target, self.stopping = store, target, stopping
         self.labels = label_matcher(query.get("labelSelector"))
         self.fields = field_matcher(query.get("fieldSelector"))
@@ -63,16 +64,27 @@ class WatchStream:
         with self.store.lock:
             if self.start is None:
                 cursor = self.store.revision
-                first = [self._line("ADDED", present(self.target, o))
-                         for o in self.store.items(group, plural, self.target.namespace)
-                         if self._matches(o)]
+                first = [
+                    self._line("ADDED", present(self.target, o))
+                    for o in self.store.items(group, plural, self.target.namespace)
+                    if self._matches(o)
+                ]
             else:
                 cursor, first = self.start, []
         if self.initial_bookmark:
-            first.append(self._line("BOOKMARK", {
-                "apiVersion": self.target.api_version, "kind": self.target.type.kind,
-                "metadata": {"resourceVersion": str(cursor),
-                             "annotations": {"k8s.io/initial-events-end": "true"}}}))
+            first.append(
+                self._line(
+                    "BOOKMARK",
+                    {
+                        "apiVersion": self.target.api_version,
+                        "kind": self.target.type.kind,
+                        "metadata": {
+                            "resourceVersion": str(cursor),
+                            "annotations": {"k8s.io/initial-events-end": "true"},
+                        },
+                    },
+                )
+            )
         try:
             for line in first:
                 _chunk(handler, line)
@@ -84,10 +96,10 @@ class WatchStream:
                         continue
                 for event in events:
                     cursor = event.revision
-                    if (event.group, event.plural) == (group, plural) and \
-                            self._matches(event.object):
-                        _chunk(handler, self._line(event.type, present(self.target,
-                                                                       event.object)))
+                    if (event.group, event.plural) == (group, plural) and self._matches(
+                        event.object
+                    ):
+                        _chunk(handler, self._line(event.type, present(self.target, event.object)))
             handler.wfile.write(b"0\r\n\r\n")
         except (BrokenPipeError, ConnectionResetError):
             handler.close_connection = True
