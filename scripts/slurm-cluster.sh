@@ -402,7 +402,7 @@ status_cluster() {
 [ $# -eq 2 ] || usage
 case $1 in
   start) start_cluster "$2" ;;
-  stop) [ -d "$2" ] && stop_cluster "$(cd "$2" && pwd)" ;;
+  stop) if [ -d "$2" ]; then stop_cluster "$(cd "$2" && pwd)"; fi ;;
   status) status_cluster "$(cd "$2" && pwd)" ;;
   restart-controller) restart_controller "$(cd "$2" && pwd)" ;;
   *) usage ;;

@@ -157,7 +157,7 @@ def serve_slurm(root: Path = Path("/tmp")) -> Iterator[SlurmCluster]:
     """A cluster in a fresh folder under `root` for as long as the generator runs."""
     reap_abandoned(root)
     folder = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX, dir=root))
-    lock = _hold_lock(folder)
+    lock = hold_lock(folder)
     try:
         cluster = start_slurm(folder)
     except BaseException:
@@ -198,7 +198,8 @@ def reap_abandoned(root: Path = Path("/tmp"), min_age: float = 600.0) -> list[Pa
     return reaped
 
 
-def _hold_lock(folder: Path) -> IO[bytes]:
+def hold_lock(folder: Path) -> IO[bytes]:
+    """Mark `folder`'s cluster as in use by this process until the handle is closed."""
     handle = open(folder / LOCK_NAME, "ab")  # noqa: SIM115 - held for the session
     fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     return handle

@@ -14,7 +14,14 @@ from typing import Any
 
 import pytest
 
-from tests.services.slurm import SlurmCluster, restart_controller
+from tests.services.slurm import (
+    FOLDER_PREFIX,
+    LOCK_NAME,
+    SlurmCluster,
+    hold_lock,
+    reap_abandoned,
+    restart_controller,
+)
 
 WRAP = 'echo "gpus=$CUDA_VISIBLE_DEVICES"'
 
@@ -232,3 +239,19 @@ def test_client_parse_checks_syntax_offline(
 @pytest.mark.parametrize("command", [["scontrol", "ping"], ["sacctmgr", "-nP", "show", "cluster"]])
 def test_daemons_answer(slurm_cluster: SlurmCluster, command: list[str]) -> None:
     assert ok(slurm_cluster, *command).strip()
+
+
+def test_reap_removes_only_clusters_whose_session_ended(tmp_path: Path) -> None:
+    ended = tmp_path / f"{FOLDER_PREFIX}ended"
+    alive = tmp_path / f"{FOLDER_PREFIX}alive"
+    starting = tmp_path / f"{FOLDER_PREFIX}starting"  # between mkdtemp and its lock
+    other = tmp_path / "not-a-cluster"
+    for folder in (ended, alive, starting, other):
+        folder.mkdir()
+    (ended / LOCK_NAME).touch()
+    (other / LOCK_NAME).touch()
+    with hold_lock(alive):
+        assert reap_abandoned(tmp_path) == [ended]
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted(
+        folder.name for folder in (alive, starting, other)
+    )
