@@ -150,7 +150,8 @@ class Accounting:
         name = check_identifier(name, "account")
         for user in snapshot.users_of(name):
             self.remove_user(user, name, snapshot)
-        self._change(["delete", "account", name, *self._where_cluster()])
+        # with a cluster= condition sacctmgr removes only that cluster's associations
+        self._change(["delete", "account", "where", f"name={name}"])
 
     def add_user(self, user: str, account: str, partition: str = "", limits: str = "") -> bool:
         argv = [

@@ -1,8 +1,8 @@
 """Ownership listing, spec generation and adoption for the Slurm provider.
 
 - `owned`: what carries this manager's mark: accounts and QOS (Description marker),
-  blocks of the managed partitions file (pools, partitions), queued or running jobs (job
-  comment), suite records. Associations carry no marker, so quotas are not listed.
+  blocks of the managed partitions file (pools, partitions, quota records), queued or
+  running jobs (job comment), suite records.
 - `discover`: live Slurm objects as trainform documents (what `trainform import --from`
   writes): accounts as Projects (owners = the account's Organization, which Slurm sets to
   the account name when none was given), node groups of identical CPUs, memory, GRES and
@@ -23,7 +23,7 @@ from providers.base import Discovered, Observation, ObserveRequest
 from providers.errors import PermanentProviderError
 from providers.slurm.nodes import group_pools
 from providers.slurm.partitions import Block, ManagedFile, parse_settings
-from providers.slurm.writes import refuse
+from providers.slurm.writes import quota_record, refresh_allow_accounts, refuse
 
 if TYPE_CHECKING:
     from providers.slurm.provider import SlurmProvider
@@ -43,7 +43,7 @@ def owned(provider: SlurmProvider) -> list[tuple[str, str]]:
             found.add((f"Queue/{qos.name}", "Queue"))
     for block in provider.partitions.read().blocks:
         if block.manager == provider.manager:
-            found.add((block.address, "ResourcePool" if block.is_pool else "Queue"))
+            found.add((block.address, block.address.split("/")[0]))
     if provider.job_root:
         found.update(provider.jobs.owned_jobs())
         found.update(provider.suites.owned(provider.manager))
@@ -170,7 +170,11 @@ def adopt(provider: SlurmProvider, request: ObserveRequest, identifier: str) -> 
             )
 
         provider.partitions.change(edit, lambda managed: [])
-    elif kind != "Quota":  # a quota belongs to whoever owns its account and partition
+    elif kind == "Quota":
+        account, _, partition = identifier.lower().partition("/")
+        record = Block(provider.manager, request.address, quota_record(account, partition))
+        refresh_allow_accounts(provider, partition, record=record)
+    else:
         raise PermanentProviderError(f"the slurm provider cannot import a {kind}")
     return provider.observe([request])[request.address]
 

@@ -4,11 +4,12 @@ Partitions live in slurm.conf (runtime-created ones vanish on reconfigure), so t
 provider owns one included file (connection `partitions_file`) and never edits anything
 else. The file opens with a header comment; each owned block is a marker line
 `# trainform:<manager>:<address>` followed by one line: a `PartitionName=...` line for a
-Queue, or a `# pool Nodes=... Features=...` record for a ResourcePool (Slurm has no pool
-object; the record is what makes a pool owned). Lines outside marked blocks are kept as
-they are.
+Queue, a `# pool Nodes=... Features=...` record for a ResourcePool, or a
+`# quota Account=... Partition=...` record for a Quota (Slurm has no pool object, and
+associations carry no description: the records are what make them owned). Lines outside
+marked blocks are kept as they are.
 
-Writing (`PartitionFile.write`), under an exclusive lock on `<file>.lock`:
+Writing (`PartitionFile.change`), under an exclusive lock on `<file>.lock`:
 1. render the new text; check semantics (every partition's nodes exist, every QOS exists)
    and syntax (Slurm parses a temporary copy of slurm.conf that includes the new text, with
    SLURM_CONF pointed at it);
@@ -40,6 +41,7 @@ HEADER = (
     "# rewritten on apply; lines outside marked blocks are left alone.\n"
 )
 POOL_RECORD = "# pool "
+QUOTA_RECORD = "# quota "
 PARTITION_KEYS = (
     "PartitionName",
     "Nodes",
@@ -68,8 +70,13 @@ class Block:
         return self.line.startswith(POOL_RECORD)
 
     @property
+    def is_record(self) -> bool:
+        """A comment record (pool or quota), not a line Slurm reads."""
+        return self.line.startswith("#")
+
+    @property
     def settings(self) -> dict[str, str]:
-        text = self.line[len(POOL_RECORD) :] if self.is_pool else self.line
+        text = self.line.split(" ", 2)[2] if self.is_record else self.line
         return parse_settings(text)
 
 
@@ -94,7 +101,7 @@ class ManagedFile:
     def partitions(self) -> dict[str, dict[str, str]]:
         """Every PartitionName line in the file (owned or not), by lowercased name."""
         found = {}
-        for line in [b.line for b in self.blocks if not b.is_pool] + self.others:
+        for line in [b.line for b in self.blocks if not b.is_record] + self.others:
             settings = parse_settings(line)
             if "PartitionName" in settings:
                 found[settings["PartitionName"].lower()] = settings
@@ -137,7 +144,7 @@ def parse_file(text: str) -> ManagedFile:
 
 def render_file(managed: ManagedFile) -> str:
     parts = [HEADER]
-    for block in sorted(managed.blocks, key=lambda b: (not b.is_pool, b.address)):
+    for block in sorted(managed.blocks, key=lambda b: (not b.is_record, b.address)):
         parts.append(f"# trainform:{block.manager}:{block.address}\n{block.line}\n")
     if managed.others:
         parts.append("\n".join(managed.others) + "\n")
@@ -148,7 +155,7 @@ def syntax_problems(managed: ManagedFile) -> list[str]:
     """What Slurm's parser would refuse in a managed partition line, found without Slurm."""
     problems = []
     for block in managed.blocks:
-        if block.is_pool:
+        if block.is_record:
             continue
         tokens = block.line.split()
         for token in tokens:

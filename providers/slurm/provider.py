@@ -318,7 +318,7 @@ class SlurmProvider(Provider):
     ) -> Observation:
         block = managed.find(request.address) if managed else None
         qos = snapshot.qos.get(request.name.lower())
-        if block is None or block.manager != self.manager or block.is_pool:
+        if block is None or block.manager != self.manager or block.is_record:
             return Observation(exists=False)
         if qos is None or not self._ours(qos.description):
             return Observation(exists=False)
@@ -359,7 +359,10 @@ class SlurmProvider(Provider):
         block = managed.find(f"Queue/{partition}") if managed else None
         if owner is None or not self._ours(owner.description):
             return Observation(exists=False)
+        record = managed.find(request.address) if managed else None
         if block is None or block.manager != self.manager:
+            return Observation(exists=False)
+        if record is None or record.manager != self.manager:
             return Observation(exists=False)
         associations = snapshot.partition_associations(account, partition)
         if not associations:

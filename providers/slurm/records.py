@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,11 @@ class SuiteRecords:
             return None
         return data if isinstance(data, dict) else None
 
+    def uid(self, address: str) -> str | None:
+        """The id given at the first write, kept by later ones (the record's identity)."""
+        data = self._load(address)
+        return None if data is None else data.get("uid")
+
     def read(self, address: str, manager: str) -> dict[str, Any] | None:
         data = self._load(address)
         if data is None or data.get("manager") != manager:
@@ -40,13 +46,12 @@ class SuiteRecords:
         data = self._load(address)
         if data is not None and data.get("manager") != manager:
             raise PermanentProviderError(f"{address} is managed by {data.get('manager')}")
+        uid = data["uid"] if data is not None and "uid" in data else uuid.uuid4().hex
         self.folder.mkdir(parents=True, exist_ok=True)
         target = self.path(address)
         temporary = target.with_suffix(".tmp")
-        temporary.write_text(
-            json.dumps({"manager": manager, "address": address, "document": document}),
-            encoding="utf-8",
-        )
+        record = {"manager": manager, "address": address, "uid": uid, "document": document}
+        temporary.write_text(json.dumps(record), encoding="utf-8")
         os.replace(temporary, target)
 
     def delete(self, address: str, manager: str) -> None:

@@ -106,7 +106,7 @@ def semantic_check(
     def check(managed: ManagedFile) -> list[str]:
         problems = []
         for block in managed.blocks:
-            if block.is_pool or block.manager != provider.manager:
+            if block.is_record or block.manager != provider.manager:
                 continue
             settings = block.settings
             hostlist = settings.get("Nodes", "")
@@ -168,12 +168,21 @@ def put_queue(
     return {"partition": name, "qos": name, "nodes": nodes, "defaultMemory": memory}
 
 
-def refresh_allow_accounts(provider: SlurmProvider, partition: str) -> None:
-    """Rewrite a managed partition's AllowAccounts from the quota associations."""
+def refresh_allow_accounts(
+    provider: SlurmProvider, partition: str, record: Block | None = None, drop: str = ""
+) -> None:
+    """Rewrite a managed partition's AllowAccounts from the quota associations, and put
+    (`record`) or drop (`drop`, an address) a quota record in the same write."""
     snapshot = provider.accounting.snapshot()
     accounts = allowed_accounts(provider, snapshot, partition)
 
     def edit(managed: ManagedFile) -> None:
+        if record is not None:
+            owned(provider, managed, record.address)
+            managed.put(record)
+        if drop:
+            owned(provider, managed, drop)
+            managed.remove(drop)
         block = managed.find(f"Queue/{partition}")
         if block is None or block.manager != provider.manager:
             return
@@ -188,6 +197,10 @@ def refresh_allow_accounts(provider: SlurmProvider, partition: str) -> None:
     provider.partitions.change(edit, semantic_check(provider, set(snapshot.qos)))
 
 
+def quota_record(account: str, partition: str) -> str:
+    return f"# quota Account={account} Partition={partition}"
+
+
 def put_quota(
     provider: SlurmProvider, resource: DesiredResource, snapshot: AccountingSnapshot
 ) -> dict[str, Any]:
@@ -196,7 +209,9 @@ def put_quota(
     owner = snapshot.accounts.get(account)
     if owner is None or not provider._ours(owner.description):
         raise refuse(resource.address, owner.description if owner else "no such account")
-    block = provider.partitions.read().find(f"Queue/{partition}")
+    managed = provider.partitions.read()
+    owned(provider, managed, resource.address)
+    block = managed.find(f"Queue/{partition}")
     if block is None or block.manager != provider.manager:
         raise refuse(resource.address, f"partition {partition} is not managed here")
     users = snapshot.users_of(account)
@@ -212,8 +227,8 @@ def put_quota(
         if user not in present:
             provider.accounting.add_user(user, account, partition)
         provider.accounting.set_user_limits(user, account, partition, limits)
-    if account not in (parse_settings(block.line).get("AllowAccounts", "").split(",")):
-        refresh_allow_accounts(provider, partition)
+    record = Block(provider.manager, resource.address, quota_record(account, partition))
+    refresh_allow_accounts(provider, partition, record=record)
     return {"account": account, "partition": partition}
 
 
@@ -258,6 +273,7 @@ def remove(provider: SlurmProvider, address: str, kind: str, outputs: dict[str, 
             return  # nothing recorded as created: never guess which limits were ours
         if not provider._ours(owner.description):
             raise refuse(address, owner.description)
+        owned(provider, provider.partitions.read(), address)
         for association in snapshot.partition_associations(account, partition):
             provider.accounting.remove_user(association.user, account, snapshot, partition)
-        refresh_allow_accounts(provider, partition)
+        refresh_allow_accounts(provider, partition, drop=address)
