@@ -24,7 +24,6 @@ from tests.services.common import unavailable
 from tests.services.kube_api import KubeAPI
 from tests.services.kube_api.errors import ApiError
 from tests.services.kube_api.fields import apply as apply_fields
-from tests.services.kube_api.fixtures import kube_api  # noqa: F401 - the session fixture
 from tests.services.kube_api.patch import json_patch, merge_patch, strategic_merge_patch
 from tests.services.kube_api.selectors import label_matcher
 
