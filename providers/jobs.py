@@ -24,6 +24,7 @@ Environment a job receives (the README documents it for users):
   TRAINFORM_DATASET_<NAME> (folder of each pinned dataset version; NAME upper-cased, '-' -> '_')
   TRAINFORM_DATASET_<NAME>_URI (datasets kept on S3: the version's s3:// location)
   TRAINFORM_PARAM_<NAME> (each parameter as text) and TRAINFORM_PARAMETERS (all, as JSON)
+  TRAINFORM_NODES, TRAINFORM_NODE_INDEX (multi-node providers: the run's nodes, this node)
   evaluations also: TRAINFORM_MODEL_DIR, TRAINFORM_METRICS_FILE, TRAINFORM_EVAL_SUITE
 """
 
