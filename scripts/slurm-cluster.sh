@@ -65,6 +65,23 @@ wait_for() {
   return 1
 }
 
+# Like wait_for, but gives up as soon as the daemon behind pid file $2 (program $3) has
+# died: a port in use or a bad configuration makes a daemon exit at once.
+wait_for_daemon() {
+  local deadline=$((SECONDS + $1)) file=$2 program=$3 started=$SECONDS
+  shift 3
+  while ((SECONDS < deadline)); do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    if [ -s "$file" ] || ((SECONDS - started > 10)); then
+      live_pid "$file" "$program" >/dev/null \
+        || { sleep 0.5; live_pid "$file" "$program" >/dev/null; } \
+        || { echo "slurm-cluster.sh: $program exited" >&2; return 1; }
+    fi
+    sleep 0.2
+  done
+  return 1
+}
+
 # The pid a pid file names, if that process is alive and is the program $2 (a pid file
 # left by a previous run may name a pid that an unrelated process reuses since).
 live_pid() {
@@ -130,7 +147,8 @@ stop_cluster() {
   # Jobs first, while the controller is up: cancelled jobs end in accounting, and their
   # steps exit instead of outliving slurmd.
   if live_pid "$dir/run/slurmctld.pid" slurmctld >/dev/null; then
-    jobs=$(SLURM_CONF="$dir/slurm.conf" timeout 10 squeue -h -t PD,R,CG,S,CF,RQ,RS -o %A 2>/dev/null || true)
+    jobs=$(SLURM_CONF="$dir/slurm.conf" timeout 10 \
+      squeue -h -t PD,R,CG,S,CF,RQ,RS -o %A 2>/dev/null || true)
     if [ -n "$jobs" ]; then
       # shellcheck disable=SC2086 # one job id per word
       SLURM_CONF="$dir/slurm.conf" timeout 10 scancel $jobs 2>/dev/null || true
@@ -160,7 +178,8 @@ restart_controller() {
   export SLURM_CONF="$dir/slurm.conf"
   if pid=$(live_pid "$dir/run/slurmctld.pid" slurmctld); then terminate 150 "$pid"; fi
   slurmctld -f "$dir/slurm.conf" || fail "$dir" "slurmctld did not start"
-  wait_for 60 timeout 10 scontrol ping || fail "$dir" "slurmctld does not answer"
+  wait_for_daemon 60 "$dir/run/slurmctld.pid" slurmctld timeout 10 scontrol ping \
+    || fail "$dir" "slurmctld does not answer"
   # The node is `unknown` until slurmd registers again; SIGHUP makes it register now
   # instead of at the controller's next node ping (seconds later).
   if pid=$(live_pid "$dir/run/slurmd.pid" slurmd); then kill -HUP "$pid"; fi
@@ -197,7 +216,8 @@ start_mysql() {
   if [ ! -d "$dir/mysql/data/mysql" ]; then
     mysql_install_db --no-defaults --user=root --datadir="$dir/mysql/data" \
       --auth-root-authentication-method=socket --skip-test-db \
-      >"$dir/mysql/install.log" 2>&1 || fail "$dir" "mysql_install_db failed: $(tail -n 5 "$dir/mysql/install.log")"
+      >"$dir/mysql/install.log" 2>&1 \
+      || fail "$dir" "mysql_install_db failed: $(tail -n 5 "$dir/mysql/install.log")"
   fi
   setsid mariadbd --no-defaults --user=root \
     --datadir="$dir/mysql/data" \
@@ -208,9 +228,11 @@ start_mysql() {
     --innodb-buffer-pool-size=32M --innodb-log-file-size=16M --skip-log-bin \
     --innodb-flush-log-at-trx-commit=0 --performance-schema=OFF \
     </dev/null >/dev/null 2>&1 &
-  wait_for 60 mariadb --no-defaults --socket="$dir/mysql/mysqld.sock" -e "SELECT 1" \
+  wait_for_daemon 60 "$dir/mysql/mysqld.pid" mariadbd \
+    mariadb --no-defaults --socket="$dir/mysql/mysqld.sock" -e "SELECT 1" \
     || fail "$dir" "MariaDB does not answer on $dir/mysql/mysqld.sock"
-  mariadb --no-defaults --socket="$dir/mysql/mysqld.sock" <<EOF || fail "$dir" "cannot create the slurm database user"
+  mariadb --no-defaults --socket="$dir/mysql/mysqld.sock" <<EOF \
+    || fail "$dir" "cannot create the slurm database user"
 CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY '$password';
 ALTER USER 'slurm'@'127.0.0.1' IDENTIFIED BY '$password';
 GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';
@@ -309,7 +331,8 @@ SlurmdTimeout=60
 InactiveLimit=0
 KillWait=5
 MinJobAge=600
-NodeName=$node NodeHostname=$node NodeAddr=127.0.0.1 CPUs=$CPUS RealMemory=$MEMORY Gres=gpu:$GPUS State=UNKNOWN
+NodeName=$node NodeHostname=$node NodeAddr=127.0.0.1 CPUs=$CPUS RealMemory=$MEMORY \
+  Gres=gpu:$GPUS State=UNKNOWN
 PartitionName=debug Nodes=$node Default=YES MaxTime=INFINITE State=UP
 Include $dir/trainform-partitions.conf
 EOF
@@ -350,7 +373,10 @@ start_cluster() {
   node=$(hostname -s)
   ports=${SLURM_CLUSTER_PORTS:-$(free_ports 4)}
   read -r mysql_port dbd_port ctld_port slurmd_port <<<"$ports"
-  [ -n "$slurmd_port" ] || { echo "slurm-cluster.sh: SLURM_CLUSTER_PORTS needs 4 ports" >&2; exit 2; }
+  if [ -z "$slurmd_port" ]; then
+    echo "slurm-cluster.sh: SLURM_CLUSTER_PORTS needs 4 ports" >&2
+    exit 2
+  fi
   password=$(head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')
   make_gpu_devices "$dir"
   write_configs "$dir" "$node" "$mysql_port" "$dbd_port" "$ctld_port" "$slurmd_port" "$password"
@@ -372,23 +398,28 @@ EOF
 
   # slurmdbd has no -f: it reads slurmdbd.conf next to $SLURM_CONF.
   slurmdbd || fail "$dir" "slurmdbd did not start"
-  wait_for 60 timeout 10 sacctmgr -nP show cluster || fail "$dir" "slurmdbd does not answer on port $dbd_port"
+  wait_for_daemon 60 "$dir/run/slurmdbd.pid" slurmdbd timeout 10 sacctmgr -nP show cluster \
+    || fail "$dir" "slurmdbd does not answer on port $dbd_port"
   if [ -z "$(sacctmgr -nP show cluster format=cluster where cluster="$CLUSTER_NAME")" ]; then
-    sacctmgr -i add cluster "$CLUSTER_NAME" >/dev/null || fail "$dir" "cannot register cluster $CLUSTER_NAME"
+    sacctmgr -i add cluster "$CLUSTER_NAME" >/dev/null \
+      || fail "$dir" "cannot register cluster $CLUSTER_NAME"
   fi
 
   slurmctld -f "$dir/slurm.conf" || fail "$dir" "slurmctld did not start"
-  wait_for 60 timeout 10 scontrol ping || fail "$dir" "slurmctld does not answer on port $ctld_port"
+  wait_for_daemon 60 "$dir/run/slurmctld.pid" slurmctld timeout 10 scontrol ping \
+    || fail "$dir" "slurmctld does not answer on port $ctld_port"
   slurmd -f "$dir/slurm.conf" -N "$node" || fail "$dir" "slurmd did not start"
-  if ! wait_for 60 node_idle "$dir"; then
-    fail "$dir" "node $node is '$(node_state "$dir")', not idle: $(scontrol show node "$node" 2>&1 | grep -E 'State|Reason' | tr -s ' ')"
+  if ! wait_for_daemon 60 "$dir/run/slurmd.pid" slurmd node_idle "$dir"; then
+    fail "$dir" "node $node is '$(node_state "$dir")', not idle:" \
+      "$(scontrol show node "$node" 2>&1 | grep -E 'State|Reason' | tr -s ' ')"
   fi
   for entry in run/slurmd.pid:slurmd run/slurmctld.pid:slurmctld run/slurmdbd.pid:slurmdbd \
       mysql/mysqld.pid:mariadbd munge/munged.pid:munged; do
     live_pid "$dir/${entry%%:*}" "${entry##*:}" >/dev/null \
       || fail "$dir" "${entry%%:*} names no running ${entry##*:}"
   done
-  echo "slurm cluster $CLUSTER_NAME up: SLURM_CONF=$dir/slurm.conf node=$node cpus=$CPUS memory=$MEMORY gpus=$GPUS"
+  echo "slurm cluster $CLUSTER_NAME up: SLURM_CONF=$dir/slurm.conf node=$node" \
+    "cpus=$CPUS memory=$MEMORY gpus=$GPUS"
 }
 
 status_cluster() {
