@@ -69,6 +69,13 @@ def sacctmgr(cluster: SlurmCluster, *argv: str) -> str:
     return ok(cluster, "sacctmgr", "-i", *argv)
 
 
+def remove(cluster: SlurmCluster, entity: str, names: str) -> None:
+    """Delete what a test added to the shared cluster's accounting (retried: slurmdbd
+    refuses while the cancelled jobs still count as running)."""
+    argv = ["sacctmgr", "-i", "delete", entity, "where", f"name={names}"]
+    assert poll(lambda: cluster.run(argv).returncode == 0, timeout=15), cluster.run(argv).stderr
+
+
 @pytest.fixture
 def partitions(slurm_cluster: SlurmCluster) -> Iterator[Path]:
     """The include file; restored (and the controller brought back if it died) after."""
@@ -154,6 +161,8 @@ def test_association_and_qos_gpu_limits_keep_jobs_pending(slurm_cluster: SlurmCl
         )
     finally:
         ok(slurm_cluster, "scancel", str(by_account), str(by_qos))
+        remove(slurm_cluster, "account", "smoke-limited")
+        remove(slurm_cluster, "qos", "smoke-qos")
 
 
 def test_higher_qos_preempts_and_requeues(slurm_cluster: SlurmCluster) -> None:
@@ -180,6 +189,7 @@ def test_higher_qos_preempts_and_requeues(slurm_cluster: SlurmCluster) -> None:
         assert job["job_state"] == "PENDING"
     finally:
         ok(slurm_cluster, "scancel", str(low), *([str(high)] if high else []))
+        remove(slurm_cluster, "qos", "smoke-high,smoke-low")
 
 
 def test_partition_from_include_file_appears_on_reconfigure(
