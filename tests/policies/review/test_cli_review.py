@@ -179,7 +179,13 @@ def test_errors_exit_1_with_a_message(
         else ["review", "repo", "--base", "HEAD~1", *args]
     )
     path = os.environ.get("PATH", "").split(os.pathsep)
-    monkeypatch.setenv("PATH", os.pathsep.join(p for p in path if not (Path(p) / "sacct").exists()))
+    kept = moved / "git-only"
+    kept.mkdir(exist_ok=True)
+    git = shutil.which("git")
+    assert git is not None
+    (kept / "git").symlink_to(git)
+    without_sacct = [p for p in path if not (Path(p) / "sacct").exists()]
+    monkeypatch.setenv("PATH", os.pathsep.join([str(kept), *without_sacct]))
     result = run_trainform(*argv, cwd=moved)
     assert result.returncode == 1, result.stdout
     assert message in result.stderr
