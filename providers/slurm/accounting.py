@@ -10,12 +10,14 @@ Reads return plain dataclasses keyed by lowercased name; Slurm keeps names lower
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 from providers.errors import PermanentProviderError, TransientProviderError
-from providers.slurm.commands import SlurmCommands, is_transient
+from providers.slurm.commands import Result, SlurmCommands, is_transient
 from providers.slurm.names import check_identifier
 
+CHANGES = threading.Lock()
 UNCHANGED = ("nothing new added", "nothing modified", "already exists")
 QOS_FIELDS = "Name,Description,Priority,GrpTRES,MaxTRESPU,Preempt,PreemptMode"
 ASSOC_FIELDS = "Account,User,Partition,GrpTRES,MaxJobs,MaxWall,ParentName"
@@ -86,9 +88,17 @@ class Accounting:
     def _where_cluster(self) -> list[str]:
         return [f"cluster={self.cluster}"] if self.cluster else []
 
+    def _locked_run(self, argv: list[str], check: bool = True) -> Result:
+        with CHANGES:
+            return self.commands.run(argv, check=check)
+
     def _change(self, argv: list[str]) -> bool:
-        """Run a change; False when Slurm says nothing needed changing."""
-        result = self.commands.run(["sacctmgr", "-i", *argv], check=False)
+        """Run a change; False when Slurm says nothing needed changing.
+
+        Changes are serialized: slurmdbd 22.05 silently drops one of two accounts added at
+        the same moment by two sacctmgr processes (both report success)."""
+        with CHANGES:
+            result = self.commands.run(["sacctmgr", "-i", *argv], check=False)
         text = result.text.lower()
         if any(phrase in text for phrase in UNCHANGED):
             return False
@@ -131,6 +141,10 @@ class Accounting:
             )
         return snapshot
 
+    def qos_names(self) -> set[str]:
+        text = self.commands.run(["sacctmgr", "-nP", "show", "qos", "format=Name"]).stdout
+        return {line.strip().lower() for line in text.splitlines() if line.strip()}
+
     # accounts and users ------------------------------------------------------------------
 
     def add_account(self, name: str, description: str, organization: str = "") -> bool:
@@ -138,7 +152,11 @@ class Accounting:
         argv = ["add", "account", name, f"Description={description}", *self._where_cluster()]
         if organization:
             argv.append(f"Organization={organization}")
-        return self._change(argv)
+        changed = self._change(argv)
+        listed = self.commands.run(["sacctmgr", "-nP", "show", "account", name, "format=Account"])
+        if name not in listed.stdout.split():
+            raise TransientProviderError(f"cannot add account {name}: slurmdbd did not keep it")
+        return changed
 
     def set_account_description(self, name: str, description: str) -> bool:
         name = check_identifier(name, "account")
@@ -173,7 +191,7 @@ class Accounting:
         where = ["where", f"name={user}", f"account={check_identifier(account, 'account')}"]
         if partition is not None:
             where.append(f"partition={check_identifier(partition, 'partition')}")
-        result = self.commands.run(
+        result = self._locked_run(
             ["sacctmgr", "-i", "delete", "user", *where, *self._where_cluster()], check=False
         )
         text = result.text.lower()
@@ -194,7 +212,7 @@ class Accounting:
                     f"DefaultAccount={sorted(others)[0]}",
                 ]
             )
-            self.commands.run(["sacctmgr", "-i", "delete", "user", *where, *self._where_cluster()])
+            self._locked_run(["sacctmgr", "-i", "delete", "user", *where, *self._where_cluster()])
             return
         raise PermanentProviderError(f"cannot remove user {user} from {account}: {result.text}")
 

@@ -19,6 +19,8 @@ Submitting the same attempt again changes nothing (submission.json records the j
 from __future__ import annotations
 
 import json
+import os
+import pwd
 import shlex
 import sys
 from dataclasses import asdict
@@ -26,7 +28,7 @@ from decimal import ROUND_CEILING, Decimal
 from pathlib import Path
 from typing import Any
 
-from providers.errors import PermanentProviderError
+from providers.errors import PermanentProviderError, TransientProviderError
 from providers.jobs import AttemptStatus, EvaluationStatus, JobLaunch, RunPhase, RunStatus
 from providers.local.checkpoints import latest_valid, list_checkpoints
 from providers.local.environment import dataset_folder, parameter_text, variable_suffix
@@ -109,6 +111,7 @@ class SlurmJobs:
         existing = [j for j in self._queue_states() if j.comment == comment]
         folder.mkdir(parents=True, exist_ok=True)
         if not existing:
+            self._require_association(launch)
             launch_file = self._write_launch(launch, folder)
             argv = self._sbatch(launch, folder, comment, launch_file)
             output = self.commands.run(argv).stdout.strip()
@@ -182,6 +185,33 @@ class SlurmJobs:
             if found and found[0] == self.manager:
                 owned.add((found[1], "TrainingJob"))
         return sorted(owned)
+
+    def _require_association(self, launch: JobLaunch) -> None:
+        """The submitting user needs the (user, project, queue) association a Quota makes;
+        missing, it is transient (the Quota may be applying at this moment)."""
+        user = pwd.getpwuid(os.getuid()).pw_name
+        account = check_identifier(launch.project or "", "account")
+        partition = check_identifier(launch.queue, "partition")
+        text = self.commands.run(
+            [
+                "sacctmgr",
+                "-nP",
+                "show",
+                "association",
+                "where",
+                f"user={user}",
+                f"account={account}",
+                f"partition={partition}",
+                "format=User",
+            ]
+        ).stdout
+        if user not in text.split():
+            raise TransientProviderError(
+                f"cannot submit to queue {partition} for project {account}: user {user} has no "
+                f"association with account {account} on partition {partition} (no Quota of "
+                f"the project on the queue yet, or {user} is not one of the project's users)",
+                retry_after=1.0,
+            )
 
     # reading Slurm -------------------------------------------------------------------------
 
@@ -352,8 +382,6 @@ class SlurmJobs:
 
 
 def _inherited(name: str) -> str:
-    import os
-
     return os.environ.get(name, "/usr/local/bin:/usr/bin:/bin")
 
 

@@ -176,8 +176,8 @@ def live_queue(
             continue
         if partition.get(key, "") != expected:
             _drift(live, f"partition {key}={partition.get(key, '(unset)')}")
-    tier = partition.get("PriorityTier", "1")
-    if tier != expected_partition.get("PriorityTier"):
+    tier = partition.get("PriorityTier")  # absent (a line written by hand): not compared
+    if tier is not None and tier != expected_partition.get("PriorityTier"):
         _drift(live, f"partition PriorityTier={tier}")
     for key in partition:
         if key not in expected_partition and key != "AllowAccounts":

@@ -97,13 +97,13 @@ def owned(provider: SlurmProvider, managed: ManagedFile, address: str) -> Block 
     return block
 
 
-def semantic_check(
-    provider: SlurmProvider, snapshot_qos: set[str]
-) -> Callable[[ManagedFile], list[str]]:
-    """Problems of the partitions in a file: unknown nodes or QOS (checked before writing)."""
-    known = provider.nodes.all()
+def semantic_check(provider: SlurmProvider) -> Callable[[ManagedFile], list[str]]:
+    """Problems of the partitions in a file: unknown nodes or QOS. Run under the file's
+    lock, just before writing, on fresh reads (another apply may have changed either)."""
 
     def check(managed: ManagedFile) -> list[str]:
+        known = provider.nodes.all()
+        snapshot_qos = provider.accounting.qos_names()
         problems = []
         for block in managed.blocks:
             if block.is_record or block.manager != provider.manager:
@@ -148,6 +148,12 @@ def put_queue(
     if qos is not None and not provider._ours(qos.description):
         raise refuse(resource.address, qos.description)
     nodes, memory = provider._queue_nodes(resource)
+    known = provider.nodes.all()
+    unknown = [n for n in provider.nodes.expand(nodes) if n not in known]
+    if unknown:  # checked before anything changes: a failed create leaves nothing
+        raise PermanentProviderError(
+            f"cannot write partition {name}: Slurm has no node {', '.join(unknown)}"
+        )
     settings = mapping.qos_settings(resource.spec, provider.mark(resource.address))
     arguments = mapping.qos_arguments(settings)
     if qos is None:
@@ -164,7 +170,7 @@ def put_queue(
         owned(provider, current, resource.address)
         current.put(Block(provider.manager, resource.address, line))
 
-    provider.partitions.change(edit, semantic_check(provider, set(snapshot.qos) | {name}))
+    provider.partitions.change(edit, semantic_check(provider))
     return {"partition": name, "qos": name, "nodes": nodes, "defaultMemory": memory}
 
 
@@ -194,7 +200,7 @@ def refresh_allow_accounts(
         settings["State"] = state
         managed.put(Block(block.manager, block.address, render_settings(settings)))
 
-    provider.partitions.change(edit, semantic_check(provider, set(snapshot.qos)))
+    provider.partitions.change(edit, semantic_check(provider))
 
 
 def quota_record(account: str, partition: str) -> str:

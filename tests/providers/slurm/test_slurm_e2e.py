@@ -1,0 +1,215 @@
+"""The Slurm provider end to end on the real test cluster, through the `trainform` CLI.
+
+One platform per module: two projects, two queues on one pool, a quota per project, a
+training job on one queue (datasets and the host image on a `local` instance next to the
+`slurm` one) and a job asking for more GPUs than its project's quota. Tests run in file
+order: the job runs on slurmd, checkpoints, is cancelled mid-run and resumes from its
+latest valid checkpoint on the next apply; the over-quota job waits with a readable
+reason; hand changes with sacctmgr show as drift and apply restores them; a partition
+naming a node Slurm does not have is refused and the controller stays up.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from planner.desired import build_desired
+from planner.session import ProviderSet
+from providers.base import DesiredResource
+from providers.errors import PermanentProviderError
+from specs import load_specs
+from tests.engine.support import QUICKSTART, run_trainform
+from tests.providers.slurm import fixtures
+from tests.services.slurm import SlurmCluster
+
+pytestmark = pytest.mark.slow
+
+
+def tf(folder: Path, *args: str, timeout: float = 180) -> tuple[int, str]:
+    result = run_trainform(*args, cwd=folder, timeout=timeout)
+    output = result.stdout + result.stderr
+    assert "Traceback" not in output, output
+    return result.returncode, output
+
+
+def ok(folder: Path, *args: str) -> str:
+    code, output = tf(folder, *args)
+    assert code == 0, output
+    return output
+
+
+def jobs(folder: Path) -> dict[str, dict[str, Any]]:
+    text = ok(folder, "status", "--dir", ".", "--format", "json")
+    return {job["address"]: job for job in json.loads(text)["jobs"]}
+
+
+def poll(check: Any, timeout: float = 120, interval: float = 1.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(interval)
+
+
+def job_document(name: str, project: str, queue: str, gpus: int, steps: int) -> str:
+    return (
+        "apiVersion: trainform/v1\nkind: TrainingJob\n"
+        f"metadata: {{name: {name}, project: {project}}}\n"
+        f"spec:\n  queue: {queue}\n  image: host-python\n  datasets: [tiny-corpus@v1]\n"
+        "  code: {repo: code}\n  command: [python3, train.py]\n"
+        f"  parameters: {{steps: {steps}, checkpointEvery: 5, stepSeconds: 0.4}}\n"
+        f"  resources: {{nodes: 1, cpu: 1, memory: 256Mi, acceleratorsPerNode: {gpus}}}\n"
+        "  checkpoint: {interval: 1m, keepLast: 3}\n  retries: {limit: 2}\n  maxRuntime: 30m\n"
+    )
+
+
+@pytest.fixture(scope="module")
+def platform(
+    slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Any]]:
+    prefix = fixtures.unique_prefix("e")
+    root = tmp_path_factory.mktemp("slurm-e2e") / "specs"
+    root.mkdir()
+    shutil.copytree(QUICKSTART / "code", root / "code")
+    shutil.copytree(QUICKSTART / "data", root / "data")
+    (root / "trainform.yaml").write_text(
+        fixtures.config(slurm_cluster, slurm_cluster.job_root / prefix)
+    )
+    a, b, q1, q2, pool = (f"{prefix}-{s}" for s in ("a", "b", "q1", "q2", "pool"))
+    platform_docs = [
+        fixtures.pool(slurm_cluster, pool),
+        fixtures.project(a),
+        fixtures.project(b),
+        fixtures.queue(q1, pool),
+        fixtures.queue(q2, pool, extra="  stopPolicy: Hold\n"),
+        fixtures.quota(f"{a}-q1", a, q1, "{gpu: 1, cpu: 2, runningJobs: 2, maxWallTime: 1h}"),
+        fixtures.quota(f"{b}-q2", b, q2, "{gpu: 2, runningJobs: 1}"),
+    ]
+    (root / "platform.yaml").write_text("---\n".join(platform_docs))
+    inputs = (
+        "apiVersion: trainform/v1\nkind: Dataset\nmetadata: {name: tiny-corpus}\n"
+        "spec: {source: data/tiny-corpus, format: text, versions: [{name: v1}]}\n---\n"
+        "apiVersion: trainform/v1\nkind: Image\nmetadata: {name: host-python}\n"
+        "spec: {runtime: host}\n---\n"
+        + job_document("bigram", a, q1, gpus=1, steps=30)
+        + "---\n"
+        + job_document("greedy", a, q1, gpus=2, steps=5)
+    )
+    (root / "training.yaml").write_text(inputs)
+    yield {"root": root, "prefix": prefix, "a": a, "q1": q1, "q2": q2, "pool": pool}
+    fixtures.cleanup(slurm_cluster, prefix)
+
+
+def job_ids(cluster: SlurmCluster, address: str) -> list[str]:
+    text = cluster.run(["squeue", "--noheader", "--format=%i %k"]).stdout
+    return [line.split()[0] for line in text.splitlines() if f":{address}:" in line]
+
+
+def test_apply_runs_the_job_which_resumes_after_a_cancel(
+    platform: dict[str, Any], slurm_cluster: SlurmCluster
+) -> None:
+    root, a = platform["root"], platform["a"]
+    bigram, greedy = f"TrainingJob/{a}/bigram", f"TrainingJob/{a}/greedy"
+
+    output = ok(root, "apply", ".", "--auto-approve")
+    assert "Apply complete" in output, output
+    partitions = slurm_cluster.partitions_file.read_text()
+    assert f"PartitionName={platform['q1']} " in partitions
+    assert f"AllowAccounts={a} " in partitions
+
+    def checkpointed() -> dict[str, Any] | None:
+        job = jobs(root)[bigram]
+        ready = job["phase"] == "running" and (job["latestValidCheckpoint"] or {}).get("step", 0)
+        return job if ready and job["latestValidCheckpoint"]["step"] >= 10 else None
+
+    running = poll(checkpointed)
+    assert running["attempt"] == 1
+    slurm_cluster.run(["scancel", *job_ids(slurm_cluster, bigram)])
+    cancelled = poll(lambda: jobs(root)[bigram]["phase"] == "cancelled" and jobs(root)[bigram])
+    resume_point = cancelled["latestValidCheckpoint"]
+
+    waiting = jobs(root)[greedy]
+    assert waiting["phase"] == "queued"
+    assert "project's GPU quota" in waiting["reason"] and "AssocGrpGRES" in waiting["reason"]
+
+    output = ok(root, "apply", ".", "--auto-approve")
+    assert f"resume from the latest valid checkpoint {resume_point['id']}" in output, output
+    done = poll(lambda: jobs(root)[bigram]["phase"] == "succeeded" and jobs(root)[bigram], 180)
+    assert done["attempt"] == 2 and done["currentStep"] == 30
+    log = Path(done["log"]).read_text()
+    assert f"resumed from {resume_point['path']} at step {resume_point['step']}" in log
+    assert "step 1/30" not in log  # the step continued, it did not start over
+    status = ok(root, "status", "--dir", ".")
+    assert "AssocGrpGRES" in status
+
+
+def test_hand_changes_to_qos_and_association_limits_are_drift_and_apply_restores_them(
+    platform: dict[str, Any], slurm_cluster: SlurmCluster
+) -> None:
+    root, a, q1 = platform["root"], platform["a"], platform["q1"]
+    ok(root, "apply", ".", "--auto-approve")  # converged already when run after the job test
+    slurm_cluster.run(
+        ["sacctmgr", "-i", "modify", "qos", "where", f"name={q1}", "set", "GrpTRES=cpu=6"]
+    )
+    slurm_cluster.run(
+        [
+            "sacctmgr",
+            "-i",
+            "modify",
+            "user",
+            "where",
+            "name=root",
+            f"account={a}",
+            f"partition={q1}",
+            "set",
+            "GrpTRES=gres/gpu=0",
+        ]
+    )
+
+    code, output = tf(root, "drift", ".")
+
+    assert code == 2, output
+    assert f"Queue/{q1}" in output and "spec.pools[0].nominalQuota.cpu: applied 4, live 6" in output
+    assert f"Quota/{a}/{a}-q1" in output and "spec.limits.gpu: applied 1, live 0" in output
+    ok(root, "apply", ".", "--auto-approve")
+    code, output = tf(root, "plan", ".", "--detailed-exitcode")
+    assert code == 0, output
+    qos = slurm_cluster.run(["sacctmgr", "-nP", "show", "qos", q1, "format=GrpTRES"]).stdout
+    assert "cpu=4" in qos
+
+
+def test_a_partition_naming_a_missing_node_is_refused_and_the_controller_stays_up(
+    platform: dict[str, Any], slurm_cluster: SlurmCluster
+) -> None:
+    root = platform["root"]
+    providers = ProviderSet(load_specs(root).config, root)
+    try:
+        provider = providers.get("hpc")
+        item = build_desired(load_specs(root))[f"Queue/{platform['q1']}"]
+        before = slurm_cluster.partitions_file.read_text()
+        ghost = DesiredResource(
+            address=f"Queue/{platform['prefix']}-ghost",
+            kind="Queue",
+            name=f"{platform['prefix']}-ghost",
+            project=None,
+            document=item.document,
+            outputs_of_dependencies={
+                f"ResourcePool/{platform['pool']}": {"nodeList": "ghost[1-2]", "cpusPerNode": 1}
+            },
+        )
+        with pytest.raises(PermanentProviderError, match="Slurm has no node ghost1, ghost2"):
+            provider.create(ghost)
+    finally:
+        providers.close()
+    assert slurm_cluster.partitions_file.read_text() == before
+    assert "is UP" in slurm_cluster.run(["scontrol", "ping"]).stdout
+    assert slurm_cluster.controller_alive()
