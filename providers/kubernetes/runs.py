@@ -250,16 +250,19 @@ class KubernetesJobs:
         for job in self.client.list(JOB, self.naming.selector):
             metadata = job["metadata"]
             jobs[(metadata.get("namespace", ""), metadata["name"])] = job
+        asked = {self._namespace_of(request.address) for request in requests}
         waiting = sorted(
             {
                 namespace
                 for (namespace, _), job in jobs.items()
-                if not attempt_status({}, job, None).phase.finished
+                if namespace in asked and not attempt_status({}, job, None).phase.finished
             }
         )
         workloads: dict[str, dict[str, Any]] = {}
-        for namespace in waiting:
-            workloads.update(self._workloads_by_job(self.client.list(WORKLOAD, "", namespace)))
+        if len(waiting) == 1:
+            workloads = self._workloads_by_job(self.client.list(WORKLOAD, "", waiting[0]))
+        elif waiting:  # one list across namespaces beats one per namespace
+            workloads = self._workloads_by_job(self.client.list(WORKLOAD, ""))
         observations = {}
         for request in requests:
             ledger = ledgers.get((self._namespace_of(request.address), request.address))
