@@ -88,8 +88,9 @@ def conflict_message(what: str, status: dict[str, Any], message: str) -> str:
     cause = f"{', '.join(fields)}" if fields and managers else message
     return (
         f"cannot apply {what}: conflict with field manager {who} on {cause}; trainform does "
-        "not take over fields another manager set (undo that manager's change, or set "
-        "forceConflicts: true on the connection to take them)"
+        "not take over fields another manager set (undo that manager's change, or take them "
+        'with the annotation trainform.dev/force-conflicts: "true" on the spec, or '
+        "forceConflicts: true on the connection)"
     )
 
 

@@ -44,6 +44,7 @@ from providers.kubernetes.projection import project_document, roles
 from providers.kubernetes.runs import KubernetesJobs
 
 RESOURCE_KINDS = ("Project", "ResourcePool", "Queue", "Quota")
+FORCE_ANNOTATION = "trainform.dev/force-conflicts"  # on a spec: take its fields back
 Key = tuple[str, str, str]  # (kind, namespace, name)
 
 
@@ -289,6 +290,8 @@ class KubernetesProvider(KubernetesJobs, Provider):
         if resource.kind in ("TrainingJob", "EvalSuite"):
             return {}  # runs go through submit(); suites are read at submission
         rendered = self.render(resource)
+        annotations = resource.document.get("metadata", {}).get("annotations") or {}
+        forced = annotations.get(FORCE_ANNOTATION) == "true"
         found = [self._check_owner(obj, resource.address, adopting) for obj in rendered]
         for obj, live in zip(rendered, found, strict=True):
             if obj["kind"] == "PriorityClass" and live and live.get("value") != obj["value"]:
@@ -301,7 +304,7 @@ class KubernetesProvider(KubernetesJobs, Provider):
                     )
                 self.client.delete(PRIORITY_CLASS, obj["metadata"]["name"])
             # importing takes the fields over from whoever set them
-            self.client.apply(obj, self.field_manager, self.force or adopting)
+            self.client.apply(obj, self.field_manager, self.force or adopting or forced)
         return self._outputs(resource, rendered)
 
     def _check_owner(

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from planner.drift import detect_drift
 from planner.normalize import normalize_document
@@ -26,7 +27,6 @@ from specs.models.kinds import KINDS
 from tests.engine.support import SpecFolder
 from tests.providers.kubernetes.fixtures import (
     INSTANCE,
-    kubernetes_config,
     platform_folder,
     unique_prefix,
 )
@@ -84,12 +84,31 @@ def test_a_kubectl_edit_of_a_quota_is_drift_and_apply_restores_it_when_allowed_t
     [failure] = [o for o in result.outcomes if o.address == "Queue/train"]
     assert "kubectl-edit" in failure.message and "forceConflicts" in failure.message
 
-    (folder.root / "trainform.yaml").write_text(
-        kubernetes_config(kube_api, prefix, "      forceConflicts: true\n")
-    )
+    _annotate(folder.root, "Queue", "train", {"trainform.dev/force-conflicts": "true"})
     folder.converge(refresh=True)
 
     assert not detect_drift(folder.state(), folder.providers()).findings
+    live = provider.client.get(CLUSTER_QUEUE, f"{prefix}train")
+    assert live is not None
+    nominal = {
+        r["name"]: r["nominalQuota"]
+        for r in live["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
+    }
+    assert str(nominal["nvidia.com/gpu"]) == "32"
+
+
+def _annotate(root: Path, kind: str, name: str, annotations: dict[str, str]) -> None:
+    """Add annotations to the spec document `kind`/`name`, wherever it is declared."""
+    for path in sorted(root.rglob("*.yaml")):
+        if path.name == "trainform.yaml":
+            continue
+        documents = list(yaml.safe_load_all(path.read_text()))
+        hit = [d for d in documents if d and d["kind"] == kind and d["metadata"]["name"] == name]
+        if hit:
+            hit[0]["metadata"].setdefault("annotations", {}).update(annotations)
+            path.write_text(yaml.safe_dump_all(documents))
+            return
+    raise AssertionError(f"{kind}/{name} is not declared under {root}")
 
 
 def test_a_deleted_local_queue_shows_the_quota_as_drifted(
