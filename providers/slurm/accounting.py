@@ -11,6 +11,7 @@ Reads return plain dataclasses keyed by lowercased name; Slurm keeps names lower
 from __future__ import annotations
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from providers.errors import PermanentProviderError, TransientProviderError
@@ -112,10 +113,9 @@ class Accounting:
     # reads ---------------------------------------------------------------------------
 
     def snapshot(self) -> AccountingSnapshot:
-        accounts = self.commands.run(
-            ["sacctmgr", "-nP", "show", "account", "format=Account,Descr,Org"]
-        ).stdout
-        associations = self.commands.run(
+        """Accounts, associations and QOS, read by three sacctmgr calls run side by side."""
+        queries = [
+            ["sacctmgr", "-nP", "show", "account", "format=Account,Descr,Org"],
             [
                 "sacctmgr",
                 "-nP",
@@ -123,9 +123,13 @@ class Accounting:
                 "association",
                 *self._where_cluster(),
                 f"format={ASSOC_FIELDS}",
-            ]
-        ).stdout
-        qos = self.commands.run(["sacctmgr", "-nP", "show", "qos", f"format={QOS_FIELDS}"]).stdout
+            ],
+            ["sacctmgr", "-nP", "show", "qos", f"format={QOS_FIELDS}"],
+        ]
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            accounts, associations, qos = (
+                result.stdout for result in pool.map(self.commands.run, queries)
+            )
         snapshot = AccountingSnapshot()
         for name, description, organization in _rows(accounts, 3):
             snapshot.accounts[name.lower()] = Account(name.lower(), description, organization)

@@ -202,10 +202,11 @@ class SlurmJobs:
                 f"user={user}",
                 f"account={account}",
                 f"partition={partition}",
-                "format=User",
+                "format=User,QOS",
             ]
         ).stdout
-        if user not in text.split():
+        allowed = [line.split("|", 1)[1].split(",") for line in text.splitlines() if "|" in line]
+        if not any(partition in qos for qos in allowed):
             raise TransientProviderError(
                 f"cannot submit to queue {partition} for project {account}: user {user} has no "
                 f"association with account {account} on partition {partition} (no Quota of "

@@ -226,8 +226,7 @@ def put_quota(
             f"cannot set quota {resource.address}: project {account} has no users; Slurm "
             "keeps partition limits on user associations, so list the project's users"
         )
-    # the queue's QOS must be allowed on the association for `sbatch --qos=<queue>`
-    limits = f"{mapping.quota_limits(resource.spec['limits'])} QOS+={partition}"
+    limits = mapping.quota_limits(resource.spec["limits"])
     present = {a.user for a in snapshot.partition_associations(account, partition)}
     for user in users:
         if user not in present:
@@ -235,6 +234,10 @@ def put_quota(
         provider.accounting.set_user_limits(user, account, partition, limits)
     record = Block(provider.manager, resource.address, quota_record(account, partition))
     refresh_allow_accounts(provider, partition, record=record)
+    # last: the queue's QOS allowed on the associations (`sbatch --qos=<queue>`), which is
+    # what job submission waits for (providers/slurm/jobs.py)
+    for user in users:
+        provider.accounting.set_user_limits(user, account, partition, f"QOS+={partition}")
     return {"account": account, "partition": partition}
 
 

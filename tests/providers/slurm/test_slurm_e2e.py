@@ -175,9 +175,16 @@ def test_hand_changes_to_qos_and_association_limits_are_drift_and_apply_restores
         ]
     )
 
+    text = slurm_cluster.partitions_file.read_text()  # q2's block deleted from the file
+    marker_line = f"# trainform:trainform:Queue/{platform['q2']}\n"
+    start = text.index(marker_line)
+    end = text.index("\n", start + len(marker_line)) + 1
+    slurm_cluster.partitions_file.write_text(text[:start] + text[end:])
+
     code, output = tf(root, "drift", ".")
 
     assert code == 2, output
+    assert f"missing: Queue/{platform['q2']}" in output, output
     assert f"Queue/{q1}" in output and "spec.pools[0].nominalQuota.cpu: applied 4, live 6" in output
     assert f"Quota/{a}/{a}-q1" in output and "spec.limits.gpu: applied 1, live 0" in output
     ok(root, "apply", ".", "--auto-approve")
@@ -185,6 +192,7 @@ def test_hand_changes_to_qos_and_association_limits_are_drift_and_apply_restores
     assert code == 0, output
     qos = slurm_cluster.run(["sacctmgr", "-nP", "show", "qos", q1, "format=GrpTRES"]).stdout
     assert "cpu=4" in qos
+    assert f"PartitionName={platform['q2']} " in slurm_cluster.partitions_file.read_text()
 
 
 def test_a_partition_naming_a_missing_node_is_refused_and_the_controller_stays_up(
