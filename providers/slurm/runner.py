@@ -101,20 +101,23 @@ def run(launch_file: Path) -> int:
         f"trainform: starting {launch['command']!r} resume={resume['TRAINFORM_RESUME_FROM']!r}",
         flush=True,
     )
-    child = subprocess.Popen(
-        launch["command"], cwd=launch["cwd"], env=environment, start_new_session=True
-    )
     received: list[int] = []
+    children: list[subprocess.Popen[bytes]] = []
 
     def forward(number: int, _frame: Any) -> None:
         received.append(number)
-        try:
-            os.killpg(child.pid, number)
-        except ProcessLookupError:
-            pass
+        for child in children:
+            try:
+                os.killpg(child.pid, number)
+            except ProcessLookupError:
+                pass
 
-    for number in FORWARDED:
+    for number in FORWARDED:  # installed first: an early signal never kills the runner
         signal.signal(number, forward)
+    child = subprocess.Popen(
+        launch["command"], cwd=launch["cwd"], env=environment, start_new_session=True
+    )
+    children.append(child)
     code = child.wait()
     reason = "" if code == 0 else f"exited with {code}"
     if code < 0:
