@@ -30,7 +30,7 @@ from typing import Any
 
 from providers.errors import PermanentProviderError, TransientProviderError
 from providers.jobs import AttemptStatus, EvaluationStatus, JobLaunch, RunPhase, RunStatus
-from providers.local.checkpoints import latest_valid, list_checkpoints
+from providers.local.checkpoints import STEP_FOLDER, latest_valid, list_checkpoints
 from providers.local.environment import dataset_folder, parameter_text, variable_suffix
 from providers.local.layout import RunLayout, job_parts, snapshot_code, suite_name
 from providers.slurm.commands import SlurmCommands
@@ -301,7 +301,7 @@ class SlurmJobs:
         if launch.keep_last is not None:
             env["TRAINFORM_KEEP_LAST"] = str(launch.keep_last)
         if launch.kind == "eval":
-            env["TRAINFORM_MODEL_DIR"] = str(layout.output_dir)
+            env["TRAINFORM_MODEL_DIR"] = str(self._model_dir(launch))
             env["TRAINFORM_METRICS_FILE"] = str(folder / "metrics.json")
             env["TRAINFORM_EVAL_SUITE"] = launch.suite or ""
             env["TRAINFORM_OUTPUT_DIR"] = str(folder)
@@ -338,6 +338,18 @@ class SlurmJobs:
         launch_file = folder / "launch.json"
         launch_file.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
         return launch_file
+
+    def _model_dir(self, launch: JobLaunch) -> Path:
+        """What an evaluation reads: a run's output folder, or `[<run>/]step-<N>`."""
+        target = launch.model_run or launch.run_id
+        run_id, _, checkpoint = target.rpartition("/")
+        if not STEP_FOLDER.match(checkpoint):
+            return RunLayout(self.root, launch.address, target).output_dir
+        run_id = run_id or launch.run_id
+        for _folder, _, recorded in self._submissions(launch.address):
+            if recorded["run_id"] == run_id and recorded["kind"] == "train":
+                return Path(recorded["checkpoint_dir"]) / checkpoint
+        return RunLayout(self.root, launch.address, run_id).checkpoint_dir / checkpoint
 
     def _sbatch(
         self, launch: JobLaunch, folder: Path, comment: str, launch_file: Path

@@ -100,7 +100,16 @@ def platform(
         "spec: {source: data/tiny-corpus, format: text, versions: [{name: v1}]}\n---\n"
         "apiVersion: trainform/v1\nkind: Image\nmetadata: {name: host-python}\n"
         "spec: {runtime: host}\n---\n"
+        "apiVersion: trainform/v1\nkind: Dataset\nmetadata: {name: heldout}\n"
+        "spec: {source: data/heldout, format: text, versions: [{name: v1}]}\n---\n"
+        "apiVersion: trainform/v1\nkind: EvalSuite\n"
+        f"metadata: {{name: heldout-perplexity, project: {a}}}\n"
+        "spec:\n  image: host-python\n  code: {repo: code}\n"
+        "  command: [python3, evaluate.py]\n  datasets: [heldout@v1]\n"
+        "  metrics: [{name: perplexity, goal: minimize}]\n"
+        "  gates: [{metric: perplexity, op: '<=', threshold: 1000.0}]\n---\n"
         + job_document("bigram", a, q1, gpus=1, steps=30)
+        + "  evaluations: [{suite: heldout-perplexity}]\n"
         + "---\n"
         + job_document("greedy", a, q1, gpus=2, steps=5)
     )
@@ -150,6 +159,16 @@ def test_apply_runs_the_job_which_resumes_after_a_cancel(
     assert "step 1/30" not in log  # the step continued, it did not start over
     status = ok(root, "status", "--dir", ".")
     assert "AssocGrpGRES" in status
+
+    output = ok(root, "apply", ".", "--auto-approve")  # the run succeeded: evaluate it
+    assert "evaluate with EvalSuite/" in output, output
+
+    def evaluated() -> dict[str, Any] | None:
+        evaluation = jobs(root)[bigram]["evaluations"][0]
+        return evaluation if evaluation["phase"] == "succeeded" else None
+
+    evaluation = poll(evaluated, 120)
+    assert evaluation["gate"] == "pass" and evaluation["metrics"]["perplexity"] > 0
 
 
 def test_hand_changes_to_qos_and_association_limits_are_drift_and_apply_restores_them(
