@@ -8,7 +8,8 @@ is the batch step's main process and receives `--signal=B:USR1@<seconds>`. It:
 2. after a requeue (SLURM_RESTART_COUNT > 0) resumes from the run's latest valid
    checkpoint instead, so `scontrol requeue` continues the run;
 3. starts the command (an argv list, in the run's code snapshot, with the trainform
-   environment), forwards USR1 (checkpoint now), TERM and INT to it;
+   environment; through `srun`, one task per node, on a multi-node allocation), forwards
+   USR1 (checkpoint now), TERM and INT to it;
 4. records `result.json` (exit code, reason, resumed from) next to the launch, applies
    checkpoint retention, and exits with the command's code.
 
@@ -22,6 +23,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -71,6 +73,20 @@ def _resume(launch: dict[str, Any]) -> dict[str, str]:
     return {"TRAINFORM_RESUME_FROM": str(folder), "TRAINFORM_RESUME_STEP": str(status.step)}
 
 
+def command_of(launch: dict[str, Any], environ: Mapping[str, str]) -> list[str]:
+    """The command argv; on a multi-node allocation, one task per node through srun."""
+    nodes = int(environ.get("SLURM_JOB_NUM_NODES", "1") or 1)
+    if nodes <= 1:
+        return list(launch["command"])
+    return [
+        "srun",
+        f"--nodes={nodes}",
+        "--ntasks-per-node=1",
+        "--kill-on-bad-exit=1",
+        *launch["command"],
+    ]
+
+
 def _record(path: Path, result: dict[str, Any]) -> None:
     temporary = path.with_suffix(".tmp")
     temporary.write_text(json.dumps(result, sort_keys=True), encoding="utf-8")
@@ -115,7 +131,10 @@ def run(launch_file: Path) -> int:
     for number in FORWARDED:  # installed first: an early signal never kills the runner
         signal.signal(number, forward)
     child = subprocess.Popen(
-        launch["command"], cwd=launch["cwd"], env=environment, start_new_session=True
+        command_of(launch, os.environ),
+        cwd=launch["cwd"],
+        env=environment,
+        start_new_session=True,
     )
     children.append(child)
     code = child.wait()

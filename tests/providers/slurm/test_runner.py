@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from providers.slurm.jobs import REPOSITORY
+from providers.slurm.runner import command_of
 
 TRAP = """
 import os, signal, sys, time, pathlib
@@ -105,3 +106,16 @@ def test_a_mutated_dataset_refuses_the_attempt(tmp_path: Path) -> None:
     result = json.loads((tmp_path / "result.json").read_text())
     assert "data mutated" in result["reason"]
     assert not (tmp_path / "output" / "ready").exists()
+
+
+def test_multi_node_allocations_run_one_task_per_node_through_srun() -> None:
+    launch = {"command": ["python3", "train.py"]}
+    assert command_of(launch, {"SLURM_JOB_NUM_NODES": "1"}) == ["python3", "train.py"]
+    assert command_of(launch, {"SLURM_JOB_NUM_NODES": "2"}) == [
+        "srun",
+        "--nodes=2",
+        "--ntasks-per-node=1",
+        "--kill-on-bad-exit=1",
+        "python3",
+        "train.py",
+    ]
