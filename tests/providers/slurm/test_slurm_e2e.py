@@ -91,7 +91,7 @@ def platform(
         fixtures.project(b),
         fixtures.queue(q1, pool),
         fixtures.queue(q2, pool, extra="  stopPolicy: Hold\n"),
-        fixtures.quota(f"{a}-q1", a, q1, "{gpu: 1, cpu: 2, runningJobs: 2, maxWallTime: 1h}"),
+        fixtures.quota(f"{a}-q1", a, q1, "{gpu: 1, runningJobs: 2, maxWallTime: 1h}"),
         fixtures.quota(f"{b}-q2", b, q2, "{gpu: 2, runningJobs: 1}"),
     ]
     (root / "platform.yaml").write_text("---\n".join(platform_docs))
@@ -208,6 +208,8 @@ def test_hand_changes_to_qos_and_association_limits_are_drift_and_apply_restores
     assert f"Quota/{a}/{a}-q1" in output and "spec.limits.gpu: applied 1, live 0" in output
     ok(root, "apply", ".", "--auto-approve")
     code, output = tf(root, "plan", ".", "--detailed-exitcode")
+    assert code == 0, output
+    code, output = tf(root, "drift", ".")
     assert code == 0, output
     qos = slurm_cluster.run(["sacctmgr", "-nP", "show", "qos", q1, "format=GrpTRES"]).stdout
     assert "cpu=4" in qos
