@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
 import click
 
@@ -64,7 +65,12 @@ def status(
     timeout: float,
     output_format: str,
 ) -> None:
-    """Show each training job: phase, why it waits, step, checkpoints, evaluations, gates."""
+    """Show each training job: phase, why it waits, step, checkpoints, evaluations, gates.
+
+    ADDRESS narrows it to one job; a spec folder given there instead (like the other
+    commands take it) is read as --dir."""
+    if address is not None and spec_dir == "." and (Path(address) / "trainform.yaml").is_file():
+        address, spec_dir = None, address
     workspace = open_or_exit(spec_dir, inputs, output_format)
     deadline = time.monotonic() + timeout
     try:

@@ -190,3 +190,11 @@ def test_import_from_an_instance_writes_specs_that_plan_clean(quickstart: SpecFo
     assert "no such provider instance in trainform.yaml (instances: local)" in unknown.stderr
     usage = trainform(quickstart, "import", "Queue/x", code=1)
     assert "give ADDRESS and ID" in usage.stderr
+
+
+def test_status_takes_the_spec_folder_where_the_other_commands_take_it(
+    quickstart: SpecFolder,
+) -> None:
+    result = run_trainform("status", quickstart.root.name, cwd=quickstart.root.parent)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "No training jobs.\n"
