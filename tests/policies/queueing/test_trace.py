@@ -130,6 +130,13 @@ def test_sacct_that_is_not_sacct_json_is_a_trace_error() -> None:
         read_sacct('{"meta": {}}')
     with pytest.raises(TraceError, match="account"):
         read_sacct(json.dumps({"jobs": [sacct_job(1, account="")]}))
+    with pytest.raises(TraceError, match="partition"):
+        read_sacct(json.dumps({"jobs": [sacct_job(1, partition=None)]}))
+
+
+def test_sacct_jobs_whose_partition_is_not_recorded_yet_are_skipped() -> None:
+    document = {"jobs": [sacct_job(1), sacct_job(2, partition="")]}
+    assert [job.id for job in read_sacct(json.dumps(document))] == ["1"]
 
 
 def test_the_bundled_review_trace_reads() -> None:
