@@ -134,8 +134,19 @@ class SlurmJobs:
             self.commands.run(["scancel", *targets])
 
     def runs(self, address: str) -> list[RunStatus]:
-        submissions = self._submissions(address)
-        states = self._states([s["job_id"] for _, s, _ in submissions])
+        return self.runs_of([address])[address]
+
+    def runs_of(self, addresses: list[str]) -> dict[str, list[RunStatus]]:
+        """Runs of many jobs from one squeue (and at most one sacct) call."""
+        submissions = {address: self._submissions(address) for address in addresses}
+        states = self._states([s["job_id"] for found in submissions.values() for _, s, _ in found])
+        return {address: self._runs(found, states) for address, found in submissions.items()}
+
+    def _runs(
+        self,
+        submissions: list[tuple[Path, dict[str, Any], dict[str, Any]]],
+        states: dict[str, SlurmJobState],
+    ) -> list[RunStatus]:
         runs: dict[str, RunStatus] = {}
         for folder, submission, launch in submissions:
             run = runs.setdefault(launch["run_id"], RunStatus(run_id=launch["run_id"]))
@@ -222,7 +233,8 @@ class SlurmJobs:
     def _states(self, job_ids: list[str]) -> dict[str, SlurmJobState]:
         if not job_ids:
             return {}
-        states = {j.job_id: j for j in self._queue_states() if j.job_id in job_ids}
+        wanted = set(job_ids)
+        states = {j.job_id: j for j in self._queue_states() if j.job_id in wanted}
         missing = [i for i in job_ids if i not in states]
         if missing:
             text = self.commands.run(

@@ -260,9 +260,10 @@ class SlurmProvider(Provider):
         managed = self.partitions.read() if kinds & {"ResourcePool", "Queue", "Quota"} else None
         known = self.nodes.all() if "ResourcePool" in kinds else {}
         seen = {}
+        job_runs = self.jobs.runs_of([r.address for r in requests if r.kind == "TrainingJob"])
         for request in requests:
             if request.kind == "TrainingJob":
-                runs = self.jobs.runs(request.address)
+                runs = job_runs[request.address]
                 seen[request.address] = (
                     Observation(exists=True, status={"runs": [run_to_json(r) for r in runs]})
                     if runs

@@ -284,3 +284,42 @@ def test_a_queue_limit_on_the_quota_resource_is_reported_as_shadowing_it() -> No
     assert [f.kind for f in findings] == ["limit-shadowed"]
     assert findings[0].evidence == {"resources": ["gpu"]}
     assert _shadowed(snapshot, "q", {"memory": "1024", "runningJobs": 2}) == ()
+
+
+def _attempt(root: Path, job: str, job_id: str) -> str:
+    address = f"TrainingJob/alpha/{job}"
+    folder = root / "runs" / "alpha" / job / "r-1" / "attempts" / "1"
+    folder.mkdir(parents=True)
+    env = {
+        "TRAINFORM_OUTPUT_DIR": str(folder / "output"),
+        "TRAINFORM_PROGRESS_FILE": str(folder / "progress.json"),
+    }
+    launch = {
+        "address": address,
+        "manager": "trainform",
+        "run_id": "r-1",
+        "attempt": 1,
+        "kind": "train",
+        "env": env,
+        "checkpoint_dir": str(folder / "checkpoints"),
+    }
+    (folder / "launch.json").write_text(json.dumps(launch))
+    (folder / "submission.json").write_text(json.dumps({"job_id": job_id}))
+    return address
+
+
+def test_runs_of_many_jobs_cost_one_squeue_and_one_sacct(tmp_path: Path) -> None:
+    bin_dir, root = tmp_path / "bin", tmp_path / "root"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls"
+    for name, data in (("squeue", "squeue-pending.json"), ("sacct", "sacct-finished.json")):
+        fake_program(bin_dir, name, f"echo {name} >> {calls}\ncat {DATA / data}")
+    jobs = SlurmJobs(SlurmCommands(str(bin_dir)), root, tmp_path, "trainform")
+    addresses = [_attempt(root, f"job-{i}", i) for i in ("19", "20", "17", "99")]
+
+    runs = jobs.runs_of(addresses)
+
+    assert calls.read_text().split() == ["squeue", "sacct"]
+    phases = [runs[a][0].attempts[0].phase for a in addresses]
+    assert phases == [RunPhase.RUNNING, RunPhase.QUEUED, RunPhase.SUCCEEDED, RunPhase.FAILED]
+    assert "AssocGrpGRES" in runs[addresses[1]][0].attempts[0].reason
