@@ -242,3 +242,56 @@ def test_a_partition_naming_a_missing_node_is_refused_and_the_controller_stays_u
     assert slurm_cluster.partitions_file.read_text() == before
     assert "is UP" in slurm_cluster.run(["scontrol", "ping"]).stdout
     assert slurm_cluster.controller_alive()
+
+
+def test_a_pool_on_nodes_slurm_lacks_fails_apply_and_leaves_slurm_conf_alone(
+    platform: dict[str, Any], slurm_cluster: SlurmCluster
+) -> None:
+    root, prefix = platform["root"], platform["prefix"]
+    ghost_pool, ghost_queue = f"{prefix}-ghosts", f"{prefix}-ghostq"
+    extra = root / "ghosts.yaml"
+    extra.write_text(
+        fixtures.pool(slurm_cluster, ghost_pool).replace(
+            f"nodeList: {slurm_cluster.node_name}", "nodeList: 'ghost[1-2]'"
+        )
+        + "---\n"
+        + fixtures.queue(ghost_queue, ghost_pool)
+    )
+    before = slurm_cluster.partitions_file.read_text()
+    try:
+        code, output = tf(root, "apply", ".", "--auto-approve")
+        assert code == 1, output
+        assert "Slurm has no such nodes (ghost1, ghost2)" in output, output
+        assert f"Queue/{ghost_queue}" in output  # skipped: its pool failed
+        assert slurm_cluster.partitions_file.read_text() == before
+        assert "is UP" in slurm_cluster.run(["scontrol", "ping"]).stdout
+    finally:
+        extra.unlink()
+    code, output = tf(root, "plan", ".", "--detailed-exitcode")
+    assert code == 0, output
+
+
+def test_a_job_requeued_by_slurm_resumes_from_its_latest_valid_checkpoint(
+    platform: dict[str, Any], slurm_cluster: SlurmCluster
+) -> None:
+    root, a, q1 = platform["root"], platform["a"], platform["q1"]
+    address = f"TrainingJob/{a}/requeued"
+    with (root / "training.yaml").open("a") as specs:
+        specs.write("---\n" + job_document("requeued", a, q1, gpus=0, steps=25))
+    ok(root, "apply", ".", "--auto-approve")
+
+    def checkpointed() -> dict[str, Any] | None:
+        job = jobs(root)[address]
+        step = (job["latestValidCheckpoint"] or {}).get("step", 0)
+        return job if job["phase"] == "running" and step >= 5 else None
+
+    poll(checkpointed)
+    [job_id] = job_ids(slurm_cluster, address)
+    requeued = slurm_cluster.run(["scontrol", "requeue", job_id])
+    assert requeued.returncode == 0, requeued.stderr
+    done = poll(lambda: jobs(root)[address]["phase"] == "succeeded" and jobs(root)[address], 180)
+
+    assert done["attempt"] == 1  # Slurm requeued the same attempt; trainform submitted once
+    assert done["currentStep"] == 25
+    log = Path(done["log"]).read_text()
+    assert "resumed from" in log, log
