@@ -302,7 +302,11 @@ class SlurmProvider(Provider):
         self, request: ObserveRequest, managed: ManagedFile, known: dict[str, Any]
     ) -> Observation:
         block = managed.find(request.address)
-        if block is None or block.manager != self.manager or not block.is_pool:
+        if block is None:  # not created yet: say now if the nodes it names do not exist
+            planned = pool_facts(self.nodes, request.document["spec"], known)
+            missing = tuple(f for f in planned.findings() if f.kind == "nodes-missing")
+            return Observation(exists=False, findings=missing)
+        if block.manager != self.manager or not block.is_pool:
             return Observation(exists=False)
         settings = block.settings
         document = json.loads(json.dumps(request.document))

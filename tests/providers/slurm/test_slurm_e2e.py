@@ -259,6 +259,9 @@ def test_a_pool_on_nodes_slurm_lacks_fails_apply_and_leaves_slurm_conf_alone(
     )
     before = slurm_cluster.partitions_file.read_text()
     try:
+        code, output = tf(root, "plan", ".")
+        assert code == 0, output
+        assert "Slurm knows no node named ghost1, ghost2" in output, output
         code, output = tf(root, "apply", ".", "--auto-approve")
         assert code == 1, output
         assert "Slurm has no such nodes (ghost1, ghost2)" in output, output
