@@ -360,6 +360,7 @@ def _change_for(
             drift = diff_documents(previous.spec, live, schema.ignored)
             if drift:
                 base = live
+                common["applied"] = previous.spec
                 reasons.append(
                     "modified outside trainform: " + ", ".join(c.path for c in drift[:5])
                 )

@@ -66,8 +66,16 @@ class ResourceChange:
     known_after_apply: list[str] = field(default_factory=list)
     location: str = ""
     job: dict[str, Any] = field(default_factory=dict)
+    applied: dict[str, Any] | None = None
+    """The spec last applied, when `before` is the live object because it drifted."""
 
     def to_json(self) -> dict[str, Any]:
+        data = self._json()
+        if self.applied is not None:
+            data["applied"] = self.applied
+        return data
+
+    def _json(self) -> dict[str, Any]:
         return {
             "address": self.address,
             "kind": self.kind,
@@ -109,6 +117,7 @@ class ResourceChange:
             known_after_apply=list(data["knownAfterApply"]),
             location=data["location"],
             job=dict(data.get("job", {})),
+            applied=data.get("applied"),
         )
 
 

@@ -4,8 +4,9 @@ For every Queue or Quota the plan updates or replaces, each nominal quota (per p
 resource) and each Quota limit of the checked `resources` (default gpu, the scarce one;
 cpu and memory can be added) that shrinks by more than `maxShare` of
 its current value needs the annotation `trainform.dev/allow-quota-cut: "<reason>"` on the
-resource. A pool entry removed from a queue is a cut to zero. Without a plan (review of
-specs alone) this policy has nothing to compare and reports nothing.
+resource. A pool entry removed from a queue is a cut to zero. The current value is the one
+last applied: putting back a limit someone raised by hand is not a cut. Without a plan
+(review of specs alone) this policy has nothing to compare and reports nothing.
 """
 
 from __future__ import annotations
@@ -61,7 +62,10 @@ def check_cuts(context: PolicyContext, params: Mapping[str, Any]) -> Iterator[Vi
         subject = context.subjects.get(change.address)
         if subject is not None and subject.annotations.get(ANNOTATION, "").strip():
             continue
-        before = _amounts(change.kind, _spec(change.before), resources)
+        # A cut is measured from what was last applied: restoring a value changed outside
+        # trainform is no cut of what the specs grant.
+        last = change.applied if change.applied is not None else change.before
+        before = _amounts(change.kind, _spec(last), resources)
         after = _amounts(
             change.kind, _spec(subject.document if subject else change.after), resources
         )

@@ -199,3 +199,22 @@ def test_the_cli_exits_0_without_drift_and_2_with_it(applied: SpecFolder) -> Non
     assert [(f["drift"], f["address"]) for f in report["findings"]] == [("missing", QUOTA)]
     for result in (clean, drifted, as_json):
         assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_a_plan_that_restores_drift_keeps_what_was_applied(applied: SpecFolder) -> None:
+    from planner.plan_model import ResourceChange
+
+    recorded = applied.state().resources[QUEUE].spec  # type: ignore[union-attr]
+    live = applied.document_of(QUEUE)
+    live["spec"]["pools"][0]["nominalQuota"]["cpu"] = "8"
+    applied.set_document(QUEUE, live)
+
+    plan = applied.plan(refresh=True)
+
+    (change,) = [c for c in plan.changes if c.address == QUEUE]
+    assert change.before is not None
+    assert change.before["spec"]["pools"][0]["nominalQuota"]["cpu"] == "8"
+    assert change.applied == recorded
+    again = ResourceChange.from_json(json.loads(json.dumps(change.to_json())))
+    assert again.applied == recorded
+    assert all("applied" not in c.to_json() for c in plan.changes if c.address != QUEUE)

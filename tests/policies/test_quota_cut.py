@@ -10,12 +10,22 @@ from tests.policies.support import POOL, evaluate, folder, of, queue
 ALLOW = "trainform.dev/allow-quota-cut"
 
 
-def plan_from(gpu_before: int) -> Plan:
-    before = {
+def queue_spec(gpu: int) -> dict:
+    return {
         "metadata": {"labels": {}, "annotations": {}},
-        "spec": {"pools": [{"pool": "h100", "nominalQuota": {"gpu": str(gpu_before)}}]},
+        "spec": {"pools": [{"pool": "h100", "nominalQuota": {"gpu": str(gpu)}}]},
     }
-    change = ResourceChange("Queue/team-a", "Queue", Action.UPDATE, ["k8s"], before=before)
+
+
+def plan_from(gpu_before: int, applied: int | None = None) -> Plan:
+    change = ResourceChange(
+        "Queue/team-a",
+        "Queue",
+        Action.UPDATE,
+        ["k8s"],
+        before=queue_spec(gpu_before),
+        applied=None if applied is None else queue_spec(applied),
+    )
     return Plan("0", "lineage", 1, "", "", {}, False, changes=[change])
 
 
@@ -40,3 +50,10 @@ def test_the_annotation_allows_the_cut(tmp_path: Path) -> None:
     )
     root = folder(tmp_path / "a", {"pool.yaml": POOL, "q.yaml": text})
     assert of(evaluate(root, plan=plan_from(16)), "quota-cut") == []
+
+
+def test_putting_back_a_quota_raised_by_hand_is_no_cut(tmp_path: Path) -> None:
+    root = folder(tmp_path / "a", {"pool.yaml": POOL, "q.yaml": queue("team-a", 8)})
+    assert of(evaluate(root, plan=plan_from(32, applied=8)), "quota-cut") == []
+    (cut,) = of(evaluate(root, plan=plan_from(32, applied=16)), "quota-cut")
+    assert "drops from 16 to 8 (50%)" in cut.message
