@@ -279,15 +279,15 @@ class PartitionFile:
             _atomic_write(self.path, HEADER)
         self._reconfigure_ok()
         raise PermanentProviderError(
-            f"cannot apply partitions in {self.path}: the controller did not answer after "
-            "`scontrol reconfigure`; the last good file was restored"
+            f"cannot apply partitions in {self.path}: the controller refused the file or did "
+            "not answer after `scontrol reconfigure`; the last good file was restored"
         )
 
     def _reconfigure_ok(self) -> bool:
         result = self.commands.run(["scontrol", "reconfigure"], check=False)
-        if result.returncode != 0 and "unable to contact" not in result.text.lower():
-            pass  # the controller may refuse the new file and keep running: ping decides
-        return self.ping()
+        # a refused file leaves the controller running on the old one: still a failure
+        refused = result.returncode != 0 and "unable to contact" not in result.text.lower()
+        return self.ping() and not refused
 
     def ping(self, timeout: float = 15.0) -> bool:
         deadline = time.monotonic() + timeout
