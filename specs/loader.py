@@ -16,6 +16,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from specs.code_sources import check_code_sources
+from specs.data_sources import check_data_sources
 from specs.errors import Diagnostic, Location, Severity, SpecLoadError, SpecUsageError
 from specs.models.base import Scope
 from specs.models.config import RootConfig
@@ -157,6 +159,8 @@ def _load_specs(
 
     if config is not None:
         diagnostics += resolve_references(resources, Declared(frozenset(declared)), config, locate)
+        diagnostics += check_code_sources(resources, config, root, locate)
+        diagnostics += check_data_sources(resources, config, root, locate)
         diagnostics += [
             cycle_diagnostic(cycle, resources, locate) for cycle in find_cycles(resources)
         ]

@@ -211,6 +211,32 @@ class PolicySettings(SpecModel):
     )
 
 
+class SecuritySettings(SpecModel):
+    """What specs from a pull request may reach beyond the spec folder (see docs/security.md).
+
+    Only trainform.yaml declares these, so only the people who own it widen them."""
+
+    code_hosts: list[str] = Field(
+        default_factory=list,
+        description="Hosts a code repository (`code.repo`) may name, e.g. github.com or "
+        "git.example.com:2222; `plan` and `lock` contact no other code host. Empty: code "
+        "comes from the spec folder or pins a commit.",
+    )
+    data_roots: list[str] = Field(
+        default_factory=list,
+        description="Absolute host folders that dataset sources may name (as file:///path) "
+        "besides the spec folder.",
+    )
+
+    @field_validator("data_roots")
+    @classmethod
+    def _absolute(cls, value: list[str]) -> list[str]:
+        for root in value:
+            if not root.removeprefix("file://").startswith("/"):
+                raise ValueError(f"data root {root!r} must be an absolute path")
+        return value
+
+
 class RootConfig(SpecModel):
     """`trainform.yaml`: what the specs run against and how state is kept."""
 
@@ -234,6 +260,10 @@ class RootConfig(SpecModel):
     policies: PolicySettings = Field(default_factory=PolicySettings, description="Policy settings.")
     storage: StorageSettings = Field(
         default_factory=StorageSettings, description="Default places of datasets and checkpoints."
+    )
+    security: SecuritySettings = Field(
+        default_factory=SecuritySettings,
+        description="Code hosts and data roots specs may reach (trusted settings).",
     )
 
     @model_validator(mode="after")
