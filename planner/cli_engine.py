@@ -10,6 +10,7 @@ import click
 
 from planner.apply import ApplyResult, OutcomeStatus, apply_plan, check_fresh
 from planner.backends.base import StateBackend
+from planner.backends.identity import AcceptRequest
 from planner.cli_options import TemplateInputs, format_option, spec_dir_argument, template_options
 from planner.cli_output import open_or_exit
 from planner.cli_policies import (
@@ -85,7 +86,20 @@ def plan_options(func):  # type: ignore[no-untyped-def]
         is_flag=True,
         help="Fail unless trainform.lock exists and matches what resolves now (for CI).",
     )(func)
+    func = click.option(
+        "--accept-state",
+        is_flag=True,
+        expose_value=False,
+        callback=_accept_state,
+        help="Use the state found even though it is not the one last written here (another "
+        "lineage, an older serial, or none); the swap is recorded.",
+    )(func)
     return func
+
+
+def _accept_state(context: click.Context, parameter: click.Parameter, value: bool) -> None:
+    if value:
+        AcceptRequest.reason = f"--accept-state on `trainform {context.info_name}`"
 
 
 def _locked_plan(

@@ -76,6 +76,55 @@ def state_rm(addresses: tuple[str, ...], spec_dir: str) -> None:
         backend.unlock(info)
 
 
+def _local_backend(spec_dir: str, verb: str):  # type: ignore[no-untyped-def]
+    from planner.backends.local import LocalBackend
+
+    backend = _backend(spec_dir)
+    if not isinstance(backend, LocalBackend):
+        raise PlannerError(
+            f"cannot {verb}: the {type(backend).__name__} keeps every version of the state "
+            "object; restore one with your bucket's version history, then run "
+            "`trainform state accept`"
+        )
+    return backend
+
+
+@state.command("restore")
+@click.argument("generation", type=click.IntRange(1, 1000))
+@spec_dir_argument
+def state_restore(generation: int, spec_dir: str) -> None:
+    """Put backup generation N back as the state (the replaced file is kept beside it)."""
+    backend = _local_backend(spec_dir, f"restore backup {generation}")
+    info = backend.lock("state restore")
+    try:
+        restored, kept = backend.restore(generation)
+    finally:
+        backend.unlock(info)
+    click.echo(
+        f"Restored backup {generation}: lineage {restored.lineage} serial {restored.serial}, "
+        f"{len(restored.resources)} resources."
+        + (f" The replaced state is kept as {kept}." if kept else "")
+        + " Run `trainform plan` to see what differs from the platform."
+    )
+
+
+@state.command("accept")
+@click.option("--reason", default="", help="Why the state was swapped (recorded).")
+@spec_dir_argument
+def state_accept(reason: str, spec_dir: str) -> None:
+    """Accept the state found (another lineage, an older serial, or none) as the baseline."""
+    backend = _backend(spec_dir)
+    info = backend.lock("state accept")
+    try:
+        identity = backend.accept(reason or "trainform state accept")
+    finally:
+        backend.unlock(info)
+    click.echo(
+        f"Accepted lineage {identity.lineage or '(none)'} serial {identity.serial} as this "
+        "workspace's state; the swap is recorded in its identity history."
+    )
+
+
 @click.command("force-unlock")
 @click.argument("lock_id")
 @spec_dir_argument

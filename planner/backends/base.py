@@ -17,6 +17,7 @@ from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from planner.backends.identity import Identity
 from planner.state import State, StateError
 
 
@@ -99,3 +100,7 @@ class StateBackend(ABC):
     @abstractmethod
     def force_unlock(self, lock_id: str) -> LockInfo:
         """Remove the lock if its id is `lock_id`; returns what was removed."""
+
+    @abstractmethod
+    def accept(self, reason: str) -> Identity:
+        """Make the state now stored (or its absence) the baseline identity; recorded."""

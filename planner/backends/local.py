@@ -7,16 +7,28 @@ Before a rename the previous document becomes backup generation 1 (hard link, so
 file exists at every instant). The journal opens with a header binding it to the lineage
 and serial of the document it extends; a journal that does not match (a crash between
 rename and truncation) is already contained in the document and is discarded.
+
+`state.json.identity` records the lineage and serial last written (planner.backends.identity):
+a document of another lineage, one that went backwards, or a missing one while backups or
+a journal exist is refused on read.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 from planner.backends.base import LockInfo, StateBackend, StateLockedError
+from planner.backends.identity import (
+    AcceptRequest,
+    Identity,
+    StateIdentityError,
+    check_identity,
+    first_identity,
+)
 from planner.state import State, StateCorruptError, StateError, canonical_json
 
 
@@ -34,6 +46,9 @@ class LocalBackend(StateBackend):
         self.location = str(self.path)
         self.journal_path = self.path.with_name(self.path.name + ".journal")
         self.lock_path = self.path.with_name(self.path.name + ".lock")
+        self.identity_path = self.path.with_name(self.path.name + ".identity")
+        self.accept_state = False
+        self._held: LockInfo | None = None
         self.backups = backups
         self._journal: Any = None
         self.compact_every = 1000
@@ -77,9 +92,116 @@ class LocalBackend(StateBackend):
             return None, []
         return parsed[0], parsed[1:]
 
+    def _backup_path(self, generation: int) -> Path:
+        return self.path.with_name(f"{self.path.name}.backup.{generation}")
+
+    def backup_generations(self) -> list[tuple[int, str, int]]:
+        """(generation, lineage, serial) of each readable backup, newest first."""
+        found = []
+        for generation in range(1, max(self.backups, 1) + 100):
+            path = self._backup_path(generation)
+            if not path.exists():
+                if generation > self.backups:
+                    break
+                continue
+            try:
+                data = json.loads(path.read_bytes())
+                found.append((generation, str(data["lineage"]), int(data["serial"])))
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+        return found
+
+    def _read_identity(self) -> Identity | None:
+        try:
+            return Identity.from_json(json.loads(self.identity_path.read_bytes()))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            return None
+
+    def _write_identity(self, identity: Identity) -> None:
+        temporary = self.identity_path.with_name(f".{self.identity_path.name}.{os.getpid()}.tmp")
+        with open(temporary, "wb") as handle:
+            handle.write(json.dumps(identity.to_json(), indent=1).encode() + b"\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, self.identity_path)
+
+    def _check_identity(self, document: State | None, header: dict[str, Any] | None) -> None:
+        if self.accept_state:
+            return
+        recorded = self._read_identity()
+        if recorded is None and (document is not None or not self.backups_exist()):
+            return  # nothing written here yet (a journal alone is judged by read())
+        if recorded is not None and not recorded.lineage:
+            return  # a fresh start was accepted
+        backups = self.backup_generations() if (document is None or recorded is not None) else []
+        if document is not None and recorded is not None and (
+            document.lineage == recorded.lineage and document.serial >= recorded.serial
+        ):
+            return
+        check_identity(str(self.path), document, recorded, backups, header is not None)
+
+    def backups_exist(self) -> bool:
+        return any(self._backup_path(g).exists() for g in range(1, max(self.backups, 1) + 1))
+
+    def accept(self, reason: str) -> Identity:
+        """Make the document now on disk (or its absence) the baseline, and record that."""
+        document = self._read_document()
+        recorded = self._read_identity()
+        if recorded is None:
+            identity = first_identity(document) if document else Identity("", 0)
+            identity = identity.accepted(document, reason)
+        else:
+            identity = recorded.accepted(document, reason)
+        self._write_identity(identity)
+        return identity
+
+    def restore(self, generation: int) -> tuple[State, Path | None]:
+        """Put backup `generation` back as the state document; the replaced one is kept."""
+        source = self._backup_path(generation)
+        if not source.exists():
+            known = ", ".join(str(g) for g, _, _ in self.backup_generations()) or "none"
+            raise StateError(
+                f"cannot restore backup {generation}: {source} does not exist "
+                f"(backups kept: {known})"
+            )
+        restored = State.from_json(json.loads(source.read_bytes()), str(source))
+        kept = None
+        if self.path.exists():
+            kept = self.path.with_name(
+                f"{self.path.name}.replaced.{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+            )
+            os.link(self.path, kept)
+        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        temporary.write_bytes(source.read_bytes())
+        os.replace(temporary, self.path)
+        _fsync_dir(self.path.parent)
+        recorded = self._read_identity() or first_identity(restored)
+        self._write_identity(recorded.accepted(restored, f"restored backup {generation}"))
+        return restored, kept
+
     def read(self) -> State | None:
+        try:
+            return self._read_checked()
+        except StateIdentityError:
+            # A writer may have replaced the document and its identity between our two
+            # reads; a second look settles it.
+            time.sleep(0.05)
+            try:
+                return self._read_checked()
+            except StateIdentityError:
+                if AcceptRequest.reason is None:
+                    raise
+                if self._held is not None:
+                    self.accept(AcceptRequest.reason)
+                self.accept_state = True
+                return self._read_checked()
+
+    def _read_checked(self) -> State | None:
         state = self._read_document()
         header, entries = self._journal_entries()
+        self._check_identity(state, header)
         if header is None:
             if state is not None:
                 self._on_disk = (state.lineage, state.serial)
@@ -153,6 +275,8 @@ class LocalBackend(StateBackend):
             self._rotated = True
         os.replace(temporary, self.path)
         _fsync_dir(self.path.parent)
+        recorded = self._read_identity()
+        self._write_identity(recorded.advanced(state) if recorded else first_identity(state))
         self._on_disk = (state.lineage, state.serial)
         if self._journal is not None:
             self._journal.close()
@@ -184,6 +308,7 @@ class LocalBackend(StateBackend):
             handle.write(json.dumps(info.to_json()))
             handle.flush()
             os.fsync(handle.fileno())
+        self._held = info
         return info
 
     def close(self) -> None:
@@ -194,6 +319,7 @@ class LocalBackend(StateBackend):
 
     def unlock(self, info: LockInfo) -> None:
         self._rotated = False
+        self._held = None
         held = self._read_lock()
         if held is not None and held.id == info.id:
             self.lock_path.unlink(missing_ok=True)

@@ -6,6 +6,7 @@ Objects, all beside `key` in one versioned bucket:
 
     key                                              the state document (every version kept)
     key.lock                                         LockInfo JSON of the holder
+    key.identity                                     lineage and serial last written here
     key.journal/<lineage>/<baseSerial>/<seq>.json    journal entries since that document
     key.probe/<uuid>                                 short-lived, written by the start-up probe
 
@@ -33,6 +34,13 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from planner.backends.base import LockInfo, StateBackend, StateLockedError
+from planner.backends.identity import (
+    AcceptRequest,
+    Identity,
+    StateIdentityError,
+    check_identity,
+    first_identity,
+)
 from planner.backends.s3_objects import (
     Bucket,
     PreconditionFailed,
@@ -79,6 +87,8 @@ class S3Backend(StateBackend):
         self.key = key.strip("/")
         self.location = f"s3://{bucket}/{self.key}"
         self.lock_key = f"{self.key}.lock"
+        self.identity_key = f"{self.key}.identity"
+        self.accept_state = False
         self.journal_prefix = f"{self.key}.journal/"
         self.compact_every = compact_every
         self._checked = False
@@ -151,11 +161,52 @@ class S3Backend(StateBackend):
             return None
         return _JournalObject(parts[0], base, seq, version)
 
+    def _read_identity(self) -> Identity | None:
+        found = self.bucket.get(self.identity_key, f"cannot read the identity of {self.location}")
+        if found is None:
+            return None
+        try:
+            return Identity.from_json(json.loads(found[0]))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return None
+
+    def _write_identity(self, identity: Identity) -> None:
+        body = json.dumps(identity.to_json()).encode("utf-8")
+        self.bucket.put(self.identity_key, body, f"cannot write the identity of {self.location}")
+
+    def _check_identity(self, document: State | None, journals: dict[Any, Any]) -> None:
+        if self.accept_state:
+            return
+        recorded = self._read_identity()
+        if recorded is None or not recorded.lineage or (
+            document is not None
+            and document.lineage == recorded.lineage
+            and document.serial >= recorded.serial
+        ):
+            return
+        try:
+            check_identity(self.location, document, recorded, [], bool(journals))
+        except StateIdentityError:
+            if AcceptRequest.reason is None:
+                raise
+            self.accept_state = True
+            if self._locks:
+                self.accept(AcceptRequest.reason)
+
+    def accept(self, reason: str) -> Identity:
+        document = self._read_document()
+        recorded = self._read_identity()
+        base = recorded or (first_identity(document) if document else Identity("", 0))
+        identity = base.accepted(document, reason)
+        self._write_identity(identity)
+        return identity
+
     def _read_once(self) -> State | None:
         self._journal, self._written, self._unfolded, self._stale = None, [], [], []
         self._entries_since_compaction = 0
         state = self._read_document()
         journals = self._journals()
+        self._check_identity(state, journals)
         if state is None:
             current = [identity for identity in journals if identity[1] == 0]
             if len(current) > 1 or len(journals) > len(current):
@@ -258,6 +309,8 @@ class S3Backend(StateBackend):
             raise StateChangedError(self.location, "the document") from None
         self._etag = written.etag
         self._stored = (state.lineage, state.serial)
+        recorded = self._read_identity()
+        self._write_identity(recorded.advanced(state) if recorded else first_identity(state))
 
     # locking -----------------------------------------------------------------------------
 

@@ -174,7 +174,8 @@ def test_import_from_an_instance_writes_specs_that_plan_clean(quickstart: SpecFo
     addresses = sorted(quickstart.reconciled_addresses())
     for spec in (quickstart.root / "specs").glob("*.yaml"):
         spec.unlink()
-    (quickstart.root / ".trainform" / "state.json").unlink()
+    for kept in (quickstart.root / ".trainform").glob("state.json*"):
+        kept.unlink()  # a new workspace: no state, no backups, no identity
 
     imported = trainform(quickstart, "import", "--from", "local", "--out", "specs/all.yaml")
     for address in addresses:

@@ -293,7 +293,7 @@ def test_no_backups_are_written_when_none_are_asked_for(path: Path) -> None:
         state.serial = serial
         backend.compact(state)
 
-    assert sorted(p.name for p in path.parent.iterdir()) == ["state.json"]
+    assert sorted(p.name for p in path.parent.iterdir()) == ["state.json", "state.json.identity"]
 
 
 def test_a_backup_is_a_generation_of_its_own_not_a_view_of_the_current_file(path: Path) -> None:
