@@ -23,6 +23,8 @@ from planner.cli_output import load_or_exit
 from planner.errors import PlannerError
 from planner.render.diagnostics import render_diagnostics_json, render_diagnostics_text
 from planner.render.style import use_color
+from planner.signals import exit_code_for
+from planner.signals import install as install_signal_handlers
 from providers.errors import ProviderError
 from specs import SpecError, SpecSet, SpecUsageError, load_specs
 
@@ -170,6 +172,7 @@ def explain(target: str, output_format: str) -> None:
 
 def run(argv: list[str] | None = None) -> int:
     """Run one command; returns its exit code. Every expected failure becomes a message."""
+    install_signal_handlers()
     try:
         cli.main(args=argv, prog_name="trainform", standalone_mode=False)
     except SystemExit as exc:
@@ -183,9 +186,9 @@ def run(argv: list[str] | None = None) -> int:
     except (SpecUsageError, SpecError, PlannerError, ProviderError) as exc:
         click.echo(f"error: {exc}", err=True)
         return EXIT_ERROR
-    except KeyboardInterrupt:
-        click.echo("Interrupted.", err=True)
-        return 130
+    except KeyboardInterrupt as exc:
+        click.echo(f"Interrupted{f' by {exc}' if str(exc) else ''}.", err=True)
+        return exit_code_for(exc)
     except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
         if os.environ.get("TRAINFORM_DEBUG"):
             import traceback

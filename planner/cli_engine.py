@@ -30,6 +30,7 @@ from planner.render.plan_markdown import render_plan_markdown
 from planner.render.plan_text import render_plan_text
 from planner.render.style import use_color
 from planner.session import ProviderSet, config_from_data
+from planner.signals import graceful_stop, received
 from planner.workspace import Workspace, make_backend
 from policies.plan_file import plan_file_bytes
 
@@ -231,20 +232,22 @@ def _run_apply(
 ) -> None:
     info = backend.lock("apply")
     try:
-        result = apply_plan(
-            plan_to_apply,
-            backend,
-            providers,
-            parallelism=parallelism,
-            on_event=_print_event,
-            location=location,
-        )
+        with graceful_stop(lambda: backend.unlock(info)) as stop:
+            result = apply_plan(
+                plan_to_apply,
+                backend,
+                providers,
+                parallelism=parallelism,
+                on_event=_print_event,
+                location=location,
+                stop=stop,
+            )
     finally:
         backend.unlock(info)
         providers.close()
     _print_outcomes(result)
     if result.failed:
-        sys.exit(130 if result.interrupted else 1)
+        sys.exit(128 + (received() or 2) if result.interrupted else 1)
 
 
 def _confirm(auto_approve: bool, verb: str) -> None:

@@ -1,0 +1,93 @@
+"""SIGINT and SIGTERM: a clean stop on the first, an immediate one on the second.
+
+CI cancels a job with SIGINT, then SIGTERM, then SIGKILL. Outside an apply the first
+signal raises `Interrupted` (a KeyboardInterrupt carrying the signal number), which the
+CLI turns into a message and exit 128 + signal. During an apply (`graceful_stop`) it
+raises nothing: it sets the apply's stop event, so nothing new starts, calls in flight
+finish, the journal is folded into state and the lock released by the apply itself. A
+second signal runs the registered emergency steps (release the lock: the journal is
+already durable) and exits at once. SIGKILL cannot be caught; the journal makes it
+recoverable.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+HANDLED = (signal.SIGINT, signal.SIGTERM)
+
+
+class Interrupted(KeyboardInterrupt):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+class _Stop:
+    event: threading.Event | None = None
+    signum: int | None = None
+    emergency: list[Callable[[], None]] = []
+
+
+def exit_code_for(error: KeyboardInterrupt) -> int:
+    return error.exit_code if isinstance(error, Interrupted) else 130
+
+
+def received() -> int | None:
+    """The signal that stopped the current apply, if one did."""
+    return _Stop.signum
+
+
+def _handle(signum: int, frame: FrameType | None) -> None:
+    if _Stop.signum is not None:
+        sys.stderr.write(
+            f"\n{signal.Signals(signum).name} again: stopping now; the journal keeps every "
+            "finished change, the next command folds it into state.\n"
+        )
+        for step in reversed(_Stop.emergency):
+            try:
+                step()
+            except Exception:  # noqa: BLE001, S110 - nothing may stop an emergency exit
+                pass
+        os._exit(128 + signum)
+    _Stop.signum = signum
+    if _Stop.event is not None:
+        sys.stderr.write(
+            f"\n{signal.Signals(signum).name}: starting nothing new, letting calls in flight "
+            "finish (send it again to stop at once)...\n"
+        )
+        _Stop.event.set()
+        return
+    raise Interrupted(signum)
+
+
+def install() -> None:
+    """Route SIGINT and SIGTERM through `_handle` (main thread only)."""
+    if threading.current_thread() is threading.main_thread():
+        for number in HANDLED:
+            signal.signal(number, _handle)
+
+
+@contextmanager
+def graceful_stop(emergency: Callable[[], None]) -> Iterator[threading.Event]:
+    """While applying: signals set the returned event; `emergency` runs on a second one."""
+    event = threading.Event()
+    _Stop.event = event
+    _Stop.emergency.append(emergency)
+    if _Stop.signum is not None:
+        event.set()
+    try:
+        yield event
+    finally:
+        _Stop.event = None
+        _Stop.emergency.remove(emergency)
