@@ -16,6 +16,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from planner.delete_guards import delete_guard_problems
 from planner.desired import DesiredItem, build_desired, spec_digest
 from planner.diff import FieldChange, diff_documents
 from planner.errors import PlannerError
@@ -164,17 +165,9 @@ def make_plan(
             )
         changes.append(change)
 
-    deletes = sum(1 for c in changes if c.action is Action.DELETE)
-    if (
-        not options.destroy
-        and not options.allow_mass_delete
-        and recorded
-        and deletes >= options.mass_delete_minimum
-        and deletes > options.mass_delete_share * len(recorded)
-    ):
-        problems.append(
-            f"the plan deletes {deletes} of {len(recorded)} resources in state (more than "
-            f"{options.mass_delete_share:.0%}); if that is intended, pass --allow-mass-delete"
+    if not options.destroy and not options.allow_mass_delete:
+        problems += delete_guard_problems(
+            changes, recorded, options.mass_delete_share, options.mass_delete_minimum
         )
     if problems:
         raise PlanError(problems)
