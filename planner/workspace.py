@@ -42,7 +42,13 @@ def make_backend(config: RootConfig, root: Path) -> StateBackend:
     if isinstance(state, LocalState):
         path = Path(state.path)
         return LocalBackend(path if path.is_absolute() else root / path, state.backups)
-    return S3Backend(state.bucket, state.key, _state_store(config, state.provider).connection)
+    return S3Backend(
+        state.bucket,
+        state.key,
+        _state_store(config, state.provider).connection,
+        timeout=state.timeout,
+        max_attempts=state.max_attempts,
+    )
 
 
 def _state_store(config: RootConfig, name: str | None) -> ObjectStoreProvider:

@@ -30,6 +30,7 @@ Invariants:
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -82,8 +83,12 @@ class S3Backend(StateBackend):
         *,
         client: Any = None,
         compact_every: int = 1000,
+        timeout: float = 10.0,
+        max_attempts: int = 3,
     ) -> None:
-        self.bucket = Bucket(bucket, connection, client)
+        self.bucket = Bucket(
+            bucket, connection, client, timeout=timeout, max_attempts=max_attempts
+        )
         self.key = key.strip("/")
         self.location = f"s3://{bucket}/{self.key}"
         self.lock_key = f"{self.key}.lock"
@@ -113,11 +118,17 @@ class S3Backend(StateBackend):
     def read(self) -> State | None:
         # Readers take no lock (`state list`, drift): if the holder compacts while the
         # journal is being read, its entries vanish; reading again gives the newer document.
-        for _ in range(3):
+        for attempt in range(3):
             try:
                 return self._read_once()
             except _Moved:
                 continue
+            except StateIdentityError:
+                # a writer may have replaced the document and its identity between our two
+                # reads; a second look settles it
+                if attempt == 2:
+                    raise
+                time.sleep(0.05)
         raise S3StateError(
             f"cannot read state {self.location}: its journal kept changing while being read; "
             "run the command again"
@@ -264,12 +275,11 @@ class S3Backend(StateBackend):
         lineage, base = self._journal
         key = f"{self.journal_prefix}{lineage}/{base}/{self._next_seq:08d}.json"
         doing = f"cannot record a journal entry of state {self.location}"
+        body = canonical_json(entry).encode("utf-8")
         try:
-            written = self.bucket.put(
-                key, canonical_json(entry).encode("utf-8"), doing, IfNoneMatch="*"
-            )
-        except PreconditionFailed:
-            raise StateChangedError(self.location, "a journal entry") from None
+            written = self._put_checked(key, body, doing, {"IfNoneMatch": "*"}, "a journal entry")
+        except S3StateError as exc:
+            raise self._while_locked(exc) from None
         self._written.append(written)
         self._next_seq += 1
         state.apply_entry(entry)
@@ -302,15 +312,42 @@ class S3Backend(StateBackend):
         body = json.dumps(state.to_json(), separators=(",", ":")).encode("utf-8") + b"\n"
         condition = {"IfMatch": self._etag} if self._etag else {"IfNoneMatch": "*"}
         try:
-            written = self.bucket.put(
-                self.key, body, f"cannot write state {self.location}", **condition
+            written = self._put_checked(
+                self.key, body, f"cannot write state {self.location}", condition, "the document"
             )
-        except PreconditionFailed:
-            raise StateChangedError(self.location, "the document") from None
+        except S3StateError as exc:
+            raise self._while_locked(exc) from None
         self._etag = written.etag
         self._stored = (state.lineage, state.serial)
         recorded = self._read_identity()
         self._write_identity(recorded.advanced(state) if recorded else first_identity(state))
+
+    def _put_checked(
+        self, key: str, body: bytes, doing: str, condition: dict[str, str], what: str
+    ) -> Version:
+        """A conditional write; a 412 whose object now holds exactly `body` succeeded.
+
+        When the response to a conditional write is lost, the client retries and the
+        retry meets its own earlier write: that is a success, not another writer."""
+        try:
+            return self.bucket.put(key, body, doing, **condition)
+        except PreconditionFailed:
+            found = self.bucket.get(key, doing)
+            if found is not None and found[0] == body:
+                return found[1]
+            raise StateChangedError(self.location, what) from None
+
+    def _while_locked(self, error: S3StateError) -> S3StateError:
+        """`error`, with the lock this run holds and what to do next, when it holds one."""
+        if not self._locks or isinstance(error, StateChangedError):
+            return error
+        lock_id = next(iter(self._locks))
+        return S3StateError(
+            f"{error}. The state lock {lock_id} is held by this run: every change recorded so "
+            "far is kept in the journal. This run releases the lock on exit if the endpoint "
+            f"answers; if it could not, run `trainform force-unlock {lock_id}` and then "
+            "`trainform plan` to see what is left"
+        )
 
     # locking -----------------------------------------------------------------------------
 
@@ -351,7 +388,13 @@ class S3Backend(StateBackend):
             if held is None or held[0].id != info.id:
                 return  # not ours (any more): leave it
             version = held[1]
-        self._remove_lock(version, f"cannot unlock state {self.location}")
+        try:
+            self._remove_lock(version, f"cannot unlock state {self.location}")
+        except S3StateError as exc:
+            raise S3StateError(
+                f"{exc}. The state lock {info.id} is still held: once the endpoint answers, "
+                f"run `trainform force-unlock {info.id}`"
+            ) from None
 
     def _remove_lock(self, version: Version, doing: str) -> bool:
         """Delete exactly this lock version; False if the lock object is another one now.

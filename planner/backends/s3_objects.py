@@ -76,16 +76,31 @@ class Listed:
 
 
 class Bucket:
-    def __init__(self, name: str, connection: Any = None, client: Any = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        connection: Any = None,
+        client: Any = None,
+        *,
+        timeout: float = 10.0,
+        max_attempts: int = 3,
+    ) -> None:
         self.name = name
         self.connection = connection
         self._client = client
+        self.timeout = timeout
+        self.max_attempts = max_attempts
 
     @property
     def client(self) -> Any:
         if self._client is None:
             try:
-                self._client = make_client(self.connection)
+                self._client = make_client(
+                    self.connection,
+                    max_attempts=self.max_attempts,
+                    timeout=self.timeout,
+                    read_timeout=self.timeout,
+                )
             except ProviderError as exc:
                 raise S3StateError(f"cannot open S3 bucket {self.name}: {exc}") from None
         return self._client

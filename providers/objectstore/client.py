@@ -45,7 +45,13 @@ def join_key(*parts: str) -> str:
     return "/".join(part.strip("/") for part in parts if part.strip("/"))
 
 
-def make_client(connection: Any = None, *, max_attempts: int = 3, timeout: float = 10.0) -> Any:
+def make_client(
+    connection: Any = None,
+    *,
+    max_attempts: int = 3,
+    timeout: float = 10.0,
+    read_timeout: float | None = None,
+) -> Any:
     """A boto3 S3 client for the connection (ObjectStoreConnection or None for defaults)."""
     import boto3
     from botocore.config import Config
@@ -60,7 +66,7 @@ def make_client(connection: Any = None, *, max_attempts: int = 3, timeout: float
         retries={"max_attempts": max_attempts, "mode": "standard"},
         connect_timeout=timeout,
         max_pool_connections=32,
-        read_timeout=timeout * 3,
+        read_timeout=read_timeout if read_timeout is not None else timeout * 3,
         # Checksums on every request would make SHA/CRC trailers mandatory, which many
         # S3-compatible servers do not implement; ETags are what trainform compares.
         request_checksum_calculation="when_required",

@@ -154,6 +154,19 @@ class S3State(SpecModel):
     provider: ResourceName | None = Field(
         default=None, description="objectstore provider instance whose connection is used."
     )
+    timeout: float = Field(
+        default=10.0,
+        ge=0.5,
+        le=300,
+        description="Seconds to wait for a connection and for each response of the endpoint.",
+    )
+    max_attempts: int = Field(
+        default=3,
+        ge=1,
+        le=10,
+        description="Attempts per call (throttling, 5xx, timeouts); a call fails after at most "
+        "maxAttempts x timeout seconds.",
+    )
 
 
 StateBackend = Annotated[LocalState | S3State, Field(discriminator="backend")]
