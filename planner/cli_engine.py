@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
 
 from planner.apply import ApplyResult, OutcomeStatus, apply_plan, check_fresh
-from planner.backends.base import StateBackend
+from planner.audit import audit_record, spec_commit
+from planner.backends.base import LockInfo, StateBackend
 from planner.backends.identity import AcceptRequest
 from planner.cli_options import TemplateInputs, format_option, spec_dir_argument, template_options
 from planner.cli_output import open_or_exit
@@ -21,6 +24,7 @@ from planner.cli_policies import (
     saved_report,
 )
 from planner.drift import detect_drift
+from planner.errors import PlannerError
 from planner.lockfile import LockFile
 from planner.plan import PlanOptions, make_plan
 from planner.plan_model import Plan, ResourceChange
@@ -31,10 +35,22 @@ from planner.render.plan_text import render_plan_text
 from planner.render.style import use_color
 from planner.session import ProviderSet, config_from_data
 from planner.signals import graceful_stop, received
+from planner.state import digest
 from planner.workspace import Workspace, make_backend
 from policies.plan_file import plan_file_bytes
 
 EXIT_CHANGES = 2
+
+
+@dataclass(frozen=True)
+class AuditContext:
+    """What the audit record of an apply says beyond its outcomes."""
+
+    operation: str
+    spec_root: Path
+    environment: str | None
+    plan_digest: str
+    plan_file: str | None = None
 
 
 def _render_plan(plan: Plan, output_format: str) -> str:
@@ -229,8 +245,10 @@ def _run_apply(
     providers: ProviderSet,
     parallelism: int,
     location: str,
+    audit: AuditContext,
 ) -> None:
-    info = backend.lock("apply")
+    info = backend.lock(audit.operation)
+    before = (plan_to_apply.lineage, plan_to_apply.serial)
     try:
         with graceful_stop(lambda: backend.unlock(info)) as stop:
             result = apply_plan(
@@ -242,12 +260,60 @@ def _run_apply(
                 location=location,
                 stop=stop,
             )
+        _append_audit(backend, audit, plan_to_apply, result, info, before)
     finally:
         backend.unlock(info)
         providers.close()
     _print_outcomes(result)
     if result.failed:
         sys.exit(128 + (received() or 2) if result.interrupted else 1)
+
+
+def _append_audit(
+    backend: StateBackend,
+    audit: AuditContext,
+    plan_to_apply: Plan,
+    result: ApplyResult,
+    info: LockInfo,
+    before: tuple[str | None, int],
+) -> None:
+    """Record the apply; a failure to record is reported, never hides the outcome."""
+    after = backend.read()
+    counts: dict[str, int] = {}
+    for outcome in result.outcomes:
+        counts[outcome.status.value] = counts.get(outcome.status.value, 0) + 1
+    record = audit_record(
+        audit.operation,
+        environment=audit.environment,
+        specCommit=spec_commit(audit.spec_root),
+        planDigest=audit.plan_digest,
+        planFile=audit.plan_file,
+        lock={"id": info.id, "operation": info.operation},
+        state={
+            "location": backend.location,
+            "lineage": after.lineage if after else before[0],
+            "serialBefore": before[1],
+            "serialAfter": after.serial if after else before[1],
+        },
+        interrupted=result.interrupted or None,
+        summary=counts,
+        changes=[
+            {
+                "address": o.address,
+                "action": o.action.value,
+                "outcome": o.status.value,
+                **({"message": o.message} if o.message else {}),
+            }
+            for o in result.outcomes
+        ],
+    )
+    try:
+        backend.append_audit(record)
+    except PlannerError as exc:
+        click.echo(
+            f"warning: the audit record of this {audit.operation} was not written: {exc}",
+            err=True,
+        )
 
 
 def _confirm(auto_approve: bool, verb: str) -> None:
@@ -307,7 +373,14 @@ def apply(
         click.echo(rendered, nl=False, color=use_color())
         exit_if_denied(report)
         if saved.has_changes:
-            _run_apply(saved, backend, ProviderSet(config, spec_root), parallelism, target)
+            audit = AuditContext(
+                "apply",
+                spec_root,
+                getattr(saved, "environment", None),
+                "sha256:" + hashlib.sha256(Path(target).read_bytes()).hexdigest(),
+                target,
+            )
+            _run_apply(saved, backend, ProviderSet(config, spec_root), parallelism, target, audit)
         return
     workspace = open_or_exit(target, inputs, "text")
     fresh = _locked_plan(
@@ -327,7 +400,10 @@ def apply(
         workspace.providers.close()
         return
     _confirm(auto_approve, "apply these changes")
-    _run_apply(fresh, workspace.backend, workspace.providers, parallelism, "the plan")
+    audit = AuditContext(
+        "apply", workspace.root, workspace.specs.environment, digest(fresh.to_json())
+    )
+    _run_apply(fresh, workspace.backend, workspace.providers, parallelism, "the plan", audit)
 
 
 @click.command()
@@ -349,7 +425,10 @@ def destroy(
         workspace.providers.close()
         return
     _confirm(auto_approve, "destroy these resources")
-    _run_apply(doomed, workspace.backend, workspace.providers, parallelism, "the plan")
+    audit = AuditContext(
+        "destroy", workspace.root, workspace.specs.environment, digest(doomed.to_json())
+    )
+    _run_apply(doomed, workspace.backend, workspace.providers, parallelism, "the plan", audit)
 
 
 @click.command()

@@ -6,6 +6,7 @@ import json
 
 import click
 
+from planner.audit import audit_record, render_audit_text, since
 from planner.cli_options import TemplateInputs, spec_dir_argument, template_options
 from planner.cli_output import load_or_exit, open_or_exit
 from planner.errors import PlannerError
@@ -125,12 +126,42 @@ def state_accept(reason: str, spec_dir: str) -> None:
     )
 
 
+def _iso_time(value: str | None) -> str | None:
+    import re
+
+    if value is None or re.fullmatch(r"\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2})?Z?)?", value):
+        return value
+    raise click.BadParameter(f"{value!r} is not a UTC date (YYYY-MM-DD) or time (…THH:MM:SSZ)")
+
+
+@state.command("audit")
+@click.option(
+    "--since",
+    "start",
+    default=None,
+    metavar="DATE",
+    callback=lambda _c, _p, value: _iso_time(value),
+    help="Only records from this UTC date (2026-12-01) or time (2026-12-01T10:00:00Z).",
+)
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text")
+@spec_dir_argument
+def state_audit(start: str | None, output_format: str, spec_dir: str) -> None:
+    """List the audit records: every apply, destroy and force-unlock, who and what."""
+    records = since(_backend(spec_dir).read_audit(), start)
+    if output_format == "json":
+        click.echo(json.dumps({"formatVersion": 1, "records": records}, indent=2, sort_keys=True))
+    else:
+        click.echo(render_audit_text(records), nl=False)
+
+
 @click.command("force-unlock")
 @click.argument("lock_id")
 @spec_dir_argument
 def force_unlock(lock_id: str, spec_dir: str) -> None:
     """Release a state lock left by a process that is gone."""
-    held = _backend(spec_dir).force_unlock(lock_id)
+    backend = _backend(spec_dir)
+    held = backend.force_unlock(lock_id)
+    backend.append_audit(audit_record("force-unlock", lock=held.to_json()))
     click.echo(
         f"Released lock {held.id} held by {held.holder}@{held.host} pid {held.pid} "
         f"for `{held.operation}` since {held.time}."

@@ -102,5 +102,13 @@ class StateBackend(ABC):
         """Remove the lock if its id is `lock_id`; returns what was removed."""
 
     @abstractmethod
+    def append_audit(self, record: dict[str, Any]) -> None:
+        """Append one audit record durably; records are never rewritten or removed."""
+
+    @abstractmethod
+    def read_audit(self) -> list[dict[str, Any]]:
+        """Every audit record, in the order written."""
+
+    @abstractmethod
     def accept(self, reason: str) -> Identity:
         """Make the state now stored (or its absence) the baseline identity; recorded."""

@@ -47,6 +47,7 @@ class LocalBackend(StateBackend):
         self.journal_path = self.path.with_name(self.path.name + ".journal")
         self.lock_path = self.path.with_name(self.path.name + ".lock")
         self.identity_path = self.path.with_name(self.path.name + ".identity")
+        self.audit_path = self.path.with_name(self.path.name + ".audit.jsonl")
         self.accept_state = False
         self._held: LockInfo | None = None
         self.backups = backups
@@ -283,6 +284,31 @@ class LocalBackend(StateBackend):
             self._journal = None
         self.journal_path.unlink(missing_ok=True)
         self._entries_since_compaction = 0
+
+    # audit ---------------------------------------------------------------------------
+
+    def append_audit(self, record: dict[str, Any]) -> None:
+        self.audit_path.parent.mkdir(parents=True, exist_ok=True)
+        line = canonical_json(record).encode("utf-8") + b"\n"
+        fd = os.open(self.audit_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def read_audit(self) -> list[dict[str, Any]]:
+        try:
+            lines = self.audit_path.read_bytes().splitlines()
+        except FileNotFoundError:
+            return []
+        records = []
+        for line in lines:
+            try:
+                records.append(json.loads(line))
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                continue  # a torn last line
+        return records
 
     # locking -------------------------------------------------------------------------
 

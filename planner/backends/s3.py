@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -93,6 +94,7 @@ class S3Backend(StateBackend):
         self.location = f"s3://{bucket}/{self.key}"
         self.lock_key = f"{self.key}.lock"
         self.identity_key = f"{self.key}.identity"
+        self.audit_prefix = f"{self.key}.audit/"
         self.accept_state = False
         self.journal_prefix = f"{self.key}.journal/"
         self.compact_every = compact_every
@@ -348,6 +350,36 @@ class S3Backend(StateBackend):
             f"answers; if it could not, run `trainform force-unlock {lock_id}` and then "
             "`trainform plan` to see what is left"
         )
+
+    # audit -------------------------------------------------------------------------------
+
+    def append_audit(self, record: dict[str, Any]) -> None:
+        self._check_endpoint()
+        key = f"{self.audit_prefix}{time.time_ns():020d}-{uuid.uuid4().hex[:12]}.json"
+        self.bucket.put(
+            key,
+            canonical_json(record).encode("utf-8"),
+            f"cannot write an audit record of state {self.location}",
+            IfNoneMatch="*",
+        )
+
+    def read_audit(self) -> list[dict[str, Any]]:
+        doing = f"cannot read the audit records of state {self.location}"
+        records = []
+        keys = sorted(
+            listed.version.key
+            for listed in self.bucket.versions(self.audit_prefix, doing)
+            if listed.latest and not listed.delete_marker
+        )
+        for key in keys:
+            found = self.bucket.get(key, doing)
+            if found is None:
+                continue
+            try:
+                records.append(json.loads(found[0]))
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                continue
+        return records
 
     # locking -----------------------------------------------------------------------------
 
