@@ -310,6 +310,7 @@ class Config(M):
     environments: dict[str, dict[str, Any]] = {}
     default_environment: str | None = None
     policies: dict[str, Any] = {}
+    security: dict[str, Any] = {}
 
 
 def spec_files(root: str) -> list[str]:

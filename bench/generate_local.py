@@ -69,6 +69,12 @@ providers:
 state:
   backend: local
   path: .trainform/state.json
+# Tenancy: platform kinds from platform/, each team's quotas from its own folder.
+policies:
+  settings:
+    project-isolation:
+      adminPaths: ["platform/**"]
+      delegateQuotas: true
 """
 
 

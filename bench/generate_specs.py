@@ -94,6 +94,14 @@ environments:
       checkpointBucket: ckpt-prod
       trackingExperiment: prod
 defaultEnvironment: prod
+security:
+  codeHosts: [git.example.com]
+# Tenancy: platform kinds from platform/, each team's quotas from its own folder.
+policies:
+  settings:
+    project-isolation:
+      adminPaths: ["platform/**"]
+      delegateQuotas: true
 """
 
 # ---------------------------------------------------------------------------------------

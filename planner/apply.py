@@ -361,6 +361,8 @@ def launch_from_json(data: dict[str, Any]) -> JobLaunch:
 
 
 def _describe_error(error: BaseException) -> str:
+    from specs.secrets import redact  # an outcome is printed: no credential in it
+
     if isinstance(error, ProviderError | PlannerError):
-        return str(error)
-    return f"{type(error).__name__}: {error}"
+        return redact(str(error))
+    return redact(f"{type(error).__name__}: {error}")

@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 
 import click
 
 from planner.cli_options import (
     TemplateInputs,
     format_option,
+    policies_option,
     spec_dir_argument,
     template_options,
 )
@@ -26,7 +28,7 @@ from planner.render.style import use_color
 from planner.signals import exit_code_for
 from planner.signals import install as install_signal_handlers
 from providers.errors import ProviderError
-from specs import SpecError, SpecSet, SpecUsageError, load_specs
+from specs import Diagnostic, Severity, SpecError, SpecSet, SpecUsageError, load_specs
 
 EXIT_OK, EXIT_ERROR = 0, 1
 
@@ -84,23 +86,47 @@ def cli() -> None:
     """Declarative plan/apply/drift for GPU training platforms."""
 
 
+def _tenancy(specs: SpecSet, policies_path: Path | None) -> list[Diagnostic]:
+    """project-isolation's findings as diagnostics, policies from the trusted place."""
+    from policies.engine import tenancy_diagnostics
+    from policies.trusted import PolicyConfigError, load_trusted
+
+    try:
+        trusted = load_trusted(policies_path, specs.config, specs.root)
+    except PolicyConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    return tenancy_diagnostics(specs, trusted)
+
+
 @cli.command()
 @spec_dir_argument
 @template_options
+@policies_option
 @format_option("text", "json")
 def validate(
     spec_dir: str,
     inputs: TemplateInputs,
+    policies_path: Path | None,
     output_format: str,
 ) -> None:
-    """Check that the specs in SPEC_DIR are well formed and every reference resolves."""
+    """Check that the specs in SPEC_DIR are well formed, every reference resolves, and
+    every document comes from where tenancy (project-isolation) allows it."""
     specs = _load(spec_dir, inputs, output_format)
+    diagnostics = [*specs.warnings, *_tenancy(specs, policies_path)]
+    failed = any(d.severity is Severity.ERROR for d in diagnostics)
     extra = {"resourceCount": len(specs.resources), "fileCount": len(specs.files)}
     if output_format == "json":
-        click.echo(render_diagnostics_json(specs.warnings, extra), nl=False)
+        click.echo(render_diagnostics_json(diagnostics, extra), nl=False)
+        if failed:
+            raise SystemExit(EXIT_ERROR)
         return
-    if specs.warnings:
-        click.echo(render_diagnostics_text(specs.warnings, None, use_color()), color=use_color())
+    if failed:
+        files = len({d.location.file for d in diagnostics if d.location})
+        text = render_diagnostics_text(diagnostics, files, use_color())
+        click.echo(text, nl=False, color=use_color())
+        raise SystemExit(EXIT_ERROR)
+    if diagnostics:
+        click.echo(render_diagnostics_text(diagnostics, None, use_color()), color=use_color())
     click.echo(
         f"Success: {len(specs.resources)} resources in {len(specs.files)} files are valid"
         + (f" (environment {specs.environment})." if specs.environment else ".")
@@ -184,7 +210,9 @@ def run(argv: list[str] | None = None) -> int:
         exc.show()
         return EXIT_ERROR
     except (SpecUsageError, SpecError, PlannerError, ProviderError) as exc:
-        click.echo(f"error: {exc}", err=True)
+        from specs.secrets import redact  # errors may carry a server's words
+
+        click.echo(redact(f"error: {exc}"), err=True)
         return EXIT_ERROR
     except KeyboardInterrupt as exc:
         click.echo(f"Interrupted{f' by {exc}' if str(exc) else ''}.", err=True)
@@ -194,9 +222,11 @@ def run(argv: list[str] | None = None) -> int:
             import traceback
 
             traceback.print_exc()
+        from specs.secrets import redact
+
         click.echo(
-            f"internal error: {type(exc).__name__}: {exc}\n"
-            "This is a bug in trainform; rerun with TRAINFORM_DEBUG=1 and report it.",
+            redact(f"internal error: {type(exc).__name__}: {exc}\n")
+            + "This is a bug in trainform; rerun with TRAINFORM_DEBUG=1 and report it.",
             err=True,
         )
         return EXIT_ERROR

@@ -33,6 +33,7 @@ from planner.render.plan_json import render_plan_json
 from planner.render.plan_markdown import render_plan_markdown
 from planner.render.plan_text import render_plan_text
 from planner.render.style import use_color
+from planner.saved_plans import check_bindings, comparable_location
 from planner.session import ProviderSet, config_from_data
 from planner.signals import graceful_stop, received
 from planner.state import digest
@@ -189,6 +190,7 @@ def plan(
     rendered = render_plan_with_policies(rendered, result, report.to_json(), output_format)
     click.echo(rendered, nl=False, color=use_color())
     if out:
+        result.state_location = comparable_location(workspace.backend.location)
         Path(out).write_bytes(plan_file_bytes(result, Path(spec_dir).resolve(), report))
         if output_format == "text" and report.denied:
             click.echo(f"\nSaved the plan to {out}; policies deny it, so apply will refuse it.")
@@ -365,6 +367,15 @@ def apply(
         saved, spec_root = Plan.from_file(target)
         config = config_from_data(saved.config)
         backend = make_backend(config, spec_root)
+        check_bindings(
+            saved,
+            spec_root,
+            backend.location,
+            target,
+            inputs.environment,
+            inputs.variables,
+            inputs.var_files,
+        )
         check_fresh(saved, backend.read(), target)
         report = saved_report(target)
         rendered = render_plan_with_policies(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import click
@@ -72,3 +73,17 @@ def format_option(*choices: str, default: str = "text") -> Callable[[F], F]:
         show_default=True,
         help="Output format.",
     )
+
+
+def policies_option(func: F) -> F:
+    """--policies PATH (validate, plan, apply, review): the trusted policy folder."""
+    return click.option(
+        "--policies",
+        "policies_path",
+        type=click.Path(exists=True, path_type=Path),
+        default=None,
+        metavar="PATH",
+        help="Trusted policy folder (holding policies.yaml, tenancy settings included), e.g. "
+        "the base branch checkout in CI; never read from the change under review. Default: "
+        "the policies section of trainform.yaml (for review: the base ref's).",
+    )(func)

@@ -1,5 +1,6 @@
-"""Policies on the command line: the `--policies PATH` option, running the engine after a
-plan, showing findings in each output format, and exit code 3 on an unwaived deny.
+"""Policies on the command line: the `--policies PATH` option (declared in cli_options,
+shared with validate and review), running the engine after a plan, showing findings in
+each output format, and exit code 3 on an unwaived deny.
 
 `plan` and `apply DIR` evaluate policies on the fresh plan; `plan -out` stores the report in
 the saved plan (covered by its checksum), and `apply FILE` refuses a plan whose report
@@ -11,12 +12,12 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
+from planner.cli_options import policies_option as policies_option  # re-exported
 from planner.plan_model import Plan
 from planner.render.style import use_color
 from planner.workspace import Workspace
@@ -26,19 +27,6 @@ from policies.render import render_findings_markdown, render_findings_text
 from policies.trusted import PolicyConfigError, load_trusted
 
 EXIT_POLICY_DENIED = 3
-F = Callable[..., Any]
-
-
-def policies_option(func: F) -> F:
-    return click.option(
-        "--policies",
-        "policies_path",
-        type=click.Path(exists=True, path_type=Path),
-        default=None,
-        metavar="PATH",
-        help="Trusted policy folder (holding policies.yaml), e.g. the base branch checkout "
-        "in CI. Default: the policies section of trainform.yaml.",
-    )(func)
 
 
 def check_policies(workspace: Workspace, plan: Plan, policies_path: Path | None) -> PolicyReport:

@@ -1,5 +1,9 @@
 """`trainform review`: the impact of a change to queue policy between two Git refs.
 
+Policies, tenancy settings and CODEOWNERS come from `--policies PATH` or, without it, from
+the base ref (its trainform.yaml `policies:` section and its CODEOWNERS), never from the
+head: a pull request that edits its own policies does not change its verdict.
+
 Parses flags, calls policies.review.make_review, picks a renderer. Exit codes: 0 review
 produced, 3 the head has a deny finding that is not waived, 1 error (bad ref, invalid
 specs at either side with file:line, unreadable trace).
@@ -11,7 +15,13 @@ from pathlib import Path
 
 import click
 
-from planner.cli_options import TemplateInputs, format_option, spec_dir_argument, template_options
+from planner.cli_options import (
+    TemplateInputs,
+    format_option,
+    policies_option,
+    spec_dir_argument,
+    template_options,
+)
 from planner.cli_output import print_diagnostics
 from planner.render.diagnostics import render_diagnostics_text
 
@@ -28,13 +38,7 @@ EXIT_ERROR, EXIT_DENIED = 1, 3
     metavar="REF",
     help="Git ref after the change. Default: the working tree, uncommitted edits included.",
 )
-@click.option(
-    "--policies",
-    "policies",
-    default=None,
-    type=click.Path(path_type=Path),
-    help="Trusted policies (e.g. a checkout of the base branch); never read from the head.",
-)
+@policies_option
 @click.option(
     "--trace",
     "trace",
@@ -55,7 +59,7 @@ def review(
     spec_dir: str,
     base: str,
     head: str | None,
-    policies: Path | None,
+    policies_path: Path | None,
     trace: Path | None,
     trace_from: str | None,
     inputs: TemplateInputs,
@@ -81,7 +85,7 @@ def review(
         environment=inputs.environment,
         variables=inputs.variables,
         var_files=inputs.var_files,
-        policies=policies,
+        policies=policies_path,
         trace=trace,
         trace_from=trace_from,
     )

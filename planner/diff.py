@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from specs.secrets import same_secret
+
 _MISSING = object()
 
 
@@ -54,8 +56,8 @@ def _walk(before: Any, after: Any, path: str, out: list[tuple[str, Any, Any]]) -
             return
         out.append((path, before, after))
         return
-    if before != after or type(before) is not type(after):
-        out.append((path, before, after))
+    if (before != after or type(before) is not type(after)) and not same_secret(before, after):
+        out.append((path, before, after))  # state keeps secrets masked: same_secret says equal
 
 
 def diff_documents(

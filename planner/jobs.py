@@ -8,6 +8,8 @@ plan is: submit it (create), wait (no-op while queued or running), resume a fail
 preempted attempt from its latest valid checkpoint (while retries remain), or evaluate a
 succeeded run with the suites bound to it; gate results, exhausted retries, invalid
 checkpoints and mutated data become findings. Nothing is submitted on mutated data.
+Secret-looking parameters and command arguments enter the run identity masked
+(`specs.secrets.mask_tree`): plans and state show masks, launches carry the real values.
 """
 
 from __future__ import annotations
@@ -20,12 +22,16 @@ from typing import Any
 
 from planner.desired import DesiredItem
 from planner.diff import diff_documents
+from planner.errors import PlannerError
 from planner.gates import evaluate_gates, overall
 from planner.lockfile import LockFile, code_key
 from planner.plan_model import Action, PlanFinding, ResourceChange
 from planner.state import ResourceState, canonical_json
 from providers.jobs import DatasetInput, JobLaunch
 from specs import Duration
+from specs.code_sources import UnsafeCode, parse_repo
+from specs.confinement import PathEscape, confined_path
+from specs.secrets import mask_document, mask_tree
 
 
 @dataclass
@@ -69,7 +75,8 @@ def identity_inputs(item: DesiredItem, ctx: JobContext) -> dict[str, Any]:
     }
     if spec.get("initFrom"):
         inputs["initFrom"] = spec["initFrom"]
-    return inputs
+    # secret-looking values enter the run id, the plan and state only as their masks
+    return mask_tree(inputs)  # type: ignore[no-any-return]
 
 
 def image_of(item: DesiredItem, ctx: JobContext) -> str:
@@ -118,9 +125,20 @@ def _dataset_inputs(item: DesiredItem, ctx: JobContext) -> list[DatasetInput]:
 
 def _code_dir(spec: dict[str, Any], ctx: JobContext) -> str | None:
     code = spec.get("code")
-    if not code or "://" in code["repo"]:
+    if not code:
         return None
-    return str((ctx.spec_root / code["repo"] / (code.get("path") or "")).resolve())
+    try:
+        if parse_repo(code["repo"]).remote:
+            return None
+    except UnsafeCode as exc:
+        raise PlannerError(f"cannot use code {code['repo']!r}: {exc}") from None
+    try:  # validate refused this already (specs.code_sources); never copy a host folder
+        folder = confined_path(ctx.spec_root, f"{code['repo']}/{code.get('path') or ''}")
+    except PathEscape as exc:
+        raise PlannerError(
+            f"cannot use code {code['repo']!r}: {exc}; keep job code inside the spec folder"
+        ) from None
+    return str(folder)
 
 
 def _queue(item: DesiredItem, ctx: JobContext) -> DesiredItem:
@@ -271,8 +289,9 @@ def plan_job(
         return change(Action.REPLACE, reasons, job), findings
 
     spec_changed = previous is not None and previous.spec_hash != item.spec_hash
+    masked_document = mask_document(item.document)
     in_place = (
-        [c.path for c in diff_documents(previous.spec if previous else {}, item.document)]
+        [c.path for c in diff_documents(previous.spec if previous else {}, masked_document)]
         if spec_changed
         else []
     )

@@ -10,7 +10,9 @@ what the providers and the code report (a stale lock).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from planner.session import ProviderSet
 from providers.base import DesiredResource
 from providers.errors import ProviderError
 from providers.local.datasets import build_manifest
+from specs.code_sources import UnsafeCode, check_code, shown
 
 LOCK_FILE = "trainform.lock"
 LOCK_FORMAT_VERSION = 1
@@ -65,21 +68,35 @@ def code_key(code: dict[str, Any]) -> str:
     return f"{code['repo']}#{code.get('path') or '.'}"
 
 
-def resolve_code(code: dict[str, Any], spec_root: Path) -> dict[str, Any]:
-    """The commit of code at `code` (a spec's `code:` mapping), or its content digest."""
+def resolve_code(
+    code: dict[str, Any], spec_root: Path, code_hosts: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The commit of code at `code` (a spec's `code:` mapping), or its content digest.
+
+    The validate rules (specs.code_sources) are checked again first: an unsafe repository
+    never reaches git, and only a host in `code_hosts` (security.codeHosts) is contacted."""
+    repo = code["repo"]
+    try:
+        source, folder = check_code(
+            repo, code.get("ref"), code.get("path") or "", spec_root, code_hosts
+        )
+    except UnsafeCode as exc:
+        raise LockError(
+            f"cannot resolve code {shown(repo)}: spec.code.{exc.field}: {exc}; "
+            + (exc.remedy or "`trainform validate` shows where")
+        ) from None
     if code.get("commit"):
         return {"commit": code["commit"]}
-    repo = code["repo"]
-    if "://" in repo or repo.startswith("git@"):
+    if source.remote:
         ref = code.get("ref") or "HEAD"
-        result = _git(["ls-remote", repo, ref], spec_root)
+        # `--` ends options: the repository and the ref are positional, whatever they hold.
+        result = _git(["ls-remote", "--quiet", "--", repo, ref], spec_root, remote=True)
         if result is None or not result.split():
             raise LockError(f"cannot resolve {repo} {ref}: git ls-remote found nothing")
         return {"commit": result.split()[0], "ref": ref}
-    folder = (spec_root / repo / (code.get("path") or "")).resolve()
-    if not folder.is_dir():
+    if folder is None or not folder.is_dir():
         raise LockError(f"cannot resolve code {repo}: {folder} is not a folder")
-    head = _git(["rev-parse", "HEAD"], folder)
+    head = _git(["rev-parse", "--verify", "--quiet", "HEAD"], folder)
     dirty = _git(["status", "--porcelain", "--", "."], folder)
     if head and dirty == "":
         return {"commit": head.strip()}
@@ -90,10 +107,62 @@ def resolve_code(code: dict[str, Any], spec_root: Path) -> dict[str, Any]:
     return {"contentDigest": Manifest(tuple(files)).digest}
 
 
-def _git(args: list[str], cwd: Path) -> str | None:
+# Configuration that holds for every git run. git runs in the spec folder (ls-remote) or the
+# code folder, where discovery finds the checkout's own `.git` (a pull request cannot add
+# one) and so its trusted configuration, credentials included; but a folder of the spec
+# tree dressed as a bare repository (HEAD, config, objects/, refs/: committable) is never
+# taken for one, so its config cannot name commands. No fsmonitor or hook command runs, and
+# no transport but https and ssh (GIT_ALLOW_PROTOCOL too).
+_GIT_HARDENING = (
+    "-c",
+    "safe.bareRepository=explicit",
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "protocol.ext.allow=never",
+    "-c",
+    "protocol.fd.allow=never",
+    "-c",
+    "protocol.file.allow=never",
+)
+# Variables that would point git at another repository than the one the folder is in.
+_GIT_LOCATION_VARIABLES = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_COMMON_DIR",
+    "GIT_NAMESPACE",
+)
+
+
+def git_environment() -> dict[str, str]:
+    """This process's environment, made non-interactive and limited to https and ssh."""
+    environment = {k: v for k, v in os.environ.items() if k not in _GIT_LOCATION_VARIABLES}
+    environment.update(
+        GIT_TERMINAL_PROMPT="0",
+        GIT_ALLOW_PROTOCOL="https:ssh",
+        GIT_OPTIONAL_LOCKS="0",
+        LC_ALL="C",
+    )
+    return environment
+
+
+def _git(args: list[str], cwd: Path, *, remote: bool = False) -> str | None:
+    """stdout of `git <args>` in `cwd` (an argv list, never a shell), None on failure."""
     try:
         result = subprocess.run(
-            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=60, check=False
+            ["git", *_GIT_HARDENING, *args],
+            cwd=cwd,
+            env=git_environment(),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60 if remote else 30,
+            check=False,
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
@@ -111,6 +180,7 @@ def resolve_pins(
     lock = LockFile()
     problems = []
     resolved: dict[str, dict[str, Any]] = {}
+    code_hosts = providers.config.security.code_hosts
     for item in _dependencies_first(desired):
         try:
             if item.kind in ("Image", "Dataset"):
@@ -138,7 +208,7 @@ def resolve_pins(
                 else None
             )
             if code:
-                lock.code[code_key(code)] = resolve_code(code, spec_root)
+                lock.code[code_key(code)] = resolve_code(code, spec_root, code_hosts)
         except (ProviderError, LockError) as exc:
             problems.append(f"{item.address}: {exc}")
     if problems:

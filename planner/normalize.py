@@ -3,7 +3,9 @@
 Quantities become canonical numbers (`2Ti` -> "2199023255552"), durations canonical
 spellings (`90m` -> "1h30m"), defaults are filled in and unset optional fields left out,
 so two spellings of the same intent never show up as a change. `humanize` turns canonical
-values back into what a person reads in a plan.
+values back into what a person reads in a plan. A spec's hash is taken over its masked form
+(`specs.secrets.mask_document`), so the hash state keeps is no fast oracle for a secret
+parameter; a changed secret still changes the hash.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 
 from planner.state import digest
 from specs.models.base import DocumentBase
+from specs.secrets import mask_document
 
 _DURATION_UNITS = (("w", 604800), ("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
 _BINARY = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
@@ -30,7 +33,7 @@ def normalize_document(document: DocumentBase) -> dict[str, Any]:
 
 
 def spec_hash(normalized: dict[str, Any]) -> str:
-    return digest(normalized)
+    return digest(mask_document(normalized))
 
 
 _SORTED_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False)

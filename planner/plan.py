@@ -185,6 +185,8 @@ def make_plan(
         targets=list(options.targets),
         changes=order_changes(changes),
         findings=sorted(findings, key=lambda f: (f.address, f.kind, f.message)),
+        environment=specs.environment if specs else None,
+        pins={"code": dict(sorted(jobs.pins.code.items()))} if jobs else {},
     )
 
 

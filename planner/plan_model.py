@@ -4,10 +4,17 @@ A plan is data. Renderers (text, JSON, Markdown) read it; `apply` executes it. A
 plan carries the lineage and serial of the state it was computed against, the digest of
 the specs and of the lock file, the tool version, the provider configuration, and a
 checksum over all of it, so a stale or altered plan is refused.
+
+Secrets are masked where the plan is shown: `ResourceChange.shown()` is the change with
+every secret-looking job parameter, env value and command argument replaced by
+`(sensitive:<digest>)` (before, after, field changes, reasons, launches), and `to_json()`
+is that masked form. Only a saved plan that apply will execute (`to_json(reveal=True)`)
+keeps the real values: the job must receive them, and apply reads nothing else.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import hashlib
 import json
@@ -17,7 +24,9 @@ from typing import Any
 
 from planner.diff import FieldChange
 from planner.errors import PlannerError
+from planner.plan_signing import signature_problem, signed
 from planner.state import canonical_json
+from specs.secrets import JOB_KINDS, mask, mask_document, mask_tree, sensitive_values
 
 PLAN_FORMAT_VERSION = 1
 
@@ -69,11 +78,36 @@ class ResourceChange:
     applied: dict[str, Any] | None = None
     """The spec last applied, when `before` is the live object because it drifted."""
 
-    def to_json(self) -> dict[str, Any]:
-        data = self._json()
+    def to_json(self, reveal: bool = False) -> dict[str, Any]:
+        """The change as JSON: secrets masked, unless `reveal` (a plan file for apply)."""
+        data = (self if reveal else self.shown())._json()
         if self.applied is not None:
-            data["applied"] = self.applied
+            data["applied"] = self.applied if reveal else mask_document(self.applied)
         return data
+
+    def shown(self) -> ResourceChange:
+        """This change as it may be displayed: secret-looking job values masked."""
+        if self.kind not in JOB_KINDS:
+            return self
+        raw = sensitive_values([self.before, self.after, self.job, self.applied])
+        if not raw:
+            return self
+        masks = {value: mask(value) for value in raw}  # longest first, for `in_text`
+
+        def in_text(text: str) -> str:
+            for value, shown in masks.items():
+                text = text.replace(value, shown)
+            return text
+
+        return dataclasses.replace(
+            self,
+            reasons=[in_text(reason) for reason in self.reasons],
+            changes=[_shown_field(change, masks) for change in self.changes],
+            before=mask_document(self.before),
+            after=mask_document(self.after),
+            job=mask_tree(self.job),
+            applied=mask_document(self.applied),
+        )
 
     def _json(self) -> dict[str, Any]:
         return {
@@ -121,6 +155,24 @@ class ResourceChange:
         )
 
 
+def _shown_field(change: FieldChange, masks: dict[str, str]) -> FieldChange:
+    """A field change whose sides are masked where they hold a masked value."""
+
+    def shown(value: Any) -> Any:
+        if isinstance(value, str):
+            return masks.get(value, value)
+        if isinstance(value, list):
+            return [shown(item) for item in value]
+        if isinstance(value, dict):
+            return {key: shown(item) for key, item in value.items()}
+        return value
+
+    before, after = shown(change.before), shown(change.after)
+    if before is change.before and after is change.after:
+        return change
+    return FieldChange(change.path, before, after, change.forces_replacement)
+
+
 @dataclass
 class PlanFinding:
     """Something the plan found that is not a change: data mutated, observe warnings."""
@@ -152,6 +204,9 @@ class Plan:
     targets: list[str] = field(default_factory=list)
     changes: list[ResourceChange] = field(default_factory=list)
     findings: list[PlanFinding] = field(default_factory=list)
+    environment: str | None = None
+    state_location: str = ""
+    pins: dict[str, Any] = field(default_factory=dict)
 
     @property
     def actionable(self) -> list[ResourceChange]:
@@ -167,7 +222,8 @@ class Plan:
             counts[change.action.value] += 1
         return counts
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, reveal: bool = False) -> dict[str, Any]:
+        """The plan as JSON; secrets masked unless `reveal` (only for a plan file)."""
         body = {
             "formatVersion": PLAN_FORMAT_VERSION,
             "toolVersion": self.tool_version,
@@ -179,14 +235,22 @@ class Plan:
             "destroy": self.destroy,
             "targets": self.targets,
             "summary": self.summary(),
-            "changes": [change.to_json() for change in self.changes],
+            "changes": [change.to_json(reveal) for change in self.changes],
             "findings": [finding.to_json() for finding in self.findings],
             "config": self.config,
+            "environment": self.environment,
+            "pins": self.pins,
         }
         return body
 
     def to_file_bytes(self, spec_root: Path) -> bytes:
-        body = {**self.to_json(), "specRoot": str(spec_root)}
+        body = signed(
+            {
+                **self.to_json(reveal=True),
+                "specRoot": str(spec_root),
+                "stateLocation": self.state_location,
+            }
+        )
         checksum = "sha256:" + hashlib.sha256(canonical_json(body).encode()).hexdigest()
         return json.dumps({**body, "checksum": checksum}, indent=2).encode() + b"\n"
 
@@ -214,6 +278,9 @@ class Plan:
                 f"cannot apply plan {location}: its checksum does not match its content; "
                 "the file was altered after `trainform plan -out` wrote it. Create a new plan"
             )
+        problem = signature_problem(data)
+        if problem:
+            raise PlanFileError(f"cannot apply plan {location}: {problem}")
         try:
             plan = cls(
                 tool_version=data["toolVersion"],
@@ -227,6 +294,9 @@ class Plan:
                 targets=list(data["targets"]),
                 changes=[ResourceChange.from_json(c) for c in data["changes"]],
                 findings=[PlanFinding(**f) for f in data["findings"]],
+                environment=data.get("environment"),
+                state_location=str(data.get("stateLocation") or ""),
+                pins=dict(data.get("pins") or {}),
             )
             return plan, Path(data["specRoot"])
         except (KeyError, TypeError, ValueError) as exc:

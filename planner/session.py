@@ -9,6 +9,7 @@ from providers.base import Provider, ProviderContext
 from providers.errors import ProviderConfigError
 from providers.registry import provider_class
 from specs import RootConfig
+from specs.data_sources import trusted_data_roots
 
 
 class ProviderSet:
@@ -25,6 +26,7 @@ class ProviderSet:
             spec_root=spec_root.resolve(),
             manager=manager,
             object_store=store.connection.model_dump(mode="json") if store else None,
+            data_roots=trusted_data_roots(config),
         )
         self._classes = classes or {}
         self._providers: dict[str, Provider] = {}

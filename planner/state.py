@@ -6,6 +6,10 @@ once anything was written after it. Each resource records its kind, provider ins
 normalized spec and its hash, provider outputs and status, dependencies (for deletes in
 reverse order once the spec is gone) and `pending`: an operation that was started but
 whose outcome was never recorded (a crash), which the next run resolves by observing.
+
+No secret is written: a job's parameters, env and command values that look secret are
+kept masked (`specs.secrets.mask_tree`, a slow keyed digest), in its spec and in its run
+records; the diff compares a masked value equal to the raw value it masks.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from planner.errors import PlannerError
+from specs.secrets import JOB_KINDS, mask_tree
 
 STATE_FORMAT_VERSION = 1
 
@@ -58,12 +63,13 @@ class ResourceState:
     pending: str | None = None
 
     def to_json(self) -> dict[str, Any]:
+        sensitive = self.kind in JOB_KINDS
         return {
             "kind": self.kind,
             "providers": self.providers,
-            "spec": self.spec,
+            "spec": mask_tree(self.spec) if sensitive else self.spec,
             "specHash": self.spec_hash,
-            "outputs": self.outputs,
+            "outputs": mask_tree(self.outputs) if sensitive else self.outputs,
             "status": self.status,
             "dependencies": self.dependencies,
             "pending": self.pending,

@@ -18,6 +18,7 @@ from typing import Any
 
 from planner.normalize import normalize_document
 from planner.plan_model import Plan
+from policies.codeowners import CodeOwners
 from specs import Resource, SpecSet
 from specs.positions import SourceMap
 from specs.quantity import Duration, parse_quantity
@@ -52,6 +53,8 @@ class PolicyContext:
     specs: SpecSet
     plan: Plan | None
     subjects: dict[str, Subject]
+    code_owners: CodeOwners = field(default_factory=CodeOwners)
+    """The trusted CODEOWNERS rules (the engine sets them from `TrustedPolicies`)."""
     _maps: dict[str, SourceMap | None] = field(default_factory=dict)
 
     @classmethod

@@ -1,26 +1,35 @@
 """The policy engine: runs built-in policies and user rules, applies waivers, reports.
 
-`evaluate_policies(specs, plan, trusted)` is the one entry point. It reads the resolved
-specs (and the plan, when there is one, for policies that compare against current state),
-runs every built-in that is not disabled with its trusted parameters, then every user rule,
-then applies the waivers. It changes nothing and never runs code from the specs. The CLI
-exits 3 when `report.denied`.
+`evaluate_policies(specs, plan, trusted)` is the entry point of `plan`, `apply` and
+`review`. It reads the resolved specs (and the plan, when there is one, for policies that
+compare against current state), runs every built-in that is not disabled with its trusted
+parameters, then every user rule, then applies the waivers. It changes nothing and never
+runs code from the specs. The CLI exits 3 when `report.denied`.
+
+`tenancy_diagnostics(specs, trusted)` is what `validate` runs: project-isolation alone, on
+the specs as loaded (no normalization, so it stays linear and cheap), its findings turned
+into diagnostics (deny: error, warn or waived: warning).
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
+from pathlib import Path
 from typing import Any
 
 from planner.plan_model import Plan
-from policies.builtin import BUILTINS
-from policies.context import PolicyContext, field_path
+from policies.builtin import BUILTINS, BuiltinPolicy, Violation
+from policies.builtin.isolation import PROJECT_ISOLATION, tenancy_violations
+from policies.context import PolicyContext, Subject, field_path
 from policies.findings import PolicyFinding, Severity
 from policies.rules import run_rule
 from policies.trusted import TrustedPolicies
 from policies.waivers import EXPIRED_ID, apply_waivers
-from specs import SpecSet
+from specs import Diagnostic, Location, SpecSet
+from specs import Severity as DiagnosticSeverity
 
 REPORT_FORMAT_VERSION = 1
 
@@ -64,31 +73,44 @@ class PolicyReport:
         )
 
 
+def _builtin_findings(
+    policy: BuiltinPolicy,
+    context: PolicyContext,
+    trusted: TrustedPolicies,
+    violations: Iterable[Violation] | None = None,
+) -> list[PolicyFinding]:
+    """`violations` (default: the policy's check on `context`) as findings."""
+    severity = trusted.severity_of(policy.id, policy.severity)
+    if violations is None:
+        violations = policy.check(context, trusted.parameters_of(policy.id))
+    return [
+        PolicyFinding(
+            policy=policy.id,
+            name=policy.name,
+            severity=severity,
+            address=violation.address,
+            field=field_path(violation.path),
+            location=context.locate(violation.address, violation.path),
+            message=violation.message,
+            key=violation.key,
+        )
+        for violation in violations
+    ]
+
+
 def evaluate_policies(
     specs: SpecSet, plan: Plan | None, trusted: TrustedPolicies, today: date | None = None
 ) -> PolicyReport:
     """Findings of every enabled policy on `specs` (and `plan`), waivers applied."""
     context = PolicyContext.build(specs, plan)
+    context.code_owners = trusted.code_owners
     findings: list[PolicyFinding] = []
     ran: list[str] = []
     for policy in BUILTINS.values():
         if policy.id in trusted.disabled:
             continue
         ran.append(policy.id)
-        severity = trusted.severity_of(policy.id, policy.severity)
-        for violation in policy.check(context, trusted.parameters_of(policy.id)):
-            findings.append(
-                PolicyFinding(
-                    policy=policy.id,
-                    name=policy.name,
-                    severity=severity,
-                    address=violation.address,
-                    field=field_path(violation.path),
-                    location=context.locate(violation.address, violation.path),
-                    message=violation.message,
-                    key=violation.key,
-                )
-            )
+        findings += _builtin_findings(policy, context, trusted)
     for rule in trusted.rules:
         if rule.id in trusted.disabled:
             continue
@@ -110,3 +132,72 @@ def evaluate_policies(
     expired = trusted.severity_of(EXPIRED_ID, Severity.WARN)
     waived = apply_waivers(findings, trusted.waivers, today or date.today(), expired)
     return PolicyReport(sorted(waived, key=PolicyFinding.sort_key), ran, trusted.source)
+
+
+def evaluate_tenancy(
+    specs: SpecSet, trusted: TrustedPolicies, today: date | None = None
+) -> PolicyReport:
+    """project-isolation alone (unless disabled) on the specs as loaded, waivers of it
+    applied. Subjects (for locations) are built only for the resources it reports."""
+    if PROJECT_ISOLATION.id in trusted.disabled:
+        return PolicyReport([], [], trusted.source)
+    root = os.path.normpath(str(specs.root))
+    relative: dict[str, str] = {}
+    for resource in specs.resources.values():
+        name = resource.location.file
+        if name not in relative:
+            relative[name] = Path(os.path.relpath(name, root)).as_posix()
+    entries = (
+        (address, resource, relative[resource.location.file])
+        for address, resource in specs.resources.items()
+    )
+    params = trusted.parameters_of(PROJECT_ISOLATION.id)
+    violations = list(tenancy_violations(entries, params, trusted.code_owners))
+    subjects = {}
+    for violation in violations:
+        resource = specs.resources[violation.address]
+        file = relative[resource.location.file]
+        subjects[violation.address] = Subject(
+            violation.address, resource.kind, resource.name, resource.project, {}, file, resource
+        )
+    context = PolicyContext(specs, None, subjects, code_owners=trusted.code_owners)
+    findings = _builtin_findings(PROJECT_ISOLATION, context, trusted, violations)
+    waivers = [w for w in trusted.waivers if w.policy == PROJECT_ISOLATION.id]
+    waived = apply_waivers(findings, waivers, today or date.today())
+    waived = [f for f in waived if f.policy == PROJECT_ISOLATION.id]
+    return PolicyReport(
+        sorted(waived, key=PolicyFinding.sort_key), [PROJECT_ISOLATION.id], trusted.source
+    )
+
+
+def _location(specs: SpecSet, finding: PolicyFinding) -> Location | None:
+    """The finding's `file:line:column`, its file named as the loader names it."""
+    resource = specs.resources.get(finding.address)
+    if resource is None:
+        return None
+    parts = finding.location.rsplit(":", 2)
+    if len(parts) != 3 or not (parts[1].isdigit() and parts[2].isdigit()):
+        return resource.location
+    return Location(resource.location.file, int(parts[1]), int(parts[2]))
+
+
+def tenancy_diagnostics(
+    specs: SpecSet, trusted: TrustedPolicies, today: date | None = None
+) -> list[Diagnostic]:
+    """What `validate` reports of tenancy: a diagnostic per project-isolation finding."""
+    diagnostics = []
+    for finding in evaluate_tenancy(specs, trusted, today).findings:
+        diagnostics.append(
+            Diagnostic(
+                severity=DiagnosticSeverity.ERROR
+                if finding.blocking
+                else DiagnosticSeverity.WARNING,
+                code=finding.policy,
+                summary=finding.message
+                + (f" (waived: {finding.waived})" if finding.waived else ""),
+                location=_location(specs, finding),
+                field=finding.field,
+                address=finding.address,
+            )
+        )
+    return sorted(diagnostics, key=Diagnostic.sort_key)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from planner.plan_model import Plan
+from planner.plan_signing import signed
 from planner.state import canonical_json
 from policies.engine import PolicyReport
 
@@ -21,7 +22,17 @@ POLICIES_KEY = "policies"
 
 
 def plan_file_bytes(plan: Plan, spec_root: Path, report: PolicyReport) -> bytes:
-    body = {**plan.to_json(), "specRoot": str(spec_root), POLICIES_KEY: report.to_json()}
+    # apply sends what the file holds, so it keeps real job values, unless apply will refuse
+    # it anyway (denied, e.g. by secret-in-spec): then they stay masked as in any output
+    plan_json = plan.to_json(reveal=not report.denied)
+    body = signed(
+        {
+            **plan_json,
+            "specRoot": str(spec_root),
+            "stateLocation": plan.state_location,
+            POLICIES_KEY: report.to_json(),
+        }
+    )
     checksum = "sha256:" + hashlib.sha256(canonical_json(body).encode()).hexdigest()
     return json.dumps({**body, "checksum": checksum}, indent=2).encode() + b"\n"
 

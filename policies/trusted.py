@@ -33,6 +33,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError
 
 from policies.builtin import BUILTINS
+from policies.codeowners import CodeOwners, find_code_owners
 from policies.findings import Severity
 from policies.rules import RuleCompileError, UserRule
 from policies.waivers import EXPIRED_ID, Waiver
@@ -89,6 +90,8 @@ class TrustedPolicies:
     disabled: frozenset[str] = frozenset()
     rules: list[UserRule] = field(default_factory=list)
     waivers: list[Waiver] = field(default_factory=list)
+    code_owners: CodeOwners = field(default_factory=CodeOwners)
+    """CODEOWNERS of the trusted folder: whose approval a tenancy finding names."""
 
     def severity_of(self, policy: str, default: Severity) -> Severity:
         return Severity(self.settings.get(policy, {}).get("severity", default))
@@ -136,6 +139,14 @@ def _check_settings(
                 raise PolicyConfigError(
                     f"{where}: `{policy}` has no setting `{name}` (settings: "
                     f"{', '.join(sorted(allowed))})"
+                )
+            default = BUILTINS[policy].parameters.get(name) if policy in BUILTINS else None
+            if isinstance(default, list | bool) and not isinstance(values[name], type(default)):
+                # A string where a list belongs would be read letter by letter.
+                raise PolicyConfigError(
+                    f"{where}: `{policy}` setting `{name}` must be a "
+                    f"{'list' if isinstance(default, list) else 'boolean'}, "
+                    f"not {values[name]!r}"
                 )
         if "severity" in values and values["severity"] not in ("deny", "warn"):
             raise PolicyConfigError(f"{where}: severity of `{policy}` must be deny or warn")
@@ -221,13 +232,23 @@ def _read_folder(folder: Path) -> TrustedPolicies:
     return _read_file(file, file.as_posix())
 
 
+def _trusted_folders(path: Path) -> list[Path]:
+    """Where CODEOWNERS of a `--policies` path may be: its folder, and the folder holding it
+    (in CI `.trusted/policies` sits in `.trusted`, the base branch checkout)."""
+    folder = path if path.is_dir() else path.parent
+    return [folder, folder.parent] if folder.resolve() != folder.parent.resolve() else [folder]
+
+
 def load_trusted(
     path: Path | None, fallback: RootConfig, spec_root: Path | None = None
 ) -> TrustedPolicies:
     """The policies from the trusted folder `path`; without one, from `fallback`'s
-    `policies:` section (its `path` is relative to `spec_root`)."""
+    `policies:` section (its `path` is relative to `spec_root`). CODEOWNERS comes from the
+    same trusted place: `path` (or the folder holding it), else `spec_root`."""
     if path is not None:
-        return _read_folder(Path(path))
+        loaded = _read_folder(Path(path))
+        loaded.code_owners = find_code_owners(_trusted_folders(Path(path)))
+        return loaded
     section = fallback.policies
     base = TrustedPolicies(source="trainform.yaml")
     if section.path:
@@ -247,4 +268,5 @@ def load_trusted(
         disabled=base.disabled | frozenset(section.disabled),
         rules=base.rules,
         waivers=base.waivers,
+        code_owners=find_code_owners([spec_root]) if spec_root is not None else CodeOwners(),
     )

@@ -98,13 +98,16 @@ class Finding:
 
 @dataclass(frozen=True)
 class ProviderContext:
-    """What a provider may know of its surroundings: the spec folder, the manager name, and
-    the connection settings (no secrets) of the objectstore instance that holds s3://
-    datasets and checkpoints, if there is one."""
+    """What a provider may know of its surroundings: the spec folder, the manager name, the
+    connection settings (no secrets) of the objectstore instance that holds s3:// datasets
+    and checkpoints, if there is one, and the host folders besides the spec folder that
+    file:// dataset sources may name (trainform.yaml's security.dataRoots and a file://
+    storage.datasets base)."""
 
     spec_root: Path
     manager: str = "trainform"
     object_store: dict[str, Any] | None = None
+    data_roots: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

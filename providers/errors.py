@@ -6,14 +6,27 @@
     |                                `retry_after` seconds when the backend says so
     +-- PermanentProviderError       retrying will not help (invalid, forbidden, not owned)
 
-Messages carry the backend's own words; the engine adds the address and the verb.
+Messages carry the backend's own words; the engine adds the address and the verb. A
+server's words may echo credentials (an Authorization header, a token, `user:password@`),
+so every message is redacted (`specs.secrets.redact`) when the error is made and again
+when it is printed, in case a credential was registered in between.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from specs.secrets import redact
+
 
 class ProviderError(Exception):
     """Root of every error raised by the `providers` package."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*(redact(arg) if isinstance(arg, str) else arg for arg in args))
+
+    def __str__(self) -> str:
+        return redact(super().__str__())
 
 
 class ProviderConfigError(ProviderError):

@@ -7,7 +7,8 @@ Tree of errors raised by this package:
     +-- SpecUsageError             bad arguments from the caller (missing folder, bad --var)
 
 A `Diagnostic` is a value, not an exception: the loader collects every diagnostic of a
-run and raises once, so a user sees all problems together, sorted by file and line.
+run and raises once, so a user sees all problems together, sorted by file and line, at
+most MAX_DIAGNOSTICS_PER_FILE per file (`cap_per_file`), then one counting the rest.
 """
 
 from __future__ import annotations
@@ -100,3 +101,62 @@ class SpecLoadError(SpecError):
         first = errors[0] if errors else None
         where = f" ({first.location}: {first.summary})" if first and first.location else ""
         return f"cannot load specs: {len(errors)} error(s){where}"
+
+
+MAX_DIAGNOSTICS_PER_FILE = 100
+
+
+def cap_per_file(
+    diagnostics: list[Diagnostic],
+    uncounted: dict[str, int] | None = None,
+    limit: int = MAX_DIAGNOSTICS_PER_FILE,
+) -> list[Diagnostic]:
+    """The first `limit` diagnostics of each file (by line), then one counting the rest.
+
+    `uncounted` holds, per file, problems found but never built into diagnostics (the
+    loader stops building them once a file is over the limit); they join the count. The
+    count is an error when any error was left out, so capping never hides a failure.
+    """
+    uncounted = uncounted or {}
+    by_file: dict[str, list[Diagnostic]] = {}
+    for diagnostic in diagnostics:
+        by_file.setdefault(diagnostic.location.file if diagnostic.location else "", []).append(
+            diagnostic
+        )
+    if all(len(group) <= limit for group in by_file.values()) and not any(uncounted.values()):
+        return diagnostics
+    result: list[Diagnostic] = []
+    for file, group in by_file.items():
+        group.sort(key=Diagnostic.sort_key)
+        shown, rest = group[:limit], group[limit:]
+        last = shown[-1] if shown else None
+        result += shown
+        more = len(rest) + uncounted.get(file, 0)
+        if not more:
+            continue
+        error = uncounted.get(file, 0) > 0 or any(d.severity is Severity.ERROR for d in rest)
+        result.append(
+            Diagnostic(
+                Severity.ERROR if error else Severity.WARNING,
+                "too-many-diagnostics",
+                f"{'at least ' if uncounted.get(file) else ''}{more:,} more problem(s) in this "
+                "file not shown",
+                last.location if last is not None and last.location else Location(file),
+                expected=f"at most {limit} diagnostics shown per file",
+                found=f"{len(group) + uncounted.get(file, 0):,}"
+                + (" or more" if uncounted.get(file) else ""),
+                detail="fix the problems shown and run again to see the rest",
+            )
+        )
+    for file, count in uncounted.items():
+        if count and file not in by_file:
+            result.append(
+                Diagnostic(
+                    Severity.ERROR,
+                    "too-many-diagnostics",
+                    f"{count:,} problem(s) in this file not shown",
+                    Location(file),
+                    expected=f"at most {limit} diagnostics shown per file",
+                )
+            )
+    return result

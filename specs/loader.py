@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,33 +18,54 @@ from pydantic import ValidationError
 
 from specs.code_sources import check_code_sources
 from specs.data_sources import check_data_sources
-from specs.errors import Diagnostic, Location, Severity, SpecLoadError, SpecUsageError
+from specs.discovery import CONFIG_FILE, find_spec_files, refused_file
+from specs.errors import (
+    MAX_DIAGNOSTICS_PER_FILE,
+    Diagnostic,
+    Location,
+    Severity,
+    SpecLoadError,
+    SpecUsageError,
+    cap_per_file,
+)
 from specs.models.base import Scope
 from specs.models.config import RootConfig
 from specs.models.kinds import DOCUMENT_ADAPTER, KINDS
 from specs.references import Declared, cycle_diagnostic, find_cycles, resolve_references
 from specs.resource import Resource, SpecSet
 from specs.suggest import closest_name
-from specs.templating import NestingTooDeep, has_template, render_document
-from specs.validation import diagnostics_from_errors, format_path
-from specs.yamlio import ParsedFile, nesting_error, parse_file, too_deep
+from specs.templating import NestingTooDeep, RenderBudget, has_template, render_document
+from specs.validation import diagnostics_from_errors, format_path, number_warnings
+from specs.yamlio import (
+    MAX_DOCUMENT_VALUES,
+    EventBudget,
+    ParsedFile,
+    count_values,
+    nesting_error,
+    numbers_read_as_written,
+    parse_file,
+    prune,
+    too_deep,
+)
 
-CONFIG_FILE = "trainform.yaml"
-SPEC_SUFFIXES = (".yaml", ".yml")
+SCAN_EVENTS = 10_000
+"""YAML events one load may walk for the checks of tags and numbers (specs.positions)."""
+LARGE_DOCUMENT_CHARS = 64 * 1024
+"""Documents longer than this have their values counted before validation."""
+MAX_BUILT_ERRORS = 1_000
+"""A document with more validation errors has only its first ones turned into diagnostics."""
 
 
-def discover_files(root: Path) -> list[Path]:
-    """Spec files under `root`, recursively, in a stable order; hidden folders skipped."""
-    found = []
-    for directory, subdirs, files in os.walk(root):
-        subdirs[:] = sorted(d for d in subdirs if not d.startswith("."))
-        for name in files:
-            if name.endswith(SPEC_SUFFIXES) and not name.startswith("."):
-                path = Path(directory, name)
-                if path.parent == root and name == CONFIG_FILE:
-                    continue
-                found.append(path)
-    return sorted(found, key=lambda p: p.relative_to(root).as_posix())
+def discover_files(root: Path, refused: list[Diagnostic] | None = None) -> list[Path]:
+    """Spec files under `root`, recursively, in a stable order; hidden entries skipped.
+
+    Links leaving the folder and special files are left out, each with a diagnostic added
+    to `refused` (specs.discovery says why); none of them is ever opened.
+    """
+    found, problems = find_spec_files(root, os.path.normpath(str(root)))
+    if refused is not None:
+        refused += problems
+    return found
 
 
 class _Sources:
@@ -53,17 +74,21 @@ class _Sources:
     def __init__(self) -> None:
         self.files: dict[str, ParsedFile] = {}
         self._maps: dict[tuple[str, int], Any] = {}
+        self._walks: dict[tuple[str, int], Any] = {}
+        self.scan = EventBudget(SCAN_EVENTS)
 
     def add(self, parsed: ParsedFile) -> None:
         self.files[parsed.display] = parsed
 
     def locate(self, display: str, index: int, path: Sequence[str | int], key: bool) -> Location:
         """Position of `path` in document `index` of a file, re-reading only that document."""
-        from specs.positions import SourceMap
+        from specs.positions import source_map as new_map
 
         parsed = self.files[display]
         if index not in parsed.indices:
-            whole = self._maps.setdefault((display, -1), SourceMap(parsed.text))
+            whole = self._maps.get((display, -1))
+            if whole is None:
+                whole = self._maps[(display, -1)] = new_map(parsed.text, parsed.salvaged)
             line, column = whole.locate(index, path, key, 1)
             return Location(display, line, column)
         position = parsed.indices.index(index)
@@ -71,9 +96,33 @@ class _Sources:
         source_map = self._maps.get((display, index))
         if source_map is None:
             begin, end = parsed.spans[position]
-            source_map = self._maps[(display, index)] = SourceMap(parsed.text[begin:end])
+            source_map = self._maps[(display, index)] = new_map(
+                parsed.text[begin:end], parsed.salvaged
+            )
         line, column = source_map.locate(0, path, key, 1)
         return Location(display, line + start_line - 1, column)
+
+    def written(
+        self, display: str, index: int, path: Sequence[str | int]
+    ) -> tuple[str | None, Location] | None:
+        """The value at `path` in document `index` as written: its text if it is a plain
+        scalar, and its location; None if the path is not found."""
+        from specs.positions import EventMap
+
+        parsed = self.files[display]
+        if index not in parsed.indices:
+            return None
+        position = parsed.indices.index(index)
+        walker = self._walks.get((display, index))
+        if walker is None:
+            begin, end = parsed.spans[position]
+            walker = EventMap(parsed.text[begin:end], budget=self.scan)
+            self._walks[(display, index)] = walker
+        node = walker.node(0, path)
+        if node is None:
+            return None
+        line = parsed.start_lines[position] + node.line - 1
+        return node.plain, Location(display, line, node.column)
 
 
 def _display(root_display: str, path: Path, root: Path) -> str:
@@ -122,26 +171,32 @@ def _load_specs(
     sources = _Sources()
     diagnostics: list[Diagnostic] = []
 
-    config = _load_config(root, root_display, sources, diagnostics)
+    uncounted: dict[str, int] = {}
+    config = _load_config(root, root_display, sources, diagnostics, uncounted)
     env_name, context = _template_context(config, environment, variables, var_files, diagnostics)
 
     resources: dict[str, Resource] = {}
     declared: set[tuple[str, str | None, str]] = set()
-    files = discover_files(root)
+    budget = RenderBudget()
+    files = discover_files(root, diagnostics)
     displays = []
     for path in files:
         display = _display(root_display, path, root)
         displays.append(display)
-        parsed = parse_file(path, display)
+        parsed = parse_file(path, display, sources.scan)
         sources.add(parsed)
+        first = len(diagnostics)
         diagnostics += parsed.diagnostics
-        for document, index, start, templated in zip(
-            parsed.documents, parsed.indices, parsed.start_lines, parsed.templated, strict=True
+        failing, counted = False, first  # an error among the file's diagnostics so far
+        for position, (document, index, start, templated) in enumerate(
+            zip(parsed.documents, parsed.indices, parsed.start_lines, parsed.templated, strict=True)
         ):
-            if parsed.salvaged:
-                _declare(document, declared)
-                continue
-            _load_document(
+            if len(diagnostics) != counted:
+                failing = failing or any(
+                    d.severity is Severity.ERROR for d in diagnostics[counted:]
+                )
+                counted = len(diagnostics)
+            hidden = _load_document(
                 document,
                 display,
                 index,
@@ -152,7 +207,14 @@ def _load_specs(
                 resources,
                 declared,
                 diagnostics,
+                load=not parsed.salvaged,
+                budget=budget,
+                room=MAX_DIAGNOSTICS_PER_FILE - (counted - first),
+                failing=failing,
+                span=parsed.spans[position],
             )
+            if hidden:
+                uncounted[display] = uncounted.get(display, 0) + hidden
 
     def locate(resource: Resource, path: tuple[str | int, ...]) -> Location:
         return sources.locate(resource.location.file, resource.document_index, path, False)
@@ -164,6 +226,7 @@ def _load_specs(
         diagnostics += [
             cycle_diagnostic(cycle, resources, locate) for cycle in find_cycles(resources)
         ]
+    diagnostics = cap_per_file(diagnostics, uncounted)
     errors = [d for d in diagnostics if d.severity is Severity.ERROR]
     if errors or config is None:
         raise SpecLoadError(diagnostics)
@@ -172,16 +235,26 @@ def _load_specs(
 
 
 def _load_config(
-    root: Path, root_display: str, sources: _Sources, diagnostics: list[Diagnostic]
+    root: Path,
+    root_display: str,
+    sources: _Sources,
+    diagnostics: list[Diagnostic],
+    uncounted: dict[str, int] | None = None,
 ) -> RootConfig | None:
     path = root / CONFIG_FILE
     if not path.exists():
         return RootConfig(api_version="trainform/v1")
     display = _display(root_display, path, root)
-    parsed = parse_file(path, display)
+    refused = refused_file(path, root, display)
+    if refused is not None:
+        diagnostics.append(refused)
+        return None
+    parsed = parse_file(path, display, sources.scan)
     sources.add(parsed)
     diagnostics += parsed.diagnostics
-    if parsed.diagnostics:
+    # A duplicate key or a refused tag: the file is still validated for its other errors.
+    failed = any(d.severity is Severity.ERROR for d in parsed.diagnostics)
+    if failed and not parsed.salvaged:
         return None
     if parsed.documents and too_deep(parsed.documents[0]):
         diagnostics.append(nesting_error(display, parsed.start_lines[0]))
@@ -196,16 +269,40 @@ def _load_config(
             )
         )
         return None
+    document = parsed.documents[0]
+
+    def written(path: Sequence[str | int]) -> tuple[str | None, Location] | None:
+        return sources.written(display, 0, path)
+
+    environments = document.get("environments")
+    roots: list[tuple[str, ...]] = [("variables",)]
+    if isinstance(environments, dict):
+        roots += [("environments", name, "variables") for name in environments]
+    for root in roots:
+        mapping: Any = document
+        for step in root:
+            mapping = mapping.get(step) if isinstance(mapping, dict) else None
+        if isinstance(mapping, dict) and not numbers_read_as_written(
+            parsed.text, 0, len(parsed.text), mapping
+        ):
+            diagnostics += number_warnings(document, [root], written)
     try:
-        return RootConfig.model_validate(parsed.documents[0])
+        config = RootConfig.model_validate(document)
     except ValidationError as exc:
+        errors, hidden = _first_errors(
+            exc, RootConfig.model_validate, document, MAX_DIAGNOSTICS_PER_FILE
+        )
         diagnostics += diagnostics_from_errors(
-            exc.errors(include_url=False),
+            errors,
             RootConfig,
             lambda p, key: sources.locate(display, 0, p, key),
             strip_tag=False,
+            written=written,
         )
+        if hidden and uncounted is not None:
+            uncounted[display] = uncounted.get(display, 0) + hidden
         return None
+    return None if failed else config
 
 
 def _template_context(
@@ -255,9 +352,23 @@ def _load_document(
     resources: dict[str, Resource],
     declared: set[tuple[str, str | None, str]],
     diagnostics: list[Diagnostic],
-) -> None:
+    *,
+    load: bool = True,
+    budget: RenderBudget | None = None,
+    room: int = MAX_DIAGNOSTICS_PER_FILE,
+    failing: bool = False,
+    span: tuple[int, int] = (0, 0),
+) -> int:
+    """Validate one document and keep it as a resource (unless `load` is False: it comes
+    from a file with a duplicate key or a refused tag). At most `room` diagnostics are
+    built; returns how many problems were only counted. `failing`: its file already has
+    an error, so past `room` only the document's beginning is checked."""
+
     def locate(path: Sequence[str | int], key: bool = False) -> Location:
         return sources.locate(display, index, path, key)
+
+    def written(path: Sequence[str | int]) -> tuple[str | None, Location] | None:
+        return sources.written(display, index, path)
 
     if not isinstance(document, dict):
         diagnostics.append(
@@ -270,38 +381,61 @@ def _load_document(
                 found="a list" if isinstance(document, list) else repr(document)[:60],
             )
         )
-        return
+        return 0
     if templated:
         try:
-            document, problems = render_document(document, context)
+            document, problems = render_document(document, context, budget)
         except NestingTooDeep:
             diagnostics.append(nesting_error(display, start))
-            return
+            return 0
         if problems:
             _declare(document, declared)
             for problem in problems:
                 diagnostics.append(_template_diagnostic(problem, context, locate))
-            return
+            return 0
+    checked = document
+    if span[1] - span[0] > LARGE_DOCUMENT_CHARS:
+        values = count_values(document, MAX_DOCUMENT_VALUES)
+        if values > MAX_DOCUMENT_VALUES:
+            diagnostics.append(_too_large(display, start))
+            load, failing = False, True
+            checked = prune(document, MAX_BUILT_ERRORS)
+    if room <= 0 and failing:
+        checked = prune(document, MAX_BUILT_ERRORS)
+    spec = document.get("spec")
+    parameters = spec.get("parameters") if type(spec) is dict else None
+    if not templated and room > 0 and type(parameters) is dict and parameters:
+        text = sources.files[display].text
+        anchor = text.find("parameters:", span[0], span[1])
+        if not numbers_read_as_written(text, max(anchor, span[0]), span[1], parameters):
+            diagnostics += number_warnings(document, [("spec", "parameters")], written)
     try:
-        resource_model = DOCUMENT_ADAPTER.validate_python(document)
+        resource_model = DOCUMENT_ADAPTER.validate_python(checked)
     except ValidationError as exc:
         _declare(document, declared)
         if too_deep(document):
             diagnostics.append(nesting_error(display, start))
-            return
+            return 0
         kind, project, name = _identity(document)
         model = KINDS.get(kind) if isinstance(kind, str) else None
         address = f"{kind}/{project}/{name}" if project else f"{kind}/{name}"
+        errors, hidden = _first_errors(exc, DOCUMENT_ADAPTER.validate_python, checked, room)
         diagnostics += diagnostics_from_errors(
-            exc.errors(include_url=False), model, locate, address if model else ""
+            errors, model, locate, address if model else "", written=written
         )
-        return
+        return hidden
+    if checked is not document:
+        _declare(document, declared)
+        return 0
     resource = Resource(resource_model.address, resource_model, Location(display, start, 1), index)
     scope_problem = _check_scope(resource, locate)
     if scope_problem:
         _declare(document, declared)
         diagnostics.append(scope_problem)
-        return
+        return 0
+    if not load:
+        _declare(document, declared)
+        return 0
     existing = resources.get(resource.address)
     if existing is not None:
         first_at = sources.locate(
@@ -321,8 +455,44 @@ def _load_document(
                 related=(first_at,),
             )
         )
-        return
+        return 0
     resources[resource.address] = resource
+    return 0
+
+
+def _first_errors(
+    exc: ValidationError, validate: Callable[[Any], Any], document: Any, room: int
+) -> tuple[list[Any], int]:
+    """The errors to turn into diagnostics (at most `room`) and how many are left over.
+
+    pydantic builds a dict per error; for a document with a huge number of them (a list
+    of a million wrong values) only its first values are validated again for the ones
+    shown (a `missing` field may be an artefact of that cut, so those are not shown).
+    """
+    count = exc.error_count()
+    if room <= 0:
+        return [], count
+    if count <= MAX_BUILT_ERRORS:
+        errors = exc.errors(include_url=False)
+    else:
+        try:
+            validate(prune(document, MAX_BUILT_ERRORS))
+            errors = []
+        except ValidationError as again:
+            errors = [e for e in again.errors(include_url=False) if e["type"] != "missing"]
+    shown = errors[:room]
+    return shown, count - len(shown)
+
+
+def _too_large(display: str, line: int) -> Diagnostic:
+    return Diagnostic(
+        Severity.ERROR,
+        "document-too-large",
+        "document holds too many values to be a spec document; only its beginning is checked",
+        Location(display, line, 1),
+        expected=f"at most {MAX_DOCUMENT_VALUES:,} values (keys, items and scalars)",
+        found=f"more than {MAX_DOCUMENT_VALUES:,}",
+    )
 
 
 def _declare(document: Any, declared: set[tuple[str, str | None, str]]) -> None:
@@ -387,6 +557,18 @@ def _template_diagnostic(problem: Any, context: dict[str, Any], locate: Any) -> 
             "--var or --var-file",
             found=problem.undefined,
             suggestion=closest_name(problem.undefined, context),
+        )
+    if problem.limit:
+        return Diagnostic(
+            Severity.ERROR,
+            "template-limit",
+            problem.message,
+            locate(problem.path),
+            field=field,
+            expected=problem.limit,
+            found="more",
+            detail="templates in specs are for small substitutions; generate large values "
+            "outside the spec or write them out",
         )
     return Diagnostic(
         Severity.ERROR, "template-error", problem.message, locate(problem.path), field=field

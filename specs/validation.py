@@ -1,4 +1,7 @@
-"""Turning pydantic validation errors into diagnostics a platform engineer can act on."""
+"""Turning pydantic validation errors into diagnostics a platform engineer can act on, and
+the `yaml-number` warnings: a plain scalar such as `1.10` or `0777` that YAML reads as a
+number other than what was written, in a field that takes text or free-form values.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +18,8 @@ from specs.names import PATTERN_HELP
 from specs.suggest import closest_name
 
 Locator = Callable[[Sequence[str | int], bool], Location]
+Written = Callable[[Sequence[str | int]], tuple[str | None, Location] | None]
+"""Path -> (the text of the value if it is a plain scalar, its location), or None."""
 
 _PATTERN_HELP = {**PATTERN_HELP, DATASET_REF: DATASET_REF_HELP}
 
@@ -48,9 +53,14 @@ def diagnostics_from_errors(
     locate: Locator,
     address: str = "",
     strip_tag: bool = True,
+    written: Written | None = None,
 ) -> list[Diagnostic]:
-    """One diagnostic per pydantic error, located and with a suggestion where one helps."""
+    """One diagnostic per pydantic error, located and with a suggestion where one helps.
+
+    With `written`, a number given to a text field that YAML read differently from how it
+    was written (`version: 1.10`) also gets a `yaml-number` warning saying to quote it."""
     result = []
+    warnings = []
     for error in errors:
         loc = list(error["loc"])
         if (
@@ -65,7 +75,17 @@ def diagnostics_from_errors(
         if key_error:
             loc = loc[:-1]
         result.append(_one(error, loc, model, locate, address, key_error))
-    return _without_typo_echoes(result)
+        value = error.get("input")
+        if (
+            written is not None
+            and error["type"] == "string_type"
+            and isinstance(value, int | float)
+            and not isinstance(value, bool)
+        ):
+            warning = number_warning(loc, written)
+            if warning is not None:
+                warnings.append(warning)
+    return _without_typo_echoes(result) + warnings
 
 
 def _without_typo_echoes(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
@@ -149,3 +169,58 @@ def _one(
     what = "key" if key_error else "value"
     summary = f"invalid {what} for `{last or 'document'}`: expected {expected}"
     return make("invalid-value", summary, locate(path, key_error), expected=expected, found=found)
+
+
+def number_warning(path: Sequence[str | int], written: Written) -> Diagnostic | None:
+    """A `yaml-number` warning for the value at `path`, if it is a plain scalar that YAML
+    reads as a number other than what was written."""
+    from specs.yamlio import number_changes_meaning
+
+    found = written(path)
+    if found is None or found[0] is None:
+        return None
+    text, where = found
+    value = number_changes_meaning(text)
+    if value is None:
+        return None
+    return Diagnostic(
+        Severity.WARNING,
+        "yaml-number",
+        f"`{text}` is read as the number {value!r}: quote it if you mean the text",
+        where,
+        field=format_path(path),
+        expected=f'"{text}" in quotes for the text, or {value!r} for the number',
+        found=text,
+    )
+
+
+def number_warnings(
+    document: Any, roots: Sequence[Sequence[str | int]], written: Written
+) -> list[Diagnostic]:
+    """`yaml-number` warnings for the numbers directly under the free-form mappings at
+    `roots` (job parameters, template variables), lists of scalars included. Each number
+    is looked up as written (a walk of the YAML): callers first rule out the documents
+    whose numbers are visibly written as read (specs.yamlio.numbers_read_as_written)."""
+    suspects: list[tuple[str | int, ...]] = []
+    for root in roots:
+        mapping = document
+        for step in root:
+            mapping = mapping.get(step) if isinstance(mapping, dict) else None
+        if not isinstance(mapping, dict):
+            continue
+        for key, value in mapping.items():
+            kind = type(value)
+            if kind is int or kind is float:
+                suspects.append((*root, key))
+            elif kind is list:
+                suspects += [
+                    (*root, key, index)
+                    for index, item in enumerate(value)
+                    if type(item) is int or type(item) is float
+                ]
+    warnings = []
+    for path in suspects:
+        warning = number_warning(path, written)
+        if warning is not None:
+            warnings.append(warning)
+    return warnings

@@ -4,12 +4,20 @@ The hot path parses with yaml-rs (a Rust YAML 1.2 parser: safe by construction, 
 build objects, duplicate keys rejected, alias expansion bounded). Positions are not kept on
 this path; `specs.positions` re-reads only the files that have diagnostics, with ruamel's
 round-trip loader, to point at line and column.
+
+yaml-rs ignores most tags it does not know (`!!python/object/new:x [..]` loads as a plain
+list), so tags are checked here: only when the text holds a `!` where a tag could start is
+the document walked with ruamel to find real tags (not `!` in quotes, comments or block
+text), each one outside the standard set an error `yaml-tag` at its line and column. A
+file with a duplicate key or a refused tag still has its documents validated (last value
+wins), but they are never loaded (`ParsedFile.salvaged`).
 """
 
 from __future__ import annotations
 
+import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +36,22 @@ _MARKER_LINE = re.compile(r"^(---|\.\.\.)(?=[ \t]|$)(.*)$", re.MULTILINE)
 _CONTENT_LINE = re.compile(r"^(?![ \t]*(?:#|$))", re.MULTILINE)
 _TEMPLATE_MARKER = re.compile(r"\{[{%#]")
 _POSITION = re.compile(r"line (\d+), column (\d+)")
+# A `!` where a node (so a tag) may start: at a line's first content, after `- `, `? `,
+# `: `, a flow `[ { ,` or an anchor. Over-approximate: quotes and comments are not seen.
+_TAG_CANDIDATE = re.compile(r"(?:^|[-?:\[{,]|&[^\s,\[\]{}]+)[ \t]*!", re.MULTILINE)
+_INVALID_TAG = re.compile(r"Invalid tag: '([^'\n]*)'")
+_LARGE_TEXT = 16 * 1024
+"""Texts larger than this are never composed by ruamel (too slow); see positions."""
+MAX_DOCUMENT_VALUES = 50_000
+"""Values (scalars and containers) a document may hold; larger ones are not validated whole."""
+
+
+class EventBudget:
+    """Parser events that walks sharing this budget may still read (one per load for the
+    scans of tags and numbers, so many files cannot add up to a long run)."""
+
+    def __init__(self, events: int) -> None:
+        self.events = events
 
 
 @dataclass
@@ -44,8 +68,10 @@ class ParsedFile:
     spans: list[tuple[int, int]] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
     salvaged: bool = False
-    """True when the documents were recovered from a file with an error (duplicate keys,
-    last value wins): good enough to know which names the file declares, never loaded."""
+    """True when the documents were recovered from a file with an error (a duplicate key,
+    last value wins, or a refused tag): validated for their own errors, never loaded."""
+    scan: Any = None
+    """The load's specs.positions.EventBudget for walks of this file (None: its own)."""
 
 
 def _error(
@@ -123,13 +149,295 @@ def too_deep(value: Any, budget: int = MAX_DEPTH) -> bool:
     return False
 
 
+def _duplicate_position(text: str, key: str) -> tuple[int, int, str]:
+    """(line, column, ruamel's wording) of the first repeated key, bounded in time."""
+    from specs.positions import first_duplicate_key, ruamel_error_position
+
+    if len(text) <= _LARGE_TEXT:
+        return ruamel_error_position(text)
+    found = first_duplicate_key(text)
+    if found is not None:
+        return found[0], found[1], ""
+    # Too far into a huge file to walk: the second line that starts with the key.
+    plain = re.escape(key.strip("'\""))
+    lines = [
+        m.start()
+        for m in re.finditer(rf"^[ \t]*(?:- )?['\"]?{plain}['\"]?[ \t]*:", text, re.MULTILINE)
+    ]
+    if len(lines) > 1:
+        return text.count("\n", 0, lines[1]) + 1, 1, ""
+    return 1, 1, ""
+
+
+def _short_tag(tag: str) -> str:
+    shown = tag.replace("tag:yaml.org,2002:", "!!", 1)
+    return shown if len(shown) <= 80 else shown[:77] + "..."
+
+
+def _tag_error(display: str, tag: str, line: int, column: int) -> Diagnostic:
+    return _error(
+        display,
+        "yaml-tag",
+        f"YAML tag `{_short_tag(tag)}` is not allowed in trainform files",
+        line,
+        column,
+        expected="plain YAML values (at most the standard tags !!str, !!int, !!float, "
+        "!!bool, !!null, !!map, !!seq); quote the value if the `!` is part of it",
+        found=_short_tag(tag),
+    )
+
+
+def _tag_errors(parsed: ParsedFile) -> list[Diagnostic]:
+    """Every tag outside the standard set, with its real position.
+
+    Cheap first: only `!` where a tag could start makes a document worth walking, and the
+    walk stops past its last such `!`. Where ruamel cannot tell (the event budget of the
+    load ran out, or it cannot parse the document alone), the `!` is reported as a tag.
+    """
+    from specs.positions import STANDARD_TAGS, Walk
+
+    text = parsed.text
+    candidates = [
+        m.end() - 1
+        for m in _TAG_CANDIDATE.finditer(text)
+        if not _quoted_or_comment(text, text.rfind("\n", 0, m.end() - 1) + 1, m.end() - 1)
+    ]
+    if not candidates:
+        return []
+    # Runs of consecutive documents holding candidates, each walked once: a walk costs
+    # a parser set-up, and files of thousands of small documents are common.
+    starts = _document_starts(text)
+    bounds = [offset for _, offset in starts] + [len(text)]
+    runs: list[tuple[int, int, int, list[int]]] = []  # start line, begin, end, candidates
+    position = 0
+    for number, (start_line, begin) in enumerate(starts):
+        end = bounds[number + 1]
+        group = []
+        while position < len(candidates) and candidates[position] < end:
+            if candidates[position] >= begin:
+                group.append(candidates[position])
+            position += 1
+        if not group:
+            continue
+        if runs and runs[-1][2] == begin:
+            runs[-1] = (runs[-1][0], runs[-1][1], end, runs[-1][3] + group)
+        else:
+            runs.append((start_line, begin, end, group))
+    found: list[Diagnostic] = []
+    counted = [0, 1]  # an offset and its line, advanced monotonically (candidates ascend)
+    for start_line, begin, end, group in runs:
+        walk = Walk(text[begin:end], parsed.scan)
+        walked = -1
+        for node in walk:
+            if node.offset > group[-1] - begin:
+                break
+            walked = node.offset
+            if node.tag is not None and node.tag not in STANDARD_TAGS:
+                found.append(
+                    _tag_error(parsed.display, node.tag, start_line + node.line - 1, node.column)
+                )
+        else:
+            if not walk.complete:
+                for offset in (c for c in group if c - begin > walked):
+                    counted[1] += text.count("\n", counted[0], offset)
+                    counted[0] = offset
+                    found.append(
+                        _candidate_tag_error(parsed, offset, certain=False, line=counted[1])
+                    )
+    return found
+
+
+def _quoted_or_comment(text: str, begin: int, end: int) -> bool:
+    """True if text[end] sits inside a quoted scalar or a comment opened earlier on its
+    line text[begin:end]; spares the walk for `"- !x"` and `# !x`. Quotes open only where
+    a node starts (so the apostrophe of `it's` opens nothing); anything spanning lines is
+    left to the walk."""
+    quote = ""
+    previous = ""  # last character outside quotes that is not a space
+    index = begin
+    while index < end:
+        char = text[index]
+        if quote == '"':
+            if char == "\\":
+                index += 1
+            elif char == '"':
+                quote, previous = "", '"'
+        elif quote == "'":
+            if char == "'":
+                if index + 1 < end and text[index + 1] == "'":
+                    index += 1
+                else:
+                    quote, previous = "", "'"
+        elif char in "\"'" and previous in ("", ":", "-", "?", "[", "{", ","):
+            quote = char
+        elif char == "#" and (index == begin or text[index - 1] in " \t"):
+            return True
+        elif char not in " \t":
+            previous = char
+        index += 1
+    return quote != ""
+
+
+def _candidate_tag_error(
+    parsed: ParsedFile, offset: int, certain: bool = True, line: int = 0
+) -> Diagnostic:
+    text = parsed.text
+    match = re.match(r"![^\s,\[\]{}]*", text[offset : offset + 200])
+    line = line or text.count("\n", 0, offset) + 1
+    column = offset - (text.rfind("\n", 0, offset) + 1) + 1
+    error = _tag_error(parsed.display, match[0] if match else "!", line, column)
+    if certain:
+        return error
+    return replace(
+        error,
+        summary=f"`{error.found}` may be a YAML tag, and this file is too large to tell: "
+        "quote the value if the `!` is part of it",
+    )
+
+
+def _invalid_tag_errors(parsed: ParsedFile, message: str) -> list[Diagnostic]:
+    """yaml-rs refused a tag (it says which, not where): find it, and any others."""
+    found = _tag_errors(parsed) if "!" in parsed.text else []
+    if found:
+        return found
+    match = _INVALID_TAG.search(message)
+    tag = match[1] if match else "!"
+    offset = parsed.text.find(tag)
+    if offset < 0:
+        return [_tag_error(parsed.display, tag, 1, 1)]
+    return [_candidate_tag_error(parsed, offset)]
+
+
+def _bad_tagged_value(parsed: ParsedFile, message: str) -> list[Diagnostic]:
+    """A standard tag on a value it cannot convert (`!!int x`): where it is written."""
+    match = re.search(r"Invalid value '([^'\n]*)' for '(![^'\n]*)' tag", message)
+    if match is None:
+        return []
+    found = re.search(rf"{re.escape(match[2])}[ \t]+['\"]?{re.escape(match[1])}", parsed.text)
+    offset = found.start() if found else 0
+    line = parsed.text.count("\n", 0, offset) + 1
+    column = offset - (parsed.text.rfind("\n", 0, offset) + 1) + 1
+    return [
+        _error(
+            parsed.display,
+            "yaml-syntax",
+            f"invalid YAML: `{match[1]}` is not a valid `{match[2]}`",
+            line,
+            column,
+            expected=f"a value {match[2]} can read, or no tag",
+            found=match[1],
+        )
+    ]
+
+
+def count_values(value: Any, limit: int) -> int:
+    """Scalars, keys and containers in `value`, counted up to just past `limit`."""
+    count = 0
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        count += 1
+        kind = type(item)
+        if kind is dict:
+            count += len(item)
+            pending.extend(item.values())
+        elif kind is list:
+            pending.extend(item)
+        if count > limit:
+            break
+    return count
+
+
+def prune(value: Any, keep: int) -> Any:
+    """A copy of `value` with at most about `keep` values, the first ones in document
+    order: what to validate of a document too large to validate whole (the errors of its
+    beginning keep their paths)."""
+    left = [keep]
+
+    def copy(item: Any, depth: int) -> Any:
+        left[0] -= 1
+        kind = type(item)
+        if kind is dict:
+            result: dict[Any, Any] = {}
+            for key, child in item.items():
+                if left[0] <= 0 or depth > MAX_DEPTH:
+                    break
+                result[key] = copy(child, depth + 1)
+            return result
+        if kind is list:
+            items: list[Any] = []
+            for child in item:
+                if left[0] <= 0 or depth > MAX_DEPTH:
+                    break
+                items.append(copy(child, depth + 1))
+            return items
+        return item
+
+    return copy(value, 0)
+
+
+_NUMBER_TOKEN = re.compile(r"[-+]?[0-9.][0-9a-fA-FxXoObB_.eE+-]*")
+
+
+def number_changes_meaning(token: str) -> int | float | None:
+    """The number YAML reads the plain scalar `token` as, when that number is unlikely to
+    be what was written: `1.10` -> 1.1, `0777` -> 777, `0x1F` -> 31, `1e3` -> 1000.0,
+    `1_000` -> 1000. None when `token` is no number or reads as written (`1.5`, `1e-4`)."""
+    if not _NUMBER_TOKEN.fullmatch(token):
+        return None
+    try:
+        value = yaml_rs.loads(token)
+    except (yaml_rs.YAMLDecodeError, ValueError, TypeError):
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, int):
+        return value if str(value) != token else None
+    if math.isinf(value) or math.isnan(value):
+        return None
+    digits = token.lstrip("+-")
+    if "e" in digits.lower():
+        return value if value.is_integer() else None
+    whole, _, fraction = digits.partition(".")
+    if len(fraction) > 1 and fraction.endswith("0"):
+        return value
+    if len(whole) > 1 and whole.startswith("0"):
+        return value
+    return None
+
+
+_VALUE_ENDS = frozenset(" \t\r\n,}]#")
+_KEY_STARTS = frozenset(" \t\n{,")
+
+
+def numbers_read_as_written(text: str, begin: int, end: int, mapping: dict[Any, Any]) -> bool:
+    """True when every number directly in `mapping` is visibly written in text[begin:end]
+    as `key: value` the way Python prints it, so YAML read it as written. A quick look
+    without parsing: False only means "not seen", and the caller looks closer."""
+    find = text.find
+    for key, value in mapping.items():
+        kind = type(value)
+        if kind is int or kind is float:
+            needle = f"{key}: {value!r}"
+            at = find(needle, begin, end)
+            after = at + len(needle)
+            if at < 0 or (after < len(text) and text[after] not in _VALUE_ENDS):
+                return False
+            if at > 0 and text[at - 1] not in _KEY_STARTS:
+                return False
+        elif kind is list and any(type(item) is int or type(item) is float for item in value):
+            return False
+    return True
+
+
 def _decode_error(parsed: ParsedFile, message: str) -> Diagnostic:
     """A diagnostic for a parse failure; positions come from ruamel when yaml-rs has none."""
     from specs.positions import ruamel_error_position
 
     first_line = message.splitlines()[-1] if message else "cannot parse"
     if "duplicate mapping key" in message:
-        line, column, key_problem = ruamel_error_position(parsed.text)
+        key = message.split(":", 1)[1].strip()
+        line, column, key_problem = _duplicate_position(parsed.text, key)
         return _error(
             parsed.display,
             "duplicate-key",
@@ -156,6 +464,8 @@ def _decode_error(parsed: ParsedFile, message: str) -> Diagnostic:
             int(match[1]),
             int(match[2]),
         )
+    if len(parsed.text) > _LARGE_TEXT:
+        return _error(parsed.display, "yaml-syntax", f"invalid YAML: {first_line}")
     line, column, problem = ruamel_error_position(parsed.text)
     return _error(
         parsed.display, "yaml-syntax", f"invalid YAML: {problem or first_line}", line, column
@@ -173,9 +483,12 @@ def nesting_error(display: str, line: int) -> Diagnostic:
     )
 
 
-def parse_file(path: Path, display: str) -> ParsedFile:
-    """Parse one YAML file into documents; problems become diagnostics, never exceptions."""
-    parsed = ParsedFile(path, display)
+def parse_file(path: Path, display: str, scan: Any = None) -> ParsedFile:
+    """Parse one YAML file into documents; problems become diagnostics, never exceptions.
+
+    `scan` (a specs.positions.EventBudget) bounds the walks of the tag check across files.
+    """
+    parsed = ParsedFile(path, display, scan=scan)
     try:
         size = path.stat().st_size
         if size > MAX_FILE_BYTES:
@@ -222,22 +535,39 @@ def _loads(text: str, duplicates: yaml_rs.DuplicateKeyPolicy) -> Any:
 
 
 def parse_text(parsed: ParsedFile) -> None:
-    from specs.positions import ruamel_error_position
-
     text = parsed.text
     try:
         result = _loads(text, yaml_rs.DuplicateKeyPolicy.Error)
     except yaml_rs.YAMLDecodeError as exc:
-        parsed.diagnostics.append(_decode_error(parsed, str(exc)))
-        if "duplicate mapping key" not in str(exc):
+        message = str(exc)
+        if "Invalid tag" in message:
+            parsed.diagnostics += _invalid_tag_errors(parsed, message)
+            return
+        if "tag" in message and "!" in text:
+            tags = _tag_errors(parsed) or _bad_tagged_value(parsed, message)
+            if tags:
+                parsed.diagnostics += tags
+                return
+        parsed.diagnostics.append(_decode_error(parsed, message))
+        if "duplicate mapping key" not in message:
             return
         try:
             result = _loads(text, yaml_rs.DuplicateKeyPolicy.LastWins)
-        except (yaml_rs.YAMLDecodeError, RecursionError, OverflowError, ValueError, TypeError):
+        except yaml_rs.YAMLDecodeError as again:
+            if "Invalid tag" in str(again):
+                parsed.diagnostics += _invalid_tag_errors(parsed, str(again))
+            return
+        except (RecursionError, OverflowError, ValueError, TypeError):
             return
         parsed.salvaged = True
     except TypeError:
-        line, column, _ = ruamel_error_position(text)
+        tags = _tag_errors(parsed) if "!" in text else []
+        if tags:  # `!!set` and friends build values yaml-rs cannot use as keys
+            parsed.diagnostics += tags
+            return
+        from specs.positions import ruamel_error_position
+
+        line, column, _ = (1, 1, "") if len(text) > _LARGE_TEXT else ruamel_error_position(text)
         parsed.diagnostics.append(
             _error(
                 parsed.display,
@@ -249,8 +579,16 @@ def parse_text(parsed: ParsedFile) -> None:
         )
         return
     except (RecursionError, OverflowError, ValueError) as exc:
-        parsed.diagnostics.append(_error(parsed.display, "yaml-syntax", f"invalid YAML: {exc}"))
+        tags = _tag_errors(parsed) if "!" in text else []
+        parsed.diagnostics += tags or [
+            _error(parsed.display, "yaml-syntax", f"invalid YAML: {exc}")
+        ]
         return
+    if "!" in text:
+        tags = _tag_errors(parsed)
+        if tags:
+            parsed.diagnostics += tags
+            parsed.salvaged = True
     found = _document_starts(text)
     documents = result if len(found) > 1 and isinstance(result, list) else [result]
     if len(found) != len(documents):

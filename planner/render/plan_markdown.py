@@ -1,9 +1,11 @@
-"""Plans as Markdown for pull-request comments; long sections are folded."""
+"""Plans as Markdown for pull-request comments; long sections are folded. Changes are
+masked as the text renderer masks them, and the whole comment is redacted."""
 
 from __future__ import annotations
 
 from planner.plan_model import Plan
 from planner.render.plan_text import render_change, summary_line
+from specs.secrets import redact
 
 FOLD_AFTER = 10
 
@@ -36,4 +38,4 @@ def render_plan_markdown(plan: Plan) -> str:
                 f"- **{finding.severity}** `{finding.kind}` `{finding.address}`: {finding.message}"
             )
         lines.append("")
-    return "\n".join(lines)
+    return redact("\n".join(lines))

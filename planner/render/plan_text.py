@@ -1,4 +1,8 @@
-"""Plans as text, the way Terraform users read them: symbols, reasons, a summary line."""
+"""Plans as text, the way Terraform users read them: symbols, reasons, a summary line.
+
+Each change is rendered as `ResourceChange.shown()` (secret-looking job values masked) and
+the whole text is redacted (`specs.secrets.redact`) before it is returned.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from planner.diff import FieldChange
 from planner.normalize import humanize
 from planner.plan_model import Action, Plan, ResourceChange
 from planner.render.style import paint
+from specs.secrets import redact
 
 _VERB = {
     Action.CREATE: "will be created",
@@ -68,6 +73,7 @@ def _field_line(change: FieldChange) -> str:
 
 
 def render_change(change: ResourceChange, color: bool = False) -> list[str]:
+    change = change.shown()
     tone = _TONE.get(change.action, "bold")
     title = f"  # {change.address} {_VERB[change.action]}"
     lines = [paint(title, "bold", color)]
@@ -119,4 +125,4 @@ def render_plan_text(plan: Plan, color: bool = False) -> str:
             )
         lines.append("")
     lines.append(paint(summary_line(plan), "bold", color))
-    return "\n".join(lines) + "\n"
+    return redact("\n".join(lines) + "\n")

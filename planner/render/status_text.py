@@ -1,4 +1,5 @@
-"""Job status as text (for people) and JSON (for tools)."""
+"""Job status as text (for people) and JSON (for tools), redacted (`specs.secrets`): a
+reason or log line may carry a provider's words."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 
 from planner.render.style import paint
 from planner.status import JobReport
+from specs.secrets import redact
 
 _TONE = {
     "succeeded": "green",
@@ -51,13 +53,9 @@ def render_status_text(reports: list[JobReport], color: bool = False) -> str:
         if report.log:
             lines.append(f"  log:         {report.log}")
         lines.append("")
-    return "\n".join(lines)
+    return redact("\n".join(lines))
 
 
 def render_status_json(reports: list[JobReport]) -> str:
-    return (
-        json.dumps(
-            {"formatVersion": 1, "jobs": [r.to_json() for r in reports]}, indent=2, sort_keys=True
-        )
-        + "\n"
-    )
+    document = {"formatVersion": 1, "jobs": [r.to_json() for r in reports]}
+    return redact(json.dumps(document, indent=2, sort_keys=True) + "\n")

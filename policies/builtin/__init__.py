@@ -11,6 +11,7 @@ from policies.builtin.images import ALLOWED_REGISTRIES, IMAGE_PINNED
 from policies.builtin.isolation import PROJECT_ISOLATION
 from policies.builtin.priorities import PRIORITY_BOUNDS
 from policies.builtin.quota_cut import QUOTA_CUT
+from policies.builtin.secrets import SECRET_IN_SPEC
 from policies.builtin.training import DATASET_PINNED, LONG_JOB_CHECKPOINT
 
 BUILTINS: dict[str, BuiltinPolicy] = {
@@ -26,6 +27,7 @@ BUILTINS: dict[str, BuiltinPolicy] = {
         ALLOWED_REGISTRIES,
         PROJECT_ISOLATION,
         QUOTA_CUT,
+        SECRET_IN_SPEC,
     )
 }
 

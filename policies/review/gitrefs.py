@@ -64,7 +64,18 @@ class SpecSide:
 def _git(repo: Path, *args: str, data: bytes | None = None) -> bytes:
     try:
         result = subprocess.run(
-            ["git", "-C", str(repo), *args],
+            # No bare repository found by discovery (a spec folder dressed as one would bring
+            # its own config) and no fsmonitor command: nothing of the ref configures git.
+            [
+                "git",
+                "-c",
+                "safe.bareRepository=explicit",
+                "-c",
+                "core.fsmonitor=false",
+                "-C",
+                str(repo),
+                *args,
+            ],
             input=data,
             capture_output=True,
             check=False,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from policies.review.report import ReviewReport
 from policies.review.sections import Section, review_sections
 from policies.review.summary import summary_lines, verdict
+from specs.secrets import redact
 
 MAX_CHARACTERS = 60_000
 ROW_LIMITS = (None, 200, 100, 50, 20, 10, 5)
@@ -61,7 +62,7 @@ def _document(report: ReviewReport, limit: int | None) -> str:
     lines.append("")
     for section in review_sections(report):
         lines += _section(section, limit)
-    return "\n".join(lines).rstrip("\n") + "\n"
+    return redact("\n".join(lines).rstrip("\n") + "\n")  # a PR comment: no credential
 
 
 def render_review_markdown(report: ReviewReport, max_characters: int = MAX_CHARACTERS) -> str:

@@ -28,6 +28,7 @@ from providers.errors import (
     TransientProviderError,
 )
 from providers.kubernetes.kinds import BY_KIND, ApiKind
+from specs.secrets import redact, register_secret
 
 TIMEOUT = 30.0
 
@@ -47,13 +48,25 @@ def make_api_client(kubeconfig: str, context: str, spec_root: Path | None = None
             and os.environ.get("KUBERNETES_SERVICE_HOST")
         ):
             config.load_incluster_config()
-            return client.ApiClient()
-        return config.new_client_from_config(config_file=path or None, context=context or None)
+            return _registered(client.ApiClient())
+        return _registered(
+            config.new_client_from_config(config_file=path or None, context=context or None)
+        )
     except (ConfigException, OSError, TypeError, ValueError) as exc:
         raise ProviderConfigError(
             f"cannot load kubeconfig {path or '(default)'}"
             f"{f' context {context}' if context else ''}: {exc}"
         ) from None
+
+
+def _registered(api_client: Any) -> Any:
+    """Register the credentials a kubeconfig gave (token, password) for redaction."""
+    configuration = getattr(api_client, "configuration", None)
+    for value in (getattr(configuration, "api_key", None) or {}).values():
+        if isinstance(value, str):
+            register_secret(value.split(" ", 1)[-1])  # "Bearer <token>" or the token alone
+    register_secret(getattr(configuration, "password", None) or None)
+    return api_client
 
 
 def describe(obj: dict[str, Any]) -> str:
@@ -67,9 +80,9 @@ def _message(body: bytes | str) -> tuple[str, dict[str, Any]]:
     try:
         status = json.loads(text)
     except ValueError:
-        return text.strip()[:500], {}
+        return redact(text[:4000]).strip()[:500], {}  # redacted before it is cut short
     if not isinstance(status, dict):
-        return str(status)[:500], {}
+        return redact(str(status)[:4000])[:500], {}
     return str(status.get("message") or status.get("reason") or ""), status
 
 

@@ -3,6 +3,9 @@
 A manifest is the sorted list of (relative path, size, sha256) under a version's folder;
 its digest (sha256 of the canonical JSON) pins the version's content. Any file added,
 removed or changed under a pinned version changes the digest: "data mutated".
+
+`resolve_source` and `version_folder` are the only ways a dataset source becomes a host
+folder; both confine it (specs.confinement) and raise PermanentProviderError if it leaves.
 """
 
 from __future__ import annotations
@@ -10,9 +13,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from providers.errors import PermanentProviderError
+from specs.confinement import PathEscape, confined_path
 
 
 @dataclass(frozen=True)
@@ -75,7 +82,28 @@ def manifest_to_json(manifest: Manifest) -> list[dict[str, Any]]:
     return [{"path": p, "size": s, "sha256": h} for p, s, h in manifest.files]
 
 
-def resolve_source(source: str, spec_root: Path) -> Path:
-    if source.startswith("file://"):
-        return Path(source[len("file://") :])
-    return (spec_root / source).resolve()
+def resolve_source(source: str, spec_root: Path, data_roots: Sequence[str] = ()) -> Path:
+    """The real folder of a dataset source on this machine.
+
+    A relative source stays under the spec folder, a file:/// one (or an absolute path,
+    which storage.datasets placement produces) under one of `data_roots`; anything else is
+    refused before a file under it is listed, hashed, served or deleted.
+    """
+    try:
+        return confined_path(spec_root, source, data_roots, allow_absolute=True)
+    except PathEscape as exc:
+        raise PermanentProviderError(
+            f"cannot use dataset source {source!r}: {exc}; keep the data inside the spec "
+            "folder or declare its parent folder in trainform.yaml (security.dataRoots)"
+        ) from None
+
+
+def version_folder(source: Path, version: Mapping[str, Any]) -> Path:
+    """The folder of one version (`path`, default its name) under a resolved source folder."""
+    relative = str(version.get("path") or version["name"])
+    try:
+        return confined_path(source, relative, within=f"the dataset's source folder {source}")
+    except PathEscape as exc:
+        raise PermanentProviderError(
+            f"cannot use version {version['name']} of dataset source {source}: {exc}"
+        ) from None

@@ -8,18 +8,21 @@ TRAINFORM_* variable documented in providers/jobs.py, and the launch's own `env`
 
 `LaunchRefused` stops an attempt before its command runs: a pinned dataset version whose
 content no longer matches its manifest digest (data mutated), a dataset folder that is
-gone, or a resume checkpoint that is no longer valid.
+gone or leaves the spec folder and the data roots, or a resume checkpoint that is no
+longer valid.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from providers.errors import ProviderError
 from providers.local.checkpoints import check_checkpoint
-from providers.local.datasets import build_manifest, resolve_source
+from providers.local.datasets import build_manifest, resolve_source, version_folder
 from providers.local.runs import Attempt
 
 INHERITED = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER")
@@ -54,15 +57,17 @@ def dataset_location(dataset: dict[str, Any]) -> str:
     return f"{source.rstrip('/')}/{version_path(dataset).strip('/')}"
 
 
-def dataset_folder(dataset: dict[str, Any], spec_root: Path) -> Path:
-    """The folder of one DatasetInput (as JSON) on this machine."""
-    source = dataset["document"]["spec"]["source"]
-    return resolve_source(source, spec_root) / version_path(dataset)
+def dataset_folder(
+    dataset: dict[str, Any], spec_root: Path, data_roots: Sequence[str] = ()
+) -> Path:
+    """The folder of one DatasetInput (as JSON) on this machine, confined to the spec
+    folder or a data root (PermanentProviderError if it leaves them)."""
+    source = resolve_source(dataset["document"]["spec"]["source"], spec_root, data_roots)
+    return version_folder(source, {"name": dataset["version"], "path": version_path(dataset)})
 
 
 def _staged(attempt: Attempt, dataset: dict[str, Any], location: str) -> Path:
     """A dataset version on S3, copied into the local cache and verified against its pin."""
-    from providers.errors import ProviderError
     from providers.objectstore.client import make_client
     from providers.objectstore.staging import stage_version
 
@@ -86,7 +91,12 @@ def verified_datasets(attempt: Attempt) -> dict[str, str]:
             variables[f"TRAINFORM_DATASET_{suffix}"] = str(_staged(attempt, dataset, location))
             variables[f"TRAINFORM_DATASET_{suffix}_URI"] = location
             continue
-        folder = dataset_folder(dataset, Path(attempt.spec_root))
+        try:
+            folder = dataset_folder(
+                dataset, Path(attempt.spec_root), attempt.launch.get("data_roots", ())
+            )
+        except ProviderError as exc:
+            raise LaunchRefused(f"{label}: {exc}") from None
         if not folder.is_dir():
             raise LaunchRefused(f"{label}: folder {folder} does not exist")
         pinned = dataset.get("manifest_digest") or ""

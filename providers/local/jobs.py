@@ -49,12 +49,14 @@ class LocalJobs:
         spec_root: Path,
         manager: str,
         object_store: dict[str, Any] | None = None,
+        data_roots: tuple[str, ...] = (),
     ) -> None:
         self.store = store
         self.root = root
         self.spec_root = spec_root
         self.manager = manager
         self.object_store = object_store
+        self.data_roots = data_roots
         self._lifecycle_done: set[str] = set()
 
     # JobProvider -----------------------------------------------------------------------
@@ -145,6 +147,7 @@ class LocalJobs:
             phase="queued",
             launch=replace(launch, datasets=pinned).to_json()
             | ({"checkpoint_store": stored} if stored else {})
+            | ({"data_roots": list(self.data_roots)} if self.data_roots else {})
             | self._object_store_settings(pinned),
             workdir=str(workdir),
             checkpoint_dir=checkpoint_dir,
@@ -242,7 +245,7 @@ class LocalJobs:
         location = dataset_location(asdict(dataset))
         if location:
             return replace(dataset, manifest_digest=self._s3_digest(dataset, location))
-        folder = dataset_folder(asdict(dataset), self.spec_root)
+        folder = dataset_folder(asdict(dataset), self.spec_root, self.data_roots)
         if not folder.is_dir():
             raise PermanentProviderError(
                 f"dataset {dataset.name}@{dataset.version}: folder {folder} does not exist"

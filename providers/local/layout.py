@@ -9,9 +9,11 @@
     <root>/checkpoints/<project or _global>/<job>/<run_id>/step-<N>/
 
 A checkpoint prefix on the job replaces `<root>/checkpoints/<project>/<job>`: a relative
-prefix is under the local root, `file://...` or an absolute path is taken as given, and an
-`s3://` prefix keeps the checkpoints on S3 (the job writes them to `<run>/checkpoints/`,
-from where the supervisor publishes them: providers/local/checkpoint_sync.py). Each
+prefix is under the local root (and must stay there: `..` or a link leading out is refused),
+`file://...` or an absolute path (from trainform.yaml's storage.checkpoints, or a data root
+validate allowed) is taken as given, and an `s3://` prefix keeps the checkpoints on S3
+(the job writes them to `<run>/checkpoints/`, from where the supervisor publishes them:
+providers/local/checkpoint_sync.py). Each
 run still gets its own `<run_id>` folder under it, so a new run never resumes from the
 checkpoints of another. Code is copied once per run (resumes reuse the copy), so editing
 the spec folder never changes a run that exists.
@@ -24,6 +26,9 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from providers.errors import PermanentProviderError
+from specs.confinement import PathEscape, confined_path
 
 GLOBAL = "_global"
 SKIPPED_IN_SNAPSHOT = {".git", "__pycache__", ".venv", ".mypy_cache", ".pytest_cache"}
@@ -66,6 +71,13 @@ class RunLayout:
         if self.checkpoint_uri:
             return self.run_dir / "checkpoints"  # staging: published to S3 as they appear
         prefix = self.checkpoint_prefix.removeprefix("file://")
+        if prefix and not prefix.startswith("/"):
+            try:
+                confined_path(self.root, prefix, within=f"the local root {self.root}")
+            except PathEscape as exc:
+                raise PermanentProviderError(
+                    f"cannot place checkpoints under prefix {self.checkpoint_prefix!r}: {exc}"
+                ) from None
         if prefix:
             base = self.root / prefix  # an absolute prefix stays as it is
         else:

@@ -43,6 +43,7 @@ from providers.local.datasets import (
     manifest_from_json,
     manifest_to_json,
     resolve_source,
+    version_folder,
 )
 from providers.local.jobs import LocalJobs
 from providers.local.machine import MachineFacts, read_machine_facts
@@ -79,6 +80,7 @@ class LocalProvider(Provider):
         self.spec_root = Path(".")
         self.manager = "trainform"
         self.object_store: dict[str, Any] | None = None
+        self.data_roots: tuple[str, ...] = ()
 
     def configure(self, name: str, connection: Any, context: ProviderContext) -> None:
         super().configure(name, connection, context)
@@ -87,6 +89,7 @@ class LocalProvider(Provider):
         self.spec_root = context.spec_root
         self.manager = context.manager
         self.object_store = context.object_store
+        self.data_roots = context.data_roots
         if self._facts is None:
             self._facts = read_machine_facts()
 
@@ -122,6 +125,7 @@ class LocalProvider(Provider):
                 self.spec_root.resolve(),
                 self.manager,
                 self.object_store,
+                self.data_roots,
             )
         return self._jobs
 
@@ -222,11 +226,20 @@ class LocalProvider(Provider):
         self, request: ObserveRequest, live: dict[str, Any], stored: dict[str, Any]
     ) -> Observation:
         findings = []
-        source = resolve_source(live["spec"]["source"], self.spec_root)
+        try:
+            source = self._source(live["spec"]["source"])
+        except PermanentProviderError as exc:
+            # What was recorded leaves the allowed folders: report it, read nothing under it.
+            finding = Finding("source-refused", str(exc))
+            return Observation(exists=True, live=live, outputs=_public(stored), findings=(finding,))
         recorded = stored.get("manifests", {})
         for version in live["spec"]["versions"]:
             name = version["name"]
-            folder = source / (version.get("path") or name)
+            try:
+                folder = version_folder(source, version)
+            except PermanentProviderError as exc:
+                findings.append(Finding("source-refused", str(exc)))
+                continue
             if not folder.is_dir():
                 findings.append(Finding("data-missing", f"version {name}: {folder} does not exist"))
                 continue
@@ -255,15 +268,19 @@ class LocalProvider(Provider):
             exists=True, live=live, outputs=_public(stored), findings=tuple(findings)
         )
 
+    def _source(self, source: str) -> Path:
+        """The confined host folder of a dataset source (PermanentProviderError if not)."""
+        return resolve_source(source, self.spec_root, self.data_roots)
+
     def resolve(self, resource: DesiredResource) -> dict[str, Any]:
         if resource.kind == "Image":
             facts = host_runtime()
             return {"digest": digest_of(facts), "runtime": facts}
         if resource.kind == "Dataset":
-            source = resolve_source(resource.spec["source"], self.spec_root)
+            source = self._source(resource.spec["source"])
             versions = {}
             for version in resource.spec["versions"]:
-                folder = source / (version.get("path") or version["name"])
+                folder = version_folder(source, version)
                 if not folder.is_dir():
                     raise PermanentProviderError(
                         f"version {version['name']}: {folder} is not a folder"
@@ -342,14 +359,14 @@ class LocalProvider(Provider):
         return _public(outputs)
 
     def _record_dataset(self, resource: DesiredResource) -> dict[str, Any]:
-        source = resolve_source(resource.spec["source"], self.spec_root)
+        source = self._source(resource.spec["source"])
         existing = self.database.get_many([resource.address]).get(resource.address)
         recorded = json.loads(existing["outputs"]).get("manifests", {}) if existing else {}
         manifests: dict[str, Any] = {}
         versions: dict[str, Any] = {}
         for version in resource.spec["versions"]:
             name = version["name"]
-            folder = source / (version.get("path") or name)
+            folder = version_folder(source, version)
             if not folder.is_dir():
                 raise PermanentProviderError(f"version {name}: {folder} is not a folder")
             manifest: Manifest = build_manifest(folder)
@@ -384,11 +401,10 @@ class LocalProvider(Provider):
         if kind == "Dataset":
             document = json.loads(row["document"])
             if document["spec"].get("deletionPolicy") == "Delete":
-                source = resolve_source(document["spec"]["source"], self.spec_root)
-                for version in document["spec"]["versions"]:
-                    shutil.rmtree(
-                        source / (version.get("path") or version["name"]), ignore_errors=True
-                    )
+                source = self._source(document["spec"]["source"])
+                folders = [version_folder(source, v) for v in document["spec"]["versions"]]
+                for folder in folders:
+                    shutil.rmtree(folder, ignore_errors=True)
         self.database.delete(address, self.manager)
 
 

@@ -14,7 +14,7 @@ import hashlib
 import os
 import shutil
 import tempfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from providers.errors import PermanentProviderError
@@ -65,7 +65,13 @@ def stage_version(client: Any, location: str, pinned: str, cache: Path) -> Path:
     bucket, prefix = split_s3_uri(location)
     try:
         for entry in manifest.objects:
-            path = staging / entry.path
+            relative = PurePosixPath(entry.path)
+            if relative.is_absolute() or ".." in relative.parts or "\x00" in entry.path:
+                raise PermanentProviderError(
+                    f"cannot stage {location}/: object {entry.path!r} would land outside the "
+                    "staging folder"
+                )
+            path = staging / relative
             path.parent.mkdir(parents=True, exist_ok=True)
             extra = {"VersionId": entry.version_id} if entry.version_id else None
             try:

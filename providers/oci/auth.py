@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from providers.errors import PermanentProviderError, ProviderConfigError
+from specs.secrets import register_secret
 
 TOKEN_MARGIN_SECONDS = 10.0
 DEFAULT_TOKEN_LIFETIME = 60.0
@@ -49,6 +50,8 @@ def credentials_from_env(username_env: str | None, password_env: str | None) -> 
         )
     username = os.environ[username_env] if username_env else ""
     password = os.environ[password_env] if password_env else ""
+    for value in (password, username):
+        register_secret(value)  # a server that echoes them gets redacted
     return Credentials(username, password)
 
 
@@ -132,6 +135,7 @@ class Authenticator:
         value = answer.get("token") or answer.get("access_token")
         if not isinstance(value, str) or not value:
             raise PermanentProviderError("the registry's token service answered without a token")
+        register_secret(value)
         lifetime = float(answer.get("expires_in") or DEFAULT_TOKEN_LIFETIME)
         with self._lock:
             self._tokens[scope] = _Token(value, time.monotonic() + lifetime - TOKEN_MARGIN_SECONDS)

@@ -4,7 +4,8 @@ Called by the registry provider. Status codes become provider errors here: unrea
 5xx and 429 are TransientProviderError; 401/403 and other 4xx are PermanentProviderError.
 A 404 is an error too, except where a method says "None when absent" (manifests, blobs):
 only those callers may read it as "does not exist". Error messages carry the registry's
-own words and never a credential or token.
+own words and never a credential or token: the registry's answer is redacted
+(`specs.secrets.redact`) before it is shortened, and again by the provider error itself.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import requests
 from providers.errors import PermanentProviderError, TransientProviderError
 from providers.oci.auth import Authenticator, Credentials
 from providers.oci.manifests import ACCEPT, Manifest, sha256_digest
+from specs.secrets import redact
 
 CHUNK = 1 << 20
 SPOOL_IN_MEMORY = 64 << 20
@@ -300,7 +302,9 @@ def _registry_words(response: requests.Response) -> str:
         )
     except (ValueError, AttributeError):
         words = ""
-    return words or (response.text[:200].strip() if response.text else response.reason or "")
+    # redacted before it is cut short, so no credential survives half-cut
+    text = words or (response.text[:4000] if response.text else response.reason or "")
+    return redact(text)[:200].strip()
 
 
 def _error(

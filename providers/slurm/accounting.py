@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from providers.errors import PermanentProviderError, TransientProviderError
 from providers.slurm.commands import Result, SlurmCommands, is_transient
-from providers.slurm.names import check_identifier
+from providers.slurm.names import check_identifier, check_sacctmgr_arguments
 
 CHANGES = threading.Lock()
 UNCHANGED = ("nothing new added", "nothing modified", "already exists")
@@ -90,6 +90,7 @@ class Accounting:
         return [f"cluster={self.cluster}"] if self.cluster else []
 
     def _locked_run(self, argv: list[str], check: bool = True) -> Result:
+        check_sacctmgr_arguments(argv[2:])  # after `sacctmgr -i`
         with CHANGES:
             return self.commands.run(argv, check=check)
 
@@ -98,6 +99,7 @@ class Accounting:
 
         Changes are serialized: slurmdbd 22.05 silently drops one of two accounts added at
         the same moment by two sacctmgr processes (both report success)."""
+        check_sacctmgr_arguments(argv)
         with CHANGES:
             result = self.commands.run(["sacctmgr", "-i", *argv], check=False)
         text = result.text.lower()

@@ -34,7 +34,14 @@ from providers.local.checkpoints import STEP_FOLDER, latest_valid, list_checkpoi
 from providers.local.environment import dataset_folder, parameter_text, variable_suffix
 from providers.local.layout import RunLayout, job_parts, snapshot_code, suite_name
 from providers.slurm.commands import SlurmCommands
-from providers.slurm.names import check_identifier, marker, mebibytes, parse_marker, slurm_minutes
+from providers.slurm.names import (
+    check_identifier,
+    check_job_id,
+    marker,
+    mebibytes,
+    parse_marker,
+    slurm_minutes,
+)
 from providers.slurm.runner import now
 from providers.slurm.status import SlurmJobState, parse_jobs, phase_of, readable_reason
 
@@ -67,9 +74,16 @@ def signal_seconds(launch: JobLaunch) -> int | None:
 
 class SlurmJobs:
     def __init__(
-        self, commands: SlurmCommands, root: Path, spec_root: Path, manager: str, gres: str = "gpu"
+        self,
+        commands: SlurmCommands,
+        root: Path,
+        spec_root: Path,
+        manager: str,
+        gres: str = "gpu",
+        data_roots: tuple[str, ...] = (),
     ) -> None:
         self.commands = commands
+        self.data_roots = data_roots
         self.root = root
         self.spec_root = spec_root
         self.manager = manager
@@ -131,7 +145,7 @@ class SlurmJobs:
         live = {j.job_id for j in self._queue_states()}
         targets = [i for i in ids if i in live]
         if targets:
-            self.commands.run(["scancel", *targets])
+            self.commands.run(["scancel", *(check_job_id(target) for target in targets)])
 
     def runs(self, address: str) -> list[RunStatus]:
         return self.runs_of([address])[address]
@@ -245,7 +259,7 @@ class SlurmJobs:
                     "--duplicates",
                     "--starttime=1970-01-01",
                     "--jobs",
-                    ",".join(missing),
+                    ",".join(check_job_id(job_id) for job_id in missing),
                 ]
             ).stdout
             for job in parse_jobs(text, "sacct"):
@@ -321,7 +335,7 @@ class SlurmJobs:
             env[f"TRAINFORM_PARAM_{variable_suffix(name)}"] = parameter_text(value)
         datasets = []
         for dataset in launch.datasets:
-            location = dataset_folder(asdict(dataset), self.spec_root)
+            location = dataset_folder(asdict(dataset), self.spec_root, self.data_roots)
             env[f"TRAINFORM_DATASET_{variable_suffix(dataset.name)}"] = str(location)
             datasets.append(
                 {

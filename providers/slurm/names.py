@@ -22,7 +22,10 @@ from specs.quantity import Duration
 
 IDENTIFIER = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
-HOSTLIST = re.compile(r"^[A-Za-z0-9_.,\[\]-]{1,1000}$")
+HOSTLIST = re.compile(r"^[A-Za-z0-9_.\[][A-Za-z0-9_.,\[\]-]{0,999}$")
+JOB_ID = re.compile(r"^[0-9]{1,12}([_+][0-9]{1,9})?$")
+# An argument of sacctmgr's `key=value` syntax: no option, no separator it would split on.
+SACCTMGR_ARGUMENT = re.compile(r"^[A-Za-z0-9_][^\s\x00-\x1f\x7f\"']*$")
 FEATURE = re.compile(r"^[A-Za-z0-9_.-]{1,63}$")
 MARKER_PREFIX = "trainform:"
 MIB = 2**20
@@ -40,9 +43,40 @@ def check_identifier(value: str, what: str) -> str:
 
 
 def check_hostlist(value: str) -> str:
+    """`value` if it is a Slurm hostlist scontrol reads as one (never as an option)."""
     if not HOSTLIST.match(value):
-        raise PermanentProviderError(f"cannot use node list {value!r}: not a Slurm hostlist")
+        raise PermanentProviderError(
+            f"cannot use node list {value!r}: not a Slurm hostlist (letters, digits, "
+            "'_', '.', ',', '-' and brackets, not starting with '-' or ',')"
+        )
     return value
+
+
+def check_node_name(value: str) -> str:
+    if not NODE_NAME.match(value):
+        raise PermanentProviderError(f"cannot use node name {value!r}: not a Slurm node name")
+    return value
+
+
+def check_job_id(value: str) -> str:
+    """`value` if it is a Slurm job id (`123`, `123_4`, `123+1`): scancel and sacct take
+    ids as positional values and have no `--` to end their options."""
+    if not JOB_ID.match(value):
+        raise PermanentProviderError(f"cannot use job id {value!r}: not a Slurm job id")
+    return value
+
+
+def check_sacctmgr_arguments(arguments: list[str]) -> list[str]:
+    """`arguments` of a sacctmgr command after its verb, refused if any could read as an
+    option (a leading `-`) or hold whitespace, a quote or a control character: sacctmgr has
+    no `--`, and its `key=value` syntax splits on what such characters would add."""
+    for argument in arguments:
+        if not SACCTMGR_ARGUMENT.match(argument):
+            raise PermanentProviderError(
+                f"cannot run sacctmgr with argument {argument!r}: it starts with '-' or "
+                "holds whitespace, a quote or a control character"
+            )
+    return arguments
 
 
 def check_feature(value: str) -> str:

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from providers.slurm.commands import SlurmCommands
-from providers.slurm.names import check_feature, check_hostlist
+from providers.slurm.names import check_feature, check_hostlist, check_node_name
 
 _SETTING = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_/]*)=")
 
@@ -96,9 +96,8 @@ class Nodes:
     def compress(self, names: list[str]) -> str:
         if not names:
             return ""
-        return self.commands.run(
-            ["scontrol", "show", "hostlist", ",".join(sorted(names))]
-        ).stdout.strip()
+        listed = ",".join(sorted(check_node_name(name) for name in names))
+        return self.commands.run(["scontrol", "show", "hostlist", listed]).stdout.strip()
 
     def select(self, node_list: str, features: list[str], known: dict[str, Node]) -> list[str]:
         """Names of the pool's nodes: its hostlist, else every node with all its features."""

@@ -69,11 +69,13 @@ class SlurmProvider(Provider):
         self.manager = "trainform"
         self._jobs: SlurmJobs | None = None
         self.job_root = ""
+        self.data_roots: tuple[str, ...] = ()
 
     def configure(self, name: str, connection: Any, context: ProviderContext) -> None:
         super().configure(name, connection, context)
         self.manager = context.manager
         self.spec_root = context.spec_root
+        self.data_roots = context.data_roots
         conf = getattr(connection, "conf", "") or "/etc/slurm/slurm.conf"
         self.commands = SlurmCommands(getattr(connection, "bin_dir", ""), conf)
         self.accounting = Accounting(self.commands, getattr(connection, "cluster", ""))
@@ -100,6 +102,7 @@ class SlurmProvider(Provider):
                 self.spec_root.resolve(),
                 self.manager,
                 self.gres,
+                self.data_roots,
             )
         return self._jobs
 

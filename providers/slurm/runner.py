@@ -74,7 +74,10 @@ def _resume(launch: dict[str, Any]) -> dict[str, str]:
 
 
 def command_of(launch: dict[str, Any], environ: Mapping[str, str]) -> list[str]:
-    """The command argv; on a multi-node allocation, one task per node through srun."""
+    """The command argv; on a multi-node allocation, one task per node through srun.
+
+    The spec's argv is exec'd as given, never joined into a shell string; after srun's own
+    options `--` comes first, so no element of it can be read as an srun option."""
     nodes = int(environ.get("SLURM_JOB_NUM_NODES", "1") or 1)
     if nodes <= 1:
         return list(launch["command"])
@@ -83,6 +86,7 @@ def command_of(launch: dict[str, Any], environ: Mapping[str, str]) -> list[str]:
         f"--nodes={nodes}",
         "--ntasks-per-node=1",
         "--kill-on-bad-exit=1",
+        "--",
         *launch["command"],
     ]
 

@@ -44,8 +44,8 @@ class DatasetVersion(SpecModel):
 
 class DatasetSpec(SpecModel):
     source: str = Field(
-        description="Where the dataset lives: s3://bucket/prefix, file:///path or a path "
-        "relative to the spec folder."
+        description="Where the dataset lives: s3://bucket/prefix, a path relative to the "
+        "spec folder, or file:///path under a data root of trainform.yaml (security.dataRoots)."
     )
     format: Literal[
         "jsonl", "parquet", "arrow", "webdataset", "mds", "tfrecord", "text", "csv", "other"

@@ -232,8 +232,9 @@ class SecuritySettings(SpecModel):
     code_hosts: list[str] = Field(
         default_factory=list,
         description="Hosts a code repository (`code.repo`) may name, e.g. github.com or "
-        "git.example.com:2222; `plan` and `lock` contact no other code host. Empty: code "
-        "comes from the spec folder or pins a commit.",
+        "git.example.com:2222; `plan` and `lock` contact no other code host, and a repository "
+        "on another host is refused even with a pinned commit. Empty: code ships with the "
+        "specs.",
     )
     data_roots: list[str] = Field(
         default_factory=list,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import AfterValidator, Field, StringConstraints, model_validator
 
 from specs.models.base import DocumentBase, Reference, Scope, SpecModel
 from specs.names import EnvName, GitCommit, ResourceName
@@ -22,6 +22,19 @@ DatasetRef = Annotated[str, StringConstraints(pattern=DATASET_REF, max_length=12
 Scalar = str | int | float | bool
 
 
+def _argument_vector(command: list[str]) -> list[str]:
+    """A job's argv runs as given (never through a shell); it must be exec-able as one."""
+    if command and command[0].startswith("-"):
+        raise ValueError("the program (first element) cannot start with '-'")
+    for index, argument in enumerate(command):
+        if "\x00" in argument:
+            raise ValueError(f"element {index} contains a NUL byte, which no argv can carry")
+    return command
+
+
+Command = Annotated[list[str], AfterValidator(_argument_vector)]
+
+
 def split_dataset_ref(text: str) -> tuple[str, str | None]:
     name, _, version = text.partition("@")
     return name, version or None
@@ -30,8 +43,9 @@ def split_dataset_ref(text: str) -> tuple[str, str | None]:
 class Code(SpecModel):
     repo: str = Field(
         min_length=1,
-        description="Git repository URL, or a path relative to the spec folder for code "
-        "shipped with the specs.",
+        description="Git repository: https://host/path, ssh://[user@]host[:port]/path or "
+        "git@host:path, its host listed in security.codeHosts of trainform.yaml; or a folder "
+        "relative to the spec folder for code shipped with the specs.",
     )
     commit: GitCommit | None = Field(
         default=None, description="Full commit id; pins the code. Recorded by `trainform lock`."
@@ -100,7 +114,10 @@ class TrainingJobSpec(SpecModel):
         default_factory=list, description="Datasets read, each pinned as name@version."
     )
     code: Code | None = Field(default=None, description="Code the job runs.")
-    command: list[str] = Field(min_length=1, description="Argument vector of the entry point.")
+    command: Command = Field(
+        min_length=1,
+        description="Argument vector of the entry point, run as given (never by a shell).",
+    )
     parameters: dict[str, Scalar | list[Scalar]] = Field(
         default_factory=dict, description="Hyper-parameters passed to the job."
     )
@@ -188,7 +205,9 @@ class Gate(SpecModel):
 class EvalSuiteSpec(SpecModel):
     image: ResourceName = Field(description="Evaluator image.")
     code: Code | None = Field(default=None, description="Code the evaluator runs.")
-    command: list[str] = Field(min_length=1, description="Evaluator argument vector.")
+    command: Command = Field(
+        min_length=1, description="Evaluator argument vector, run as given (never by a shell)."
+    )
     datasets: list[DatasetRef] = Field(
         default_factory=list, description="Evaluation datasets, pinned as name@version."
     )

@@ -41,8 +41,13 @@ def test_plan_exit_codes_and_saved_plans(quickstart: SpecFolder) -> None:
     markdown = trainform(quickstart, "show", "p.json", "--format", "markdown")
     assert markdown.stdout.startswith("### trainform plan\n\n**Plan: 8 to create,")
 
-    # The saved plan is applied exactly, whatever the specs say now.
+    # A saved plan is applied only while the specs are what it was made from.
     quickstart.edit("specs/platform.yaml", "nominalQuota: {cpu: 2,", "nominalQuota: {cpu: 1,")
+    changed = trainform(quickstart, "apply", "p.json", code=1)
+    assert "what it was made from changed" in changed.stderr
+    assert "specs: digest sha256:" in changed.stderr
+    assert not (quickstart.root / ".trainform" / "state.json").exists()
+    quickstart.edit("specs/platform.yaml", "nominalQuota: {cpu: 1,", "nominalQuota: {cpu: 2,")
     applied = trainform(quickstart, "apply", "p.json")
     assert "Apply complete: 8 changes applied." in applied.stdout
     assert queue_cpu(quickstart) == "2"
@@ -51,6 +56,7 @@ def test_plan_exit_codes_and_saved_plans(quickstart: SpecFolder) -> None:
     assert "cannot apply plan p.json: it was made before any state existed" in again.stderr
     assert "Create a new plan" in again.stderr
 
+    quickstart.edit("specs/platform.yaml", "nominalQuota: {cpu: 2,", "nominalQuota: {cpu: 1,")
     update = trainform(quickstart, "plan", ".", "--detailed-exitcode", "-out", "p2.json", code=2)
     assert "~ spec.pools[0].nominalQuota.cpu: 2 -> 1" in update.stdout
     assert "Saved the plan to p2.json. Apply exactly it with: trainform apply p2.json" in (

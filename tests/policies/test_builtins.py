@@ -129,7 +129,7 @@ CASES = [
             "teams/team-b/job.yaml": job(),
             "platform/q.yaml": queue("team-a", 8),
         },
-        None,
+        settings(project_isolation={"adminPaths": ["platform/**", "images.yaml"]}),
         ("TrainingJob/team-a/train", "metadata.project", "teams/team-b/job.yaml:3:"),
         id="project-isolation",
     ),
@@ -138,7 +138,7 @@ CASES = [
         {"platform/q.yaml": queue("team-a", 8)},
         {"teams/team-a/q.yaml": queue("team-a", 8)},
         settings(project_isolation={"adminPaths": ["platform/**"]}),
-        ("Queue/team-a", "metadata", "teams/team-a/q.yaml:3:"),
+        ("Queue/team-a", "kind", "teams/team-a/q.yaml:2:"),
         id="project-isolation-admin-paths",
     ),
 ]

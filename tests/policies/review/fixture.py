@@ -11,10 +11,18 @@ import os
 import subprocess
 from pathlib import Path
 
-CONFIG = """\
+# Tenancy: platform kinds from platform/ and the teams' quota files (see project-isolation).
+TENANCY = 'project-isolation: {adminPaths: ["platform/**", "teams/*/quota.yaml"]}'
+# A trusted policies.yaml (--policies) needs the same, or it denies an unconfigured tenancy.
+TRUSTED_SETTINGS = f"settings:\n  {TENANCY}\n"
+
+CONFIG = f"""\
 apiVersion: trainform/v1
 providers:
-  - {name: local, type: local}
+  - {{name: local, type: local}}
+policies:
+  settings:
+    {TENANCY}
 """
 
 POOL = """\

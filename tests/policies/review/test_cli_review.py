@@ -15,6 +15,7 @@ import pytest
 from tests.engine.support import REPO, run_trainform
 from tests.policies.review.fixture import (
     POOL,
+    TRUSTED_SETTINGS,
     commit,
     make_repository,
     move_gpus,
@@ -145,7 +146,7 @@ def test_policies_are_never_read_from_the_head(tmp_path: Path) -> None:
         tmp_path / "repo",
         {
             ".policies/policies.yaml": rules,
-            "trainform.yaml": config + "policies: {path: .policies}\n",
+            "trainform.yaml": config.replace("policies:\n", "policies:\n  path: .policies\n"),
             "platform/queues.yaml": queues(24, 40),
         },
         "bring my own policies",
@@ -156,7 +157,7 @@ def test_policies_are_never_read_from_the_head(tmp_path: Path) -> None:
 
     trusted = tmp_path / "trusted"
     trusted.mkdir()
-    (trusted / "policies.yaml").write_text(rules, encoding="utf-8")
+    (trusted / "policies.yaml").write_text(rules + TRUSTED_SETTINGS, encoding="utf-8")
     result = review(tmp_path, "--head", "HEAD", "--policies", str(trusted), "--format", "json")
     assert result.returncode == 3
     assert {f["policy"] for f in json.loads(result.stdout)["policies"]["findings"]} == {"no-queues"}
@@ -257,7 +258,7 @@ def test_a_trusted_waiver_turns_the_denial_into_a_passing_review(tmp_path: Path)
     trusted = tmp_path / "trusted"
     trusted.mkdir()
     (trusted / "policies.yaml").write_text(
-        "apiVersion: trainform/v1\nkind: PolicyConfig\nwaivers:\n"
+        "apiVersion: trainform/v1\nkind: PolicyConfig\n" + TRUSTED_SETTINGS + "waivers:\n"
         "  - {policy: pool-capacity, address: Queue/team-a, reason: burst until March,"
         " expires: 2999-01-01}\n"
         "  - {policy: pool-capacity, address: Queue/team-b, reason: burst until March,"

@@ -54,6 +54,12 @@ def _kubernetes_only(target: Path, kubeconfig: str, context: str, prefix: str) -
         "state": {"backend": "local", "path": ".trainform/state.json"},
         "environments": {"staging": {"variables": {}}},
         "defaultEnvironment": "staging",
+        # The tenancy of .policies/policies.yaml (the loop above emptied that file).
+        "policies": {
+            "settings": {
+                "project-isolation": {"adminPaths": ["platform/**", "teams/*/quotas.yaml"]}
+            }
+        },
     }
     (target / "trainform.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     return target

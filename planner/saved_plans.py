@@ -1,0 +1,119 @@
+"""What a saved plan depends on, checked again before `apply FILE` calls any provider.
+
+A plan made with `plan -out` records the spec digest, the digest of `trainform.lock`, the
+environment, the state location, the code digests it resolved, the state lineage and
+serial and the tool version. `check_bindings` reloads the spec folder the plan names (with
+the plan's environment and the --var/--var-file given to apply), recomputes each of them,
+and raises StalePlanError listing every difference. Lineage and serial are checked by
+`planner.apply.check_fresh` against the state read under the lock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+
+from planner.apply import StalePlanError
+from planner.desired import build_desired, spec_digest
+from planner.lockfile import LOCK_FILE, LockError, resolve_code
+from planner.plan_model import Plan
+from planner.session import config_as_data
+from specs import load_specs
+from specs.code_sources import UnsafeCode, parse_repo
+
+
+def lock_digest(root: Path) -> str:
+    path = root / LOCK_FILE
+    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else ""
+
+
+def comparable_location(location: str) -> str:
+    """A state location as a plan records it: URLs as they are, local paths absolute."""
+    return location if "://" in location else str(Path(location).resolve())
+
+
+def _code_from_key(key: str) -> dict[str, str]:
+    repo, _, path = key.rpartition("#")
+    return {"repo": repo, "path": "" if path == "." else path}
+
+
+def binding_differences(
+    saved: Plan,
+    spec_root: Path,
+    state_location: str,
+    environment: str | None = None,
+    variables: Sequence[str] = (),
+    var_files: Sequence[str] = (),
+) -> list[str]:
+    """One line per thing that differs between the saved plan and what holds now."""
+    problems = []
+    if environment is not None and environment != saved.environment:
+        problems.append(
+            f"environment: the plan was made for {saved.environment or '(none)'}, apply was "
+            f"asked for {environment}"
+        )
+    if saved.state_location and saved.state_location != comparable_location(state_location):
+        problems.append(
+            f"state location: the plan was made against {saved.state_location}, the spec "
+            f"folder's state is now {state_location}"
+        )
+    now_lock = lock_digest(spec_root)
+    if now_lock != saved.lock_digest:
+        problems.append(
+            f"{LOCK_FILE}: {saved.lock_digest or 'absent'} when planned, "
+            f"{now_lock or 'absent'} now"
+        )
+    specs = load_specs(
+        spec_root,
+        environment=saved.environment,
+        variables=variables,
+        var_files=var_files,
+    )
+    now_specs = spec_digest(build_desired(specs), config_as_data(specs.config))
+    if now_specs != saved.spec_digest:
+        problems.append(
+            f"specs: digest {saved.spec_digest} when planned, {now_specs} now (a spec, "
+            "trainform.yaml, or the --var/--var-file values changed)"
+        )
+    for key, pinned in sorted((saved.pins.get("code") or {}).items()):
+        code = _code_from_key(key)
+        try:
+            remote = parse_repo(code["repo"]).remote
+        except UnsafeCode as exc:
+            problems.append(f"code {key}: {exc}")
+            continue
+        if remote and "ref" not in pinned:
+            continue  # a remote pinned commit is named by the specs themselves
+        try:
+            current = resolve_code(code, spec_root, specs.config.security.code_hosts)
+        except LockError as exc:
+            problems.append(f"code {key}: cannot be resolved now ({exc})")
+            continue
+        if current != {k: v for k, v in pinned.items() if k != "ref"} and current != pinned:
+            problems.append(f"code {key}: {_short(pinned)} when planned, {_short(current)} now")
+    return problems
+
+
+def _short(entry: dict[str, str]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(entry.items()))
+
+
+def check_bindings(
+    saved: Plan,
+    spec_root: Path,
+    state_location: str,
+    location: str,
+    environment: str | None = None,
+    variables: Sequence[str] = (),
+    var_files: Sequence[str] = (),
+) -> None:
+    problems = binding_differences(
+        saved, spec_root, state_location, environment, variables, var_files
+    )
+    if problems:
+        raise StalePlanError(
+            f"cannot apply plan {location}: what it was made from changed, so it is not the "
+            "plan that was reviewed. Nothing was changed. Create a new plan.\n  "
+            + "\n  ".join(problems)
+        )
