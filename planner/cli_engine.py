@@ -367,7 +367,7 @@ def apply(
         saved, spec_root = Plan.from_file(target)
         config = config_from_data(saved.config)
         backend = make_backend(config, spec_root)
-        check_bindings(
+        saved = check_bindings(
             saved,
             spec_root,
             backend.location,

@@ -8,8 +8,8 @@ checksum over all of it, so a stale or altered plan is refused.
 Secrets are masked where the plan is shown: `ResourceChange.shown()` is the change with
 every secret-looking job parameter, env value and command argument replaced by
 `(sensitive:<digest>)` (before, after, field changes, reasons, launches), and `to_json()`
-is that masked form. Only a saved plan that apply will execute (`to_json(reveal=True)`)
-keeps the real values: the job must receive them, and apply reads nothing else.
+is that masked form, saved plans included: `apply FILE` puts the real values back from
+the spec folder once it has proven it is the one planned (planner.saved_plans).
 """
 
 from __future__ import annotations
@@ -246,7 +246,7 @@ class Plan:
     def to_file_bytes(self, spec_root: Path) -> bytes:
         body = signed(
             {
-                **self.to_json(reveal=True),
+                **self.to_json(),
                 "specRoot": str(spec_root),
                 "stateLocation": self.state_location,
             }

@@ -10,17 +10,20 @@ and raises StalePlanError listing every difference. Lineage and serial are check
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from planner.apply import StalePlanError
-from planner.desired import build_desired, spec_digest
+from planner.desired import DesiredItem, build_desired, spec_digest
 from planner.lockfile import LOCK_FILE, LockError, resolve_code
 from planner.plan_model import Plan
 from planner.session import config_as_data
 from specs import load_specs
 from specs.code_sources import UnsafeCode, parse_repo
+from specs.secrets import JOB_KINDS, mask, sensitive_values
 
 
 def lock_digest(root: Path) -> str:
@@ -45,8 +48,9 @@ def binding_differences(
     environment: str | None = None,
     variables: Sequence[str] = (),
     var_files: Sequence[str] = (),
-) -> list[str]:
-    """One line per thing that differs between the saved plan and what holds now."""
+) -> tuple[list[str], dict[str, DesiredItem]]:
+    """One line per thing that differs between the saved plan and what holds now, and the
+    desired resources as loaded now."""
     problems = []
     if environment is not None and environment != saved.environment:
         problems.append(
@@ -70,7 +74,8 @@ def binding_differences(
         variables=variables,
         var_files=var_files,
     )
-    now_specs = spec_digest(build_desired(specs), config_as_data(specs.config))
+    desired = build_desired(specs)
+    now_specs = spec_digest(desired, config_as_data(specs.config))
     if now_specs != saved.spec_digest:
         problems.append(
             f"specs: digest {saved.spec_digest} when planned, {now_specs} now (a spec, "
@@ -92,7 +97,7 @@ def binding_differences(
             continue
         if current != {k: v for k, v in pinned.items() if k != "ref"} and current != pinned:
             problems.append(f"code {key}: {_short(pinned)} when planned, {_short(current)} now")
-    return problems
+    return problems, desired
 
 
 def _short(entry: dict[str, str]) -> str:
@@ -107,8 +112,9 @@ def check_bindings(
     environment: str | None = None,
     variables: Sequence[str] = (),
     var_files: Sequence[str] = (),
-) -> None:
-    problems = binding_differences(
+) -> Plan:
+    """The saved plan, ready to apply, or StalePlanError naming every difference."""
+    problems, desired = binding_differences(
         saved, spec_root, state_location, environment, variables, var_files
     )
     if problems:
@@ -117,3 +123,41 @@ def check_bindings(
             "plan that was reviewed. Nothing was changed. Create a new plan.\n  "
             + "\n  ".join(problems)
         )
+    return with_secrets(saved, desired)
+
+
+def with_secrets(saved: Plan, desired: dict[str, DesiredItem]) -> Plan:
+    """The saved plan with each masked job value put back from the specs it was made from.
+
+    A plan file holds `(sensitive:<digest>)` where a job value looks secret, as every
+    output does. The specs were just proven to be the ones planned (same digest), so each
+    mask maps back to exactly one value of theirs; only jobs apply will run see it."""
+    raw = sensitive_values(
+        [item.document for item in desired.values() if item.kind in JOB_KINDS]
+    )
+    if not raw:
+        return saved
+    values = {mask(value): value for value in raw}
+
+    def restore(tree: Any) -> Any:
+        if isinstance(tree, str):
+            return values.get(tree, tree)
+        if isinstance(tree, dict):
+            return {key: restore(item) for key, item in tree.items()}
+        if isinstance(tree, list):
+            return [restore(item) for item in tree]
+        return tree
+
+    changes = [
+        dataclasses.replace(
+            change,
+            before=restore(change.before),
+            after=restore(change.after),
+            job=restore(change.job),
+            applied=restore(change.applied),
+        )
+        if change.kind in JOB_KINDS
+        else change
+        for change in saved.changes
+    ]
+    return dataclasses.replace(saved, changes=changes)

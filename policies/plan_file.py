@@ -22,9 +22,9 @@ POLICIES_KEY = "policies"
 
 
 def plan_file_bytes(plan: Plan, spec_root: Path, report: PolicyReport) -> bytes:
-    # apply sends what the file holds, so it keeps real job values, unless apply will refuse
-    # it anyway (denied, e.g. by secret-in-spec): then they stay masked as in any output
-    plan_json = plan.to_json(reveal=not report.denied)
+    # secret-looking job values stay masked in the file; apply FILE puts them back from
+    # the specs, once it has proven they are the ones planned (planner.saved_plans)
+    plan_json = plan.to_json()
     body = signed(
         {
             **plan_json,
