@@ -33,7 +33,7 @@ from planner.render.plan_json import render_plan_json
 from planner.render.plan_markdown import render_plan_markdown
 from planner.render.plan_text import render_plan_text
 from planner.render.style import use_color
-from planner.saved_plans import check_bindings, comparable_location
+from planner.saved_plans import check_bindings, check_datasets, comparable_location
 from planner.session import ProviderSet, config_from_data
 from planner.signals import graceful_stop, received
 from planner.state import digest
@@ -318,6 +318,46 @@ def _append_audit(
         )
 
 
+def _apply_saved(target: str, inputs: TemplateInputs, parallelism: int) -> None:
+    """Apply the plan file `target` exactly, after proving it is still the reviewed one."""
+    saved, spec_root = Plan.from_file(target)
+    config = config_from_data(saved.config)
+    backend = make_backend(config, spec_root)
+    saved, desired = check_bindings(
+        saved,
+        spec_root,
+        backend.location,
+        target,
+        inputs.environment,
+        inputs.variables,
+        inputs.var_files,
+    )
+    check_fresh(saved, backend.read(), target)
+    providers = ProviderSet(config, spec_root)
+    try:
+        check_datasets(saved, desired, spec_root, providers, target)
+        report = saved_report(target)
+        rendered = render_plan_with_policies(
+            render_plan_text(saved, use_color()), saved, report, "text"
+        )
+        click.echo(rendered, nl=False, color=use_color())
+        exit_if_denied(report)
+    except BaseException:
+        providers.close()
+        raise
+    if not saved.has_changes:
+        providers.close()
+        return
+    audit = AuditContext(
+        "apply",
+        spec_root,
+        saved.environment,
+        "sha256:" + hashlib.sha256(Path(target).read_bytes()).hexdigest(),
+        target,
+    )
+    _run_apply(saved, backend, providers, parallelism, target, audit)
+
+
 def _confirm(auto_approve: bool, verb: str) -> None:
     if auto_approve:
         return
@@ -364,34 +404,7 @@ def apply(
 
     Refused with exit 3 when policies deny (for FILE: the report saved with the plan)."""
     if os.path.isfile(target):
-        saved, spec_root = Plan.from_file(target)
-        config = config_from_data(saved.config)
-        backend = make_backend(config, spec_root)
-        saved = check_bindings(
-            saved,
-            spec_root,
-            backend.location,
-            target,
-            inputs.environment,
-            inputs.variables,
-            inputs.var_files,
-        )
-        check_fresh(saved, backend.read(), target)
-        report = saved_report(target)
-        rendered = render_plan_with_policies(
-            render_plan_text(saved, use_color()), saved, report, "text"
-        )
-        click.echo(rendered, nl=False, color=use_color())
-        exit_if_denied(report)
-        if saved.has_changes:
-            audit = AuditContext(
-                "apply",
-                spec_root,
-                getattr(saved, "environment", None),
-                "sha256:" + hashlib.sha256(Path(target).read_bytes()).hexdigest(),
-                target,
-            )
-            _run_apply(saved, backend, ProviderSet(config, spec_root), parallelism, target, audit)
+        _apply_saved(target, inputs, parallelism)
         return
     workspace = open_or_exit(target, inputs, "text")
     fresh = _locked_plan(

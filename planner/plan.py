@@ -186,7 +186,14 @@ def make_plan(
         changes=order_changes(changes),
         findings=sorted(findings, key=lambda f: (f.address, f.kind, f.message)),
         environment=specs.environment if specs else None,
-        pins={"code": dict(sorted(jobs.pins.code.items()))} if jobs else {},
+        pins=(
+            {
+                "code": dict(sorted(jobs.pins.code.items())),
+                "datasets": dict(sorted(jobs.pins.datasets.items())),
+            }
+            if jobs
+            else {}
+        ),
     )
 
 

@@ -18,9 +18,9 @@ from typing import Any
 
 from planner.apply import StalePlanError
 from planner.desired import DesiredItem, build_desired, spec_digest
-from planner.lockfile import LOCK_FILE, LockError, resolve_code
+from planner.lockfile import LOCK_FILE, LockError, resolve_code, resolve_pins
 from planner.plan_model import Plan
-from planner.session import config_as_data
+from planner.session import ProviderSet, config_as_data
 from specs import load_specs
 from specs.code_sources import UnsafeCode, parse_repo
 from specs.secrets import JOB_KINDS, mask, sensitive_values
@@ -112,8 +112,9 @@ def check_bindings(
     environment: str | None = None,
     variables: Sequence[str] = (),
     var_files: Sequence[str] = (),
-) -> Plan:
-    """The saved plan, ready to apply, or StalePlanError naming every difference."""
+) -> tuple[Plan, dict[str, DesiredItem]]:
+    """The saved plan, ready to apply, and the desired resources it was proven to come
+    from; or StalePlanError naming every difference."""
     problems, desired = binding_differences(
         saved, spec_root, state_location, environment, variables, var_files
     )
@@ -123,7 +124,7 @@ def check_bindings(
             "plan that was reviewed. Nothing was changed. Create a new plan.\n  "
             + "\n  ".join(problems)
         )
-    return with_secrets(saved, desired)
+    return with_secrets(saved, desired), desired
 
 
 def with_secrets(saved: Plan, desired: dict[str, DesiredItem]) -> Plan:
@@ -161,3 +162,35 @@ def with_secrets(saved: Plan, desired: dict[str, DesiredItem]) -> Plan:
         for change in saved.changes
     ]
     return dataclasses.replace(saved, changes=changes)
+
+
+def check_datasets(
+    saved: Plan,
+    desired: dict[str, DesiredItem],
+    spec_root: Path,
+    providers: ProviderSet,
+    location: str,
+) -> None:
+    """Re-resolve every dataset version the plan's jobs pinned; refuse on any difference.
+
+    Resolution only reads (manifests, listings): it runs before any mutating call."""
+    pinned = saved.pins.get("datasets") or {}
+    if not pinned:
+        return
+    wanted = {key.partition("@")[0] for key in pinned}
+    subset = {a: item for a, item in desired.items() if a in wanted}
+    try:
+        now = resolve_pins(subset, providers, spec_root).datasets
+    except LockError as exc:
+        raise StalePlanError(f"cannot apply plan {location}: {exc}") from None
+    problems = [
+        f"dataset {key}: manifest {entry.get('manifestDigest')} when planned, "
+        f"{(now.get(key) or {}).get('manifestDigest', 'gone')} now"
+        for key, entry in sorted(pinned.items())
+        if now.get(key) != entry
+    ]
+    if problems:
+        raise StalePlanError(
+            f"cannot apply plan {location}: the data it pinned changed since it was made. "
+            "Nothing was changed. Create a new plan.\n  " + "\n  ".join(problems)
+        )

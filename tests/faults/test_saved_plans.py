@@ -91,3 +91,12 @@ def test_a_signed_unchanged_plan_applies(folder: Path) -> None:
     assert applied.returncode == 0, applied.stdout + applied.stderr
     assert "Apply complete" in applied.stdout
     run_cli("destroy", str(folder), "--auto-approve")
+
+
+def test_data_changed_under_a_pinned_version_is_refused(folder: Path) -> None:
+    plan = save(folder)
+    pinned = json.loads(plan.read_text())["pins"]["datasets"]
+    assert pinned, "the quickstart's job pins its datasets"
+    corpus = next(p for p in (folder / "data").rglob("*") if p.is_file())
+    corpus.write_text(corpus.read_text() + "one more line\n")
+    assert "the data it pinned changed" in refused(plan)
