@@ -418,7 +418,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--apply-worker", nargs=2, type=Path, metavar=("SPEC_DIR", "STATE_ROOT"))
     parser.add_argument("--parallelism", type=int, default=PARALLELISM)
+    parser.add_argument(
+        "--smoke", action="store_true", help="One small round (CI: the benchmark still works)."
+    )
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.sizes, args.repeat, args.no_terraform = [200], 1, True
     if args.apply_worker:
         spec_dir, state_root = args.apply_worker
         print(json.dumps(apply_worker(spec_dir, state_root, args.parallelism)))

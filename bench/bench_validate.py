@@ -141,7 +141,12 @@ def main(argv: list[str] | None = None) -> int:
         default=BENCH / "out",
         help="Folder for generated specs and validate.json (default bench/out).",
     )
+    parser.add_argument(
+        "--smoke", action="store_true", help="One small round (CI: the benchmark still works)."
+    )
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.sizes, args.repeat = [200], 1
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
 
