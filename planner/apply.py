@@ -54,6 +54,9 @@ class Outcome:
 class ApplyResult:
     outcomes: list[Outcome] = field(default_factory=list)
     interrupted: bool = False
+    lineage: str | None = None
+    serial: int = 0
+    """The state's lineage and serial once the apply ended (what it compacted)."""
 
     @property
     def failed(self) -> bool:
@@ -344,6 +347,7 @@ def apply_plan(
         result.interrupted = True
     finally:
         backend.compact(state)
+        result.lineage, result.serial = state.lineage, state.serial
     if stop.is_set():
         result.interrupted = True
     for address, change in changes.items():

@@ -280,7 +280,6 @@ def _append_audit(
     before: tuple[str | None, int],
 ) -> None:
     """Record the apply; a failure to record is reported, never hides the outcome."""
-    after = backend.read()
     counts: dict[str, int] = {}
     for outcome in result.outcomes:
         counts[outcome.status.value] = counts.get(outcome.status.value, 0) + 1
@@ -293,9 +292,9 @@ def _append_audit(
         lock={"id": info.id, "operation": info.operation},
         state={
             "location": backend.location,
-            "lineage": after.lineage if after else before[0],
+            "lineage": result.lineage or before[0],
             "serialBefore": before[1],
-            "serialAfter": after.serial if after else before[1],
+            "serialAfter": result.serial if result.lineage else before[1],
         },
         interrupted=result.interrupted or None,
         summary=counts,

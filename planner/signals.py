@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -48,9 +47,19 @@ def received() -> int | None:
     return _Stop.signum
 
 
+def _say(text: str) -> None:
+    """Write to stderr from a signal handler: straight to the descriptor, since the
+    interrupted code may be inside a write to sys.stderr (buffered writes are not
+    reentrant)."""
+    try:
+        os.write(2, text.encode("utf-8", "replace"))
+    except OSError:
+        pass
+
+
 def _handle(signum: int, frame: FrameType | None) -> None:
     if _Stop.signum is not None:
-        sys.stderr.write(
+        _say(
             f"\n{signal.Signals(signum).name} again: stopping now; the journal keeps every "
             "finished change, the next command folds it into state.\n"
         )
@@ -62,7 +71,7 @@ def _handle(signum: int, frame: FrameType | None) -> None:
         os._exit(128 + signum)
     _Stop.signum = signum
     if _Stop.event is not None:
-        sys.stderr.write(
+        _say(
             f"\n{signal.Signals(signum).name}: starting nothing new, letting calls in flight "
             "finish (send it again to stop at once)...\n"
         )
