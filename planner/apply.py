@@ -21,6 +21,7 @@ from typing import Any
 
 from planner.backends.base import StateBackend
 from planner.errors import PlannerError
+from planner.lineage import provenance, spec_commit
 from planner.plan import apply_graph, tool_version
 from planner.plan_model import Action, Plan, PlanFileError, ResourceChange
 from planner.session import ProviderSet
@@ -119,6 +120,13 @@ class _Walk:
         self.on_event = on_event
         self.record_lock = threading.Lock()
         self.local = threading.local()
+        self._commit: str | None = None
+
+    def commit(self) -> str:
+        """The spec folder's commit, read once per apply (call with record_lock held)."""
+        if self._commit is None:
+            self._commit = spec_commit(self.providers.context.spec_root)
+        return self._commit
 
     def record(self, entry: dict[str, Any]) -> None:
         with self.record_lock:
@@ -255,6 +263,15 @@ class _Walk:
         keep = ("runId", "inputs", "attempt", "history", "resumeFrom")
         outputs = {key: job[key] for key in keep if key in job}
         outputs["lockDigest"] = self.plan.lock_digest
+        lineage = dict(recorded.get("lineage") or {})
+        if job.get("launch") and job.get("runId") and job["runId"] not in lineage:
+            with self.record_lock:
+                lineage[job["runId"]] = provenance(
+                    job, self.state, (change.after or {}).get("spec", {}), self.commit(), self.plan
+                )
+        if lineage:
+            kept = {*outputs.get("history", []), outputs.get("runId")}
+            outputs["lineage"] = {run: entry for run, entry in lineage.items() if run in kept}
         if change.action is Action.EVALUATE:
             outputs["evaluated"] = sorted(
                 {*recorded.get("evaluated", []), *(e["suite"] for e in job["evaluations"])}

@@ -60,6 +60,9 @@ class LazyGroup(click.Group):
         "import": "planner.cli_state:import_command",
         "lock": "planner.cli_jobs:lock",
         "status": "planner.cli_jobs:status",
+        "logs": "planner.cli_runs:logs",
+        "lineage": "planner.cli_runs:lineage",
+        "usage": "planner.cli_runs:usage",
         "review": "planner.cli_review:review",
     }
 

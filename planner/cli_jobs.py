@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -12,9 +13,13 @@ from planner.cli_options import TemplateInputs, format_option, spec_dir_argument
 from planner.cli_output import open_or_exit
 from planner.desired import build_desired
 from planner.lockfile import LOCK_FILE, resolve_pins
+from planner.render.platform_text import render_platform_text
 from planner.render.status_text import render_status_json, render_status_text
 from planner.render.style import use_color
 from planner.status import job_status
+from planner.usage import platform_view
+from planner.workspace import Workspace
+from specs.secrets import redact
 
 
 @click.command()
@@ -40,6 +45,14 @@ def lock(spec_dir: str, inputs: TemplateInputs) -> None:
     )
 
 
+def _short_address(workspace: Workspace, address: str) -> str:
+    jobs = [a for a, d in build_desired(workspace.specs).items() if d.kind == "TrainingJob"]
+    if address in jobs:
+        return address
+    matches = [a for a in jobs if a.rsplit("/", 1)[-1] == address or a.endswith("/" + address)]
+    return matches[0] if len(matches) == 1 else address
+
+
 def _tick(workspace) -> None:  # type: ignore[no-untyped-def]
     for instance in workspace.config.providers:
         provider = workspace.providers.get(instance.name)
@@ -56,6 +69,12 @@ def _tick(workspace) -> None:  # type: ignore[no-untyped-def]
 @template_options
 @click.option("--wait", is_flag=True, help="Wait until no run or evaluation is queued or running.")
 @click.option("--timeout", default=600.0, show_default=True, help="Seconds --wait waits at most.")
+@click.option(
+    "--platform",
+    "show_platform",
+    is_flag=True,
+    help="Per pool and queue: capacity, nominal, in use, borrowed, running and waiting jobs.",
+)
 @format_option("text", "json")
 def status(
     address: str | None,
@@ -63,15 +82,29 @@ def status(
     inputs: TemplateInputs,
     wait: bool,
     timeout: float,
+    show_platform: bool,
     output_format: str,
 ) -> None:
-    """Show each training job: phase, why it waits, step, checkpoints, evaluations, gates.
+    """Show each training job: phase, why it waits, step, checkpoints, evaluations, gates,
+    and every attempt's timeline.
 
-    ADDRESS narrows it to one job; a spec folder given there instead (like the other
-    commands take it) is read as --dir."""
+    ADDRESS narrows it to one job (a short name is enough when it is unambiguous); a spec
+    folder given there instead (like the other commands take it) is read as --dir."""
     if address is not None and spec_dir == "." and (Path(address) / "trainform.yaml").is_file():
         address, spec_dir = None, address
     workspace = open_or_exit(spec_dir, inputs, output_format)
+    if show_platform:
+        try:
+            view = platform_view(workspace)
+        finally:
+            workspace.providers.close()
+        if output_format == "json":
+            click.echo(redact(json.dumps(view.to_json(), indent=2, sort_keys=True)))
+        else:
+            click.echo(redact(render_platform_text(view)), nl=False)
+        return
+    if address is not None:
+        address = _short_address(workspace, address)
     deadline = time.monotonic() + timeout
     try:
         while True:

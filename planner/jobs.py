@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,8 @@ from planner.gates import evaluate_gates, overall
 from planner.lockfile import LockFile, code_key
 from planner.plan_model import Action, PlanFinding, ResourceChange
 from planner.state import ResourceState, canonical_json
-from providers.jobs import DatasetInput, JobLaunch
+from planner.timeline import iso, parse_time
+from providers.jobs import DatasetInput, JobLaunch, retry_delay
 from specs import Duration
 from specs.code_sources import UnsafeCode, parse_repo
 from specs.confinement import PathEscape, confined_path
@@ -41,6 +43,7 @@ class JobContext:
     spec_root: Path
     runs_of: Callable[[str], list[dict[str, Any]] | None]
     mutated: dict[str, set[str]] = field(default_factory=dict)
+    now: datetime = field(default_factory=lambda: datetime.now(UTC))
 
 
 def _seconds(text: str | None) -> int | None:
@@ -177,6 +180,9 @@ def training_launch(
         resume_from=resume_from,
         max_runtime=_seconds(spec.get("maxRuntime")),
         image=image_of(item, ctx),
+        retries=spec["retries"]["limit"],
+        backoff=_seconds(spec["retries"]["backoff"]) or 0,
+        resume=spec["resume"]["policy"],
     )
 
 
@@ -311,6 +317,17 @@ def plan_job(
     phase = latest["phase"]
     attempts = len(run["attempts"])
     if phase in ("queued", "running"):
+        waiting = _backoff_until(latest, ctx.now)
+        if waiting:
+            findings.append(
+                PlanFinding(
+                    item.address,
+                    "retry-backoff",
+                    "info",
+                    f"run {run_id}: attempt {latest['attempt']} waits for its retry backoff "
+                    f"until {waiting}; the provider starts it then",
+                )
+            )
         return _in_place(change, in_place, recorded), findings
     if phase in ("failed", "cancelled"):
         limit = item.document["spec"]["retries"]["limit"]
@@ -328,6 +345,19 @@ def plan_job(
             return _in_place(change, in_place, recorded), findings
         if blocked:
             return hold(blocked)
+        due = _retry_due(item, latest, attempts, ctx.now) if phase == "failed" else None
+        if due is not None:
+            findings.append(
+                PlanFinding(
+                    item.address,
+                    "retry-backoff",
+                    "info",
+                    f"run {run_id}: attempt {attempts} failed "
+                    f"({latest.get('reason') or 'no reason recorded'}); attempt {attempts + 1} "
+                    f"resumes after its retry backoff, at {due}",
+                )
+            )
+            return _in_place(change, in_place, recorded), findings
         checkpoint = _resume_point(item, run)
         reasons = [f"attempt {attempts} {phase}: {latest.get('reason') or 'no reason recorded'}"]
         if checkpoint:
@@ -391,6 +421,24 @@ def plan_job(
     if launches:
         return change(Action.EVALUATE, reasons, base_job(attempts, evaluations=launches)), findings
     return _in_place(change, in_place, recorded), findings
+
+
+def _backoff_until(attempt: dict[str, Any], now: datetime) -> str | None:
+    """The attempt's eligible time, when it is queued and that time is still ahead."""
+    eligible = parse_time(attempt.get("eligible_at") or "")
+    if attempt.get("phase") != "queued" or eligible is None or eligible <= now:
+        return None
+    return iso(eligible)
+
+
+def _retry_due(item: DesiredItem, latest: dict[str, Any], failed: int, now: datetime) -> str | None:
+    """When a failed attempt may be resubmitted, if that is still ahead (its backoff)."""
+    backoff = Duration(item.document["spec"]["retries"]["backoff"]).seconds
+    ended = parse_time(latest.get("ended_at") or "")
+    if ended is None:
+        return None
+    due = ended + timedelta(seconds=retry_delay(backoff, failed))
+    return iso(due) if due > now else None
 
 
 def _in_place(

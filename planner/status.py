@@ -8,6 +8,7 @@ results, and earlier runs kept in history.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from planner.desired import DesiredItem, build_desired
@@ -15,8 +16,10 @@ from planner.gates import evaluate_gates, overall
 from planner.jobs import JobContext, identity_inputs, run_id_of
 from planner.lockfile import LockFile, resolve_pins
 from planner.refresh import Target, observe_all
+from planner.timeline import attempt_timelines, delivery, run_from_json
 from planner.workspace import Workspace
 from providers.base import ObserveRequest
+from providers.errors import ProviderError
 
 
 @dataclass
@@ -32,6 +35,9 @@ class JobReport:
     evaluations: list[dict[str, Any]] = field(default_factory=list)
     history: list[dict[str, Any]] = field(default_factory=list)
     log: str = ""
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    delivery: dict[str, Any] | None = None
+    last_lines: list[str] = field(default_factory=list)
 
     @property
     def settled(self) -> bool:
@@ -54,10 +60,13 @@ class JobReport:
             "evaluations": self.evaluations,
             "history": self.history,
             "log": self.log,
+            "attempts": self.attempts,
+            "delivery": self.delivery,
+            "lastLines": self.last_lines,
         }
 
 
-def _observe_jobs(workspace: Workspace, jobs: list[DesiredItem]) -> dict[str, list[dict[str, Any]]]:
+def observe_jobs(workspace: Workspace, jobs: list[DesiredItem]) -> dict[str, list[dict[str, Any]]]:
     targets = [
         Target(
             job.providers[0],
@@ -70,7 +79,9 @@ def _observe_jobs(workspace: Workspace, jobs: list[DesiredItem]) -> dict[str, li
     return {address: list(o.status.get("runs", [])) for (address, _), o in observed.items()}
 
 
-def job_status(workspace: Workspace, address: str | None = None) -> list[JobReport]:
+def job_status(
+    workspace: Workspace, address: str | None = None, now: datetime | None = None
+) -> list[JobReport]:
     desired = build_desired(workspace.specs)
     jobs = [d for d in desired.values() if d.kind == "TrainingJob"]
     if address is not None:
@@ -78,7 +89,7 @@ def job_status(workspace: Workspace, address: str | None = None) -> list[JobRepo
     if not jobs:
         return []
     state = workspace.backend.read()
-    runs = _observe_jobs(workspace, jobs)
+    runs = observe_jobs(workspace, jobs)
     pins = LockFile.read(workspace.root) or resolve_pins(
         desired, workspace.providers, workspace.root
     )
@@ -89,24 +100,74 @@ def job_status(workspace: Workspace, address: str | None = None) -> list[JobRepo
         if state and job.address in state.resources:
             recorded = state.resources[job.address].outputs.get(job.providers[0], {})
         current = recorded.get("runId") or run_id_of(identity_inputs(job, context))
-        reports.append(_report(job, current, runs.get(job.address, []), context))
+        report = _report(job, current, runs.get(job.address, []), context, now)
+        if report.phase == "failed" and report.attempts:
+            report.last_lines = _last_lines(workspace, job, report)
+        reports.append(report)
     return reports
 
 
+LAST_LINES = 10
+
+
+def _last_lines(workspace: Workspace, job: DesiredItem, report: JobReport) -> list[str]:
+    """The tail of the failed attempt's log, or nothing where the provider keeps none."""
+    provider = workspace.providers.get(job.providers[0])
+    reader = getattr(provider, "read_log", None)
+    if reader is None or report.run_id is None:
+        return []
+    try:
+        text, _, _ = read_log_now(reader, job.address, report.run_id, report.attempt)
+    except ProviderError:
+        return []
+    return text.splitlines()[-LAST_LINES:]
+
+
+def read_log_now(
+    reader: Any, address: str, run_id: str, attempt: int, suite: str | None = None
+) -> tuple[str, int, bool]:
+    """Everything an attempt's log holds now (through the provider's `read_log`): its
+    text, the offset after it, and whether the log is complete."""
+    parts, offset = [], 0
+    while True:
+        chunk = reader(address, run_id, attempt, offset, suite)
+        parts.append(chunk.text)
+        advanced = chunk.next_offset != offset
+        offset = chunk.next_offset
+        if chunk.complete or not advanced:
+            return "".join(parts), offset, chunk.complete
+
+
+def timeline_json(
+    run: dict[str, Any], now: datetime | None
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    timelines = attempt_timelines(run_from_json(run), now)
+    return [t.to_json() for t in timelines], delivery(timelines).to_json()
+
+
 def _report(
-    job: DesiredItem, run_id: str, runs: list[dict[str, Any]], context: JobContext
+    job: DesiredItem,
+    run_id: str,
+    runs: list[dict[str, Any]],
+    context: JobContext,
+    now: datetime | None = None,
 ) -> JobReport:
     run = next((r for r in runs if r["run_id"] == run_id), None)
-    history = [
-        {
-            "runId": r["run_id"],
-            "phase": r["attempts"][-1]["phase"] if r["attempts"] else "unknown",
-            "attempts": len(r["attempts"]),
-            "checkpoints": [c["id"] for c in r.get("checkpoints", [])],
-        }
-        for r in runs
-        if r["run_id"] != run_id
-    ]
+    history = []
+    for old in runs:
+        if old["run_id"] == run_id:
+            continue
+        attempts, cycle = timeline_json(old, now)
+        history.append(
+            {
+                "runId": old["run_id"],
+                "phase": old["attempts"][-1]["phase"] if old["attempts"] else "unknown",
+                "attempts": len(old["attempts"]),
+                "checkpoints": [c["id"] for c in old.get("checkpoints", [])],
+                "timeline": attempts,
+                "delivery": cycle,
+            }
+        )
     if run is None or not run["attempts"]:
         return JobReport(
             job.address, run_id, "not submitted", "run `trainform apply`", history=history
@@ -130,9 +191,12 @@ def _report(
                 "reason": last.get("reason", "") if last else "",
             }
         )
+    attempts, cycle = timeline_json(run, now)
     return JobReport(
         address=job.address,
         run_id=run_id,
+        attempts=attempts,
+        delivery=cycle,
         phase=latest["phase"],
         reason=latest.get("reason", ""),
         attempt=latest["attempt"],

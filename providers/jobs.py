@@ -34,6 +34,32 @@ import enum
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+MAX_RETRY_DELAY = 3600
+
+
+class Cause(enum.StrEnum):
+    """Why an attempt ended, in classes a person acts on differently."""
+
+    SUCCEEDED = "succeeded"
+    CODE_ERROR = "code-error"  # the job's command exited non-zero (or crashed by itself)
+    OUT_OF_MEMORY = "out-of-memory"
+    NODE_FAILURE = "node-failure"  # the node, the supervisor or the platform failed under it
+    PREEMPTED = "preempted"
+    TIME_LIMIT = "time-limit"
+    CANCELLED = "cancelled"
+    REFUSED = "refused"  # refused before start: data mutated, checkpoint invalid, no image
+
+
+def retry_delay(backoff: int, failed_attempts: int) -> int:
+    """Seconds to wait before resubmitting after the `failed_attempts`-th failure.
+
+    `retries.backoff` doubles with every failure of the run (backoff, 2x, 4x ...), and is
+    capped at one hour or at the backoff itself when that is longer."""
+    if backoff <= 0:
+        return 0
+    growth = backoff * 2 ** max(0, min(failed_attempts - 1, 20))
+    return min(growth, max(MAX_RETRY_DELAY, backoff))
+
 
 class RunPhase(enum.StrEnum):
     QUEUED = "queued"
@@ -87,6 +113,12 @@ class JobLaunch:
     model_run: str | None = None
     image: str = ""
     """Container image reference (repository@digest) for providers that run containers."""
+    retries: int = 0
+    """`retries.limit`: resubmissions after a failure, made by the provider on its own."""
+    backoff: int = 0
+    """`retries.backoff` in seconds (grows as `retry_delay` says)."""
+    resume: str = "latest"
+    """`resume.policy`: resume a retry from the latest valid checkpoint, or start over."""
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -104,10 +136,26 @@ class CheckpointStatus:
     problem: str = ""
     path: str = ""
     evidence: dict[str, Any] = field(default_factory=dict)
+    written_at: str = ""
+    """When the checkpoint was complete (its manifest written), ISO-8601 UTC."""
+    size: int = 0
+    """Bytes of the files its manifest lists."""
+
+
+@dataclass
+class WaitSpan:
+    """One reason an attempt waited, from when it was first seen until it changed."""
+
+    reason: str
+    since: str
+    until: str = ""
 
 
 @dataclass
 class AttemptStatus:
+    """One attempt's timeline, read from the provider's own records (times ISO-8601 UTC,
+    "" where not reached or not recorded)."""
+
     attempt: int
     phase: RunPhase
     reason: str = ""
@@ -117,6 +165,25 @@ class AttemptStatus:
     ended_at: str = ""
     log: str = ""
     resumed_from: str = ""
+    eligible_at: str = ""
+    """Not before this time (a retry waiting for its backoff)."""
+    admitted_at: str = ""
+    """When the scheduler admitted it (Kueue admission, Slurm start, local admission)."""
+    waits: list[WaitSpan] = field(default_factory=list)
+    cause: str = ""
+    """A `Cause` value once finished, "" before."""
+    resumed_step: int | None = None
+    """The step of the checkpoint it resumed from."""
+    last_step: int | None = None
+    """The last step it reached (progress file or newest checkpoint it wrote)."""
+    queue: str = ""
+    nodes: int = 1
+    gpus: int = 0
+    """Accelerators of the whole attempt (all nodes)."""
+    cpus: float = 0.0
+    """CPU cores of the whole attempt (all nodes)."""
+    hosts: list[str] = field(default_factory=list)
+    """Nodes it ran on, where the provider records them."""
 
 
 @dataclass
@@ -147,6 +214,28 @@ class RunStatus:
         return max(valid, key=lambda c: c.step) if valid else None
 
 
+@dataclass
+class LogChunk:
+    """Part of an attempt's log from `offset`: `text`, where the next read starts, and
+    whether the log is complete (the attempt finished and everything was read)."""
+
+    text: str
+    next_offset: int
+    complete: bool
+    location: str = ""
+
+
+@dataclass
+class AccountedRun:
+    """A run as the provider's own accounting knows it, with where it ran."""
+
+    address: str
+    project: str | None
+    queue: str
+    run: RunStatus
+    pool: str = ""
+
+
 @runtime_checkable
 class JobProvider(Protocol):
     """What a provider that runs jobs implements, besides the resource verbs."""
@@ -160,3 +249,20 @@ class JobProvider(Protocol):
 
     def runs(self, address: str) -> list[RunStatus]:
         """Every run of the job this provider knows, oldest first, read-only."""
+
+
+@runtime_checkable
+class RunRecords(Protocol):
+    """What a provider that runs jobs also offers to read them after the fact (`logs`,
+    `usage`, `status --platform`); kept apart so a JobProvider check needs only the verbs."""
+
+    def read_log(
+        self, address: str, run_id: str, attempt: int, offset: int = 0, suite: str | None = None
+    ) -> LogChunk:
+        """The training attempt's log (or the evaluation's, with `suite`) from byte
+        `offset`; raises ProviderError when there is none. Logs outlive the job."""
+
+    def accounting(self, since: str) -> list[AccountedRun]:
+        """Every run this provider's manager submitted with an attempt that ended at or
+        after `since` (ISO-8601 UTC) or has not ended, from the platform's own records
+        (jobs no longer in the specs included)."""

@@ -4,9 +4,11 @@ reason or log line may carry a provider's words."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from planner.render.style import paint
 from planner.status import JobReport
+from planner.timeline import human_duration
 from specs.secrets import redact
 
 _TONE = {
@@ -45,15 +47,109 @@ def render_status_text(reports: list[JobReport], color: bool = False) -> str:
             for gate in evaluation["gates"]:
                 tone = {"pass": "green", "fail": "red"}.get(gate["status"], "yellow")
                 lines.append("    gate:      " + paint(gate["text"], tone, color))
+        if report.attempts:
+            lines.append("  attempts:")
+            for entry in report.attempts:
+                lines += attempt_lines(entry, color)
+        if report.delivery and report.attempts:
+            lines.append("  delivery:    " + delivery_text(report.delivery))
+        if report.last_lines:
+            lines.append(f"  last lines of attempt {report.attempt}:")
+            lines += [f"    | {line}" for line in report.last_lines]
         for old in report.history:
             lines.append(
                 f"  history:     {old['runId']}: {old['phase']}, {old['attempts']} "
                 f"attempt(s), checkpoints: {', '.join(old['checkpoints']) or 'none'}"
             )
+            if old.get("delivery") and old.get("timeline"):
+                lines.append("               " + delivery_text(old["delivery"]))
         if report.log:
             lines.append(f"  log:         {report.log}")
         lines.append("")
     return redact("\n".join(lines))
+
+
+def clock(text: str | None) -> str:
+    """`2026-12-01 10:00:04` from an ISO-8601 UTC time (to the second), "-" for none."""
+    if not text:
+        return "-"
+    return text.replace("T", " ")[:19]
+
+
+def attempt_lines(entry: dict[str, Any], color: bool) -> list[str]:
+    """One attempt of a timeline: how it ended, then when it waited, ran and stopped."""
+    phase = entry["phase"]
+    head = paint(phase, _TONE.get(phase, "bold"), color)
+    if entry.get("cause") and entry["cause"] != phase:
+        head += f" ({entry['cause']}"
+        head += f": {entry['reason']})" if entry.get("reason") else ")"
+    elif entry.get("reason"):
+        head += f": {entry['reason']}"
+    lines = [f"    #{entry['attempt']:<3} {head}"]
+    if entry.get("resumedFrom"):
+        lost = []
+        if entry.get("lostSteps") is not None:
+            lost.append(f"{entry['lostSteps']} step(s)")
+        if entry.get("lostSeconds") is not None:
+            lost.append(human_duration(entry["lostSeconds"]))
+        lines.append(
+            f"         resumed from {entry['resumedFrom']}"
+            + (f" (step {entry['resumedStep']})" if entry.get("resumedStep") is not None else "")
+            + (f", lost {' and '.join(lost)} of the attempt before" if lost else "")
+        )
+    elif entry["attempt"] > 1 and entry.get("lostSteps") is not None:
+        lines.append(
+            f"         started over: lost {entry['lostSteps']} step(s), "
+            f"{human_duration(entry.get('lostSeconds'))}"
+        )
+    line = f"         submitted {clock(entry.get('submittedAt'))}"
+    if entry.get("backoffSeconds"):
+        line += f", retry backoff {human_duration(entry['backoffSeconds'])}"
+    if entry.get("waitedSeconds") is not None:
+        line += f", waited {human_duration(entry['waitedSeconds'])}"
+    lines.append(line)
+    for wait in entry.get("waits", []):
+        lines.append(f"           waiting since {clock(wait['since'])}: {wait['reason']}")
+    if entry.get("startedAt"):
+        ran = f"         ran {clock(entry['startedAt'])} -> {clock(entry.get('endedAt'))}"
+        ran += f" ({human_duration(entry.get('ranSeconds'))})"
+        if entry.get("hosts"):
+            ran += " on " + ", ".join(entry["hosts"])
+        if entry.get("lastStep") is not None:
+            ran += f", reached step {entry['lastStep']}"
+        lines.append(ran)
+    for checkpoint in entry.get("checkpoints", []):
+        lines.append(
+            f"           checkpoint {checkpoint['id']} at {clock(checkpoint.get('writtenAt'))}"
+            f" ({human_size(checkpoint.get('size') or 0)})"
+        )
+    if entry.get("exitCode") is not None and entry["phase"] != "succeeded":
+        lines.append(f"         exit code {entry['exitCode']}")
+    return lines
+
+
+def delivery_text(cycle: dict[str, Any]) -> str:
+    return (
+        f"{cycle['attempts']} attempt(s): waited {human_duration(cycle['waitedSeconds'])}"
+        + (
+            f" (+ retry backoff {human_duration(cycle['backoffSeconds'])})"
+            if cycle.get("backoffSeconds")
+            else ""
+        )
+        + ", "
+        f"ran {human_duration(cycle['ranSeconds'])} "
+        f"(effective {human_duration(cycle['effectiveSeconds'])}, "
+        f"re-running lost steps {human_duration(cycle['rerunSeconds'])}, "
+        f"{cycle['lostSteps']} step(s) lost)"
+    )
+
+
+def human_size(size: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size} B"
 
 
 def render_status_json(reports: list[JobReport]) -> str:

@@ -1,0 +1,338 @@
+"""Usage accounting and the platform view, both from the providers' own records.
+
+`usage`: accelerator-hours, CPU-hours, wait hours and lost (re-run) hours of training
+attempts, per project, queue or pool, over a window ending now. Each provider instance
+that runs jobs reports its runs through `accounting(since)` (sacct, Kubernetes Jobs and
+Workloads, the local platform database); an attempt that straddles the window start
+counts only its part inside it. Lost hours are the run time of attempts thrown away by a
+failure (after the checkpoint the next attempt resumed from), as planner/timeline.py
+computes them, charged to the attempt that was lost.
+
+`platform_view`: per pool and queue, capacity (the pools' nodes times their per-node
+amounts), nominal quota, what running attempts use, what they borrow beyond nominal,
+and the running and waiting attempts with their reasons.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from planner.desired import DesiredItem, build_desired
+from planner.timeline import attempt_timelines, iso, parse_time
+from planner.workspace import Workspace
+from providers.errors import ProviderError
+from providers.jobs import AccountedRun
+
+
+@dataclass
+class UsageRow:
+    group: str
+    runs: set[str] = field(default_factory=set)
+    attempts: int = 0
+    gpu_hours: float = 0.0
+    cpu_hours: float = 0.0
+    wait_hours: float = 0.0
+    lost_hours: float = 0.0
+    lost_gpu_hours: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "group": self.group,
+            "runs": len(self.runs),
+            "attempts": self.attempts,
+            "acceleratorHours": round(self.gpu_hours, 4),
+            "cpuHours": round(self.cpu_hours, 4),
+            "waitHours": round(self.wait_hours, 4),
+            "lostHours": round(self.lost_hours, 4),
+            "lostAcceleratorHours": round(self.lost_gpu_hours, 4),
+        }
+
+
+@dataclass
+class UsageReport:
+    since: str
+    until: str
+    by: str
+    rows: list[UsageRow]
+    sources: list[str]
+    problems: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "formatVersion": 1,
+            "since": self.since,
+            "until": self.until,
+            "by": self.by,
+            "sources": self.sources,
+            "rows": [row.to_json() for row in self.rows],
+            "problems": self.problems,
+        }
+
+
+def _overlap(start: str, end: str, window: tuple[datetime, datetime]) -> float:
+    """Seconds of [start, end] inside the window (an open end is the window's end)."""
+    first, last = parse_time(start), parse_time(end)
+    if first is None:
+        return 0.0
+    last = last or window[1]
+    begin, stop = max(first, window[0]), min(last, window[1])
+    return max(0.0, (stop - begin).total_seconds())
+
+
+def accounted_runs(
+    workspace: Workspace, since: str
+) -> tuple[list[AccountedRun], list[str], list[str]]:
+    """Runs from every provider instance that keeps accounting, the instances asked, and
+    what could not be read."""
+    runs: list[AccountedRun] = []
+    sources, problems = [], []
+    for instance in workspace.config.providers:
+        provider = workspace.providers.get(instance.name)
+        accounting = getattr(provider, "accounting", None)
+        if not callable(accounting):
+            continue
+        sources.append(instance.name)
+        try:
+            runs += accounting(since)
+        except ProviderError as exc:
+            problems.append(f"{instance.name}: {exc}")
+    return runs, sources, problems
+
+
+def _pools_of(desired: dict[str, DesiredItem]) -> dict[str, str]:
+    """Queue name -> the pools it admits onto (joined by `+`)."""
+    pools = {}
+    for item in desired.values():
+        if item.kind == "Queue":
+            names = [p["pool"] for p in item.document["spec"].get("pools", [])]
+            pools[item.name] = "+".join(names) or "-"
+    return pools
+
+
+def usage_report(
+    workspace: Workspace, window_seconds: float, by: str, now: datetime | None = None
+) -> UsageReport:
+    now = now or datetime.now(UTC)
+    start = now - timedelta(seconds=window_seconds)
+    runs, sources, problems = accounted_runs(workspace, iso(start))
+    pools = _pools_of(build_desired(workspace.specs)) if by == "pool" else {}
+    report = compute_usage(runs, (start, now), by, pools)
+    report.sources, report.problems = sources, problems
+    return report
+
+
+def compute_usage(
+    runs: list[AccountedRun],
+    window: tuple[datetime, datetime],
+    by: str,
+    pools: dict[str, str] | None = None,
+) -> UsageReport:
+    """Usage rows of the runs' training attempts inside the window (pure)."""
+    pools = pools or {}
+    rows: dict[str, UsageRow] = {}
+
+    def row_of(accounted: AccountedRun, queue: str) -> UsageRow:
+        key = {
+            "project": accounted.project or "-",
+            "queue": queue or "-",
+            "pool": accounted.pool or pools.get(queue, "-"),
+        }[by]
+        return rows.setdefault(key, UsageRow(key))
+
+    for accounted in runs:
+        timelines = attempt_timelines(accounted.run, window[1])
+        for timeline in timelines:
+            status = timeline.status
+            ran = _overlap(status.started_at, status.ended_at, window) if status.started_at else 0
+            begin = status.eligible_at or status.submitted_at
+            until = status.started_at or status.ended_at
+            waited = _overlap(begin, until, window) if begin else 0.0
+            if not ran and not waited and not _inside(status.ended_at, window):
+                continue
+            row = row_of(accounted, status.queue or accounted.queue)
+            row.runs.add(f"{accounted.address}:{accounted.run.run_id}")
+            row.attempts += 1
+            row.gpu_hours += status.gpus * ran / 3600
+            row.cpu_hours += status.cpus * ran / 3600
+            row.wait_hours += waited / 3600
+        for previous, timeline in zip(timelines, timelines[1:], strict=False):
+            lost = timeline.lost_seconds or 0.0
+            if not lost or not _inside(previous.status.ended_at, window):
+                continue
+            row = row_of(accounted, previous.status.queue or accounted.queue)
+            row.lost_hours += lost / 3600
+            row.lost_gpu_hours += previous.status.gpus * lost / 3600
+    return UsageReport(
+        since=iso(window[0]),
+        until=iso(window[1]),
+        by=by,
+        rows=sorted(rows.values(), key=lambda r: r.group),
+        sources=[],
+    )
+
+
+def _inside(when: str, window: tuple[datetime, datetime]) -> bool:
+    moment = parse_time(when)
+    return moment is not None and window[0] <= moment <= window[1]
+
+
+# the platform view ------------------------------------------------------------------
+
+
+def _amount(value: Any) -> Decimal:
+    return Decimal(str(value)) if value not in (None, "") else Decimal(0)
+
+
+@dataclass
+class QueueView:
+    name: str
+    provider: str
+    pools: list[str]
+    nominal: dict[str, Decimal]
+    in_use: dict[str, Decimal] = field(default_factory=lambda: _zero())
+    running: list[dict[str, Any]] = field(default_factory=list)
+    waiting: list[dict[str, Any]] = field(default_factory=list)
+    cohort: str | None = None
+
+    @property
+    def borrowed(self) -> dict[str, Decimal]:
+        return {
+            k: max(Decimal(0), self.in_use[k] - self.nominal.get(k, Decimal(0)))
+            for k in self.in_use
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "queue": self.name,
+            "provider": self.provider,
+            "cohort": self.cohort,
+            "pools": self.pools,
+            "nominal": _numbers(self.nominal),
+            "inUse": _numbers(self.in_use),
+            "borrowed": _numbers(self.borrowed),
+            "running": self.running,
+            "waiting": self.waiting,
+        }
+
+
+@dataclass
+class PoolView:
+    name: str
+    provider: str
+    nodes: int
+    capacity: dict[str, Decimal]
+    nominal: dict[str, Decimal] = field(default_factory=lambda: _zero())
+    in_use: dict[str, Decimal] = field(default_factory=lambda: _zero())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pool": self.name,
+            "provider": self.provider,
+            "nodes": self.nodes,
+            "capacity": _numbers(self.capacity),
+            "nominal": _numbers(self.nominal),
+            "inUse": _numbers(self.in_use),
+        }
+
+
+def _zero() -> dict[str, Decimal]:
+    return {"gpu": Decimal(0), "cpu": Decimal(0)}
+
+
+def _numbers(values: dict[str, Decimal]) -> dict[str, float | int]:
+    return {k: int(v) if v == v.to_integral_value() else float(v) for k, v in values.items()}
+
+
+@dataclass
+class PlatformView:
+    pools: list[PoolView]
+    queues: list[QueueView]
+    problems: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "formatVersion": 1,
+            "pools": [p.to_json() for p in self.pools],
+            "queues": [q.to_json() for q in self.queues],
+            "problems": self.problems,
+        }
+
+
+def platform_view(workspace: Workspace, now: datetime | None = None) -> PlatformView:
+    now = now or datetime.now(UTC)
+    desired = build_desired(workspace.specs)
+    pools: dict[str, PoolView] = {}
+    for item in desired.values():
+        if item.kind != "ResourcePool":
+            continue
+        spec = item.document["spec"]
+        accelerator = spec.get("accelerator") or {}
+        nodes = int(spec["nodes"])
+        pools[item.name] = PoolView(
+            item.name,
+            item.providers[0],
+            nodes,
+            {
+                "gpu": Decimal(nodes * int(accelerator.get("count") or 0)),
+                "cpu": Decimal(nodes) * _amount(spec.get("cpu")),
+            },
+        )
+    queues: dict[str, QueueView] = {}
+    for item in desired.values():
+        if item.kind != "Queue":
+            continue
+        spec = item.document["spec"]
+        nominal = _zero()
+        names = []
+        for entry in spec.get("pools", []):
+            names.append(entry["pool"])
+            quota = entry.get("nominalQuota") or {}
+            for resource in ("gpu", "cpu"):
+                nominal[resource] += _amount(quota.get(resource))
+                if entry["pool"] in pools:
+                    pools[entry["pool"]].nominal[resource] += _amount(quota.get(resource))
+        queues[item.name] = QueueView(
+            item.name, item.providers[0], names, nominal, cohort=spec.get("cohort")
+        )
+    runs, _, problems = accounted_runs(workspace, iso(now))
+    for accounted in runs:
+        for attempt in accounted.run.attempts:
+            if attempt.phase.finished:
+                continue
+            name = attempt.queue or accounted.queue
+            view = queues.get(name)
+            if view is None:
+                continue
+            entry = {
+                "address": accounted.address,
+                "runId": accounted.run.run_id,
+                "attempt": attempt.attempt,
+                "project": accounted.project,
+                "gpus": attempt.gpus,
+                "cpus": attempt.cpus,
+            }
+            if attempt.phase == "running":
+                view.running.append(entry | {"startedAt": attempt.started_at or None})
+                view.in_use["gpu"] += attempt.gpus
+                view.in_use["cpu"] += Decimal(str(attempt.cpus))
+                for pool in view.pools if len(view.pools) == 1 else []:
+                    if pool in pools:
+                        pools[pool].in_use["gpu"] += attempt.gpus
+                        pools[pool].in_use["cpu"] += Decimal(str(attempt.cpus))
+            else:
+                view.waiting.append(
+                    entry
+                    | {
+                        "submittedAt": attempt.submitted_at or None,
+                        "eligibleAt": attempt.eligible_at or None,
+                        "reason": attempt.reason,
+                    }
+                )
+    return PlatformView(
+        sorted(pools.values(), key=lambda p: p.name),
+        sorted(queues.values(), key=lambda q: q.name),
+        problems,
+    )
