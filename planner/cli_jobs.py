@@ -26,7 +26,8 @@ from specs.secrets import redact
 @spec_dir_argument
 @template_options
 def lock(spec_dir: str, inputs: TemplateInputs) -> None:
-    """Resolve image digests, dataset manifest digests and code commits into trainform.lock."""
+    """Resolve image digests, dataset manifest digests and code identities (a code folder's
+    content digest, an external repository's commit) into trainform.lock."""
     workspace = open_or_exit(spec_dir, inputs, "text")
     try:
         pins = resolve_pins(build_desired(workspace.specs), workspace.providers, workspace.root)

@@ -1,13 +1,14 @@
 """TrainingJob reconciliation: run identity, and the next step of a job's state machine.
 
 Provider-independent. A job's *run* is identified by a hash of what makes it reproducible
-(image digest, dataset manifest digests, code commit, command, parameters, resources,
-initialisation); a change to any of them plans a new run (replace; the old run and its
-checkpoints stay in history), anything else is an in-place update. For the current run the
-plan is: submit it (create), wait (no-op while queued or running), resume a failed or
-preempted attempt from its latest valid checkpoint (while retries remain), or evaluate a
-succeeded run with the suites bound to it; gate results, exhausted retries, invalid
-checkpoints and mutated data become findings. Nothing is submitted on mutated data.
+(image digest, dataset manifest digests, code identity: the content digest of the code
+folder or the pinned commit, command, parameters, resources, initialisation); a change to
+any of them plans a new run (replace; the old run and its checkpoints stay in history),
+anything else is an in-place update. For the current run the plan is: submit it (create),
+wait (no-op while queued or running, or while a failed attempt's retry backoff runs),
+resume a failed or preempted attempt from its latest valid checkpoint (while retries
+remain), or evaluate a succeeded run with the suites bound to it; gate results, exhausted
+retries, invalid checkpoints and mutated data become findings. Nothing is submitted on mutated data.
 Secret-looking parameters and command arguments enter the run identity masked
 (`specs.secrets.mask_tree`): plans and state show masks, launches carry the real values.
 """

@@ -1,16 +1,19 @@
 """`trainform.lock`: what names resolved to, so that what runs is exactly what Git says.
 
 The lock records, per spec folder: each Image's content digest, each Dataset version's
-manifest digest, and each code location's commit (or, for code that is not in a Git work
-tree, the digest of its files). `trainform lock` writes it; plans use it to compute run
-identities; `plan --locked` refuses to run when an entry is missing or no longer matches
-what the providers and the code report (a stale lock).
+manifest digest, and each code location's identity: the pinned commit of an external
+repository, or the content digest of a code folder in the spec repository (the files a
+run's snapshot copies; see `resolve_code`). `trainform lock` writes it; plans use it to
+compute run identities; `plan --locked` refuses to run when an entry is missing or no
+longer matches what the providers and the code report (a stale lock).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import stat
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,7 +25,8 @@ from planner.errors import PlannerError
 from planner.session import ProviderSet
 from providers.base import DesiredResource
 from providers.errors import ProviderError
-from providers.local.datasets import build_manifest
+from providers.local.layout import code_files
+from specs import RootConfig
 from specs.code_sources import UnsafeCode, check_code, shown
 
 LOCK_FILE = "trainform.lock"
@@ -69,9 +73,19 @@ def code_key(code: dict[str, Any]) -> str:
 
 
 def resolve_code(
-    code: dict[str, Any], spec_root: Path, code_hosts: Sequence[str] = ()
+    code: dict[str, Any],
+    spec_root: Path,
+    code_hosts: Sequence[str] = (),
+    exclude: Sequence[Path] = (),
 ) -> dict[str, Any]:
-    """The commit of code at `code` (a spec's `code:` mapping), or its content digest.
+    """The identity of the code at `code` (a spec's `code:` mapping): what the job runs.
+
+    An external repository is its pinned commit (`commit`, else what `ref` names now, by
+    ls-remote). A folder of the spec repository is the content digest of the files a run's
+    snapshot copies (`code_digest`; `exclude`: the local roots), never the repository's
+    HEAD (nor a `commit` written beside it: the snapshot copies the work tree): a commit
+    that changes only other files leaves it as it is, and a clean and a dirty work tree of
+    the same content agree.
 
     The validate rules (specs.code_sources) are checked again first: an unsafe repository
     never reaches git, and only a host in `code_hosts` (security.codeHosts) is contacted."""
@@ -85,7 +99,7 @@ def resolve_code(
             f"cannot resolve code {shown(repo)}: spec.code.{exc.field}: {exc}; "
             + (exc.remedy or "`trainform validate` shows where")
         ) from None
-    if code.get("commit"):
+    if source.remote and code.get("commit"):
         return {"commit": code["commit"]}
     if source.remote:
         ref = code.get("ref") or "HEAD"
@@ -96,15 +110,49 @@ def resolve_code(
         return {"commit": result.split()[0], "ref": ref}
     if folder is None or not folder.is_dir():
         raise LockError(f"cannot resolve code {repo}: {folder} is not a folder")
-    head = _git(["rev-parse", "--verify", "--quiet", "HEAD"], folder)
-    dirty = _git(["status", "--porcelain", "--", "."], folder)
-    if head and dirty == "":
-        return {"commit": head.strip()}
-    manifest = build_manifest(folder)
-    files = [f for f in manifest.files if "__pycache__" not in f[0] and not f[0].startswith(".")]
-    from providers.local.datasets import Manifest
+    try:
+        return {"contentDigest": code_digest(folder, exclude)}
+    except OSError as exc:
+        raise LockError(
+            f"cannot resolve code {repo}: cannot read {folder}: {exc}; make every file of "
+            "the code folder readable"
+        ) from None
 
-    return {"contentDigest": Manifest(tuple(files)).digest}
+
+def code_digest(folder: Path, exclude: Sequence[Path] = ()) -> str:
+    """The content digest of a code folder: what a run's snapshot of it holds.
+
+    Computed over `code_files` (the selection the local snapshot copies): for each entry,
+    sorted by relative POSIX path, the path, its type and its content: a file's sha256,
+    or a link's target text. A file is `file` or `executable` (the owner's execute bit:
+    the snapshot keeps it and `./train.sh` depends on it; Git records the same bit, so a
+    fresh clone agrees, while the other mode bits follow the umask and are left out).
+    Nothing else enters: not the folder's absolute path, mtimes, owners, Git's HEAD or
+    whether the work tree is clean."""
+    entries = []
+    for relative, path in code_files(folder, tuple(exclude)):
+        if path.is_symlink():
+            entries.append([relative, "link", os.readlink(path)])
+            continue
+        content = hashlib.sha256()
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                content.update(block)
+        kind = "executable" if path.stat().st_mode & stat.S_IXUSR else "file"
+        entries.append([relative, kind, content.hexdigest()])
+    encoded = json.dumps(entries, separators=(",", ":"), ensure_ascii=True).encode()
+    return "sha256:" + hashlib.sha256(encoded).hexdigest()
+
+
+def local_roots(config: RootConfig, spec_root: Path) -> tuple[Path, ...]:
+    """The roots of the `local` provider instances: a snapshot never copies them, so the
+    code identity leaves them out too."""
+    roots = []
+    for instance in config.providers:
+        if instance.type == "local":
+            root = Path(getattr(instance.connection, "root", None) or ".trainform")
+            roots.append(root if root.is_absolute() else spec_root / root)
+    return tuple(roots)
 
 
 # Configuration that holds for every git run. git runs in the spec folder (ls-remote) or the
@@ -181,6 +229,7 @@ def resolve_pins(
     problems = []
     resolved: dict[str, dict[str, Any]] = {}
     code_hosts = providers.config.security.code_hosts
+    exclude = local_roots(providers.config, spec_root)
     for item in _dependencies_first(desired):
         try:
             if item.kind in ("Image", "Dataset"):
@@ -208,7 +257,7 @@ def resolve_pins(
                 else None
             )
             if code:
-                lock.code[code_key(code)] = resolve_code(code, spec_root, code_hosts)
+                lock.code[code_key(code)] = resolve_code(code, spec_root, code_hosts, exclude)
         except (ProviderError, LockError) as exc:
             problems.append(f"{item.address}: {exc}")
     if problems:

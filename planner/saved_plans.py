@@ -18,7 +18,7 @@ from typing import Any
 
 from planner.apply import StalePlanError
 from planner.desired import DesiredItem, build_desired, spec_digest
-from planner.lockfile import LOCK_FILE, LockError, resolve_code, resolve_pins
+from planner.lockfile import LOCK_FILE, LockError, local_roots, resolve_code, resolve_pins
 from planner.plan_model import Plan
 from planner.session import ProviderSet, config_as_data
 from specs import load_specs
@@ -91,7 +91,12 @@ def binding_differences(
         if remote and "ref" not in pinned:
             continue  # a remote pinned commit is named by the specs themselves
         try:
-            current = resolve_code(code, spec_root, specs.config.security.code_hosts)
+            current = resolve_code(
+                code,
+                spec_root,
+                specs.config.security.code_hosts,
+                local_roots(specs.config, spec_root),
+            )
         except LockError as exc:
             problems.append(f"code {key}: cannot be resolved now ({exc})")
             continue

@@ -4,7 +4,7 @@ A TrainingJob is reconciled as a state machine by the engine (planner/jobs.py); 
 that run jobs implement `JobProvider`. Vocabulary:
 
 - a *run* is one reproducible training run: its id derives from the hash of everything
-  that makes it reproducible (image digest, dataset digests, code commit, command,
+  that makes it reproducible (image digest, dataset digests, code identity, command,
   parameters, resources). A change to any of those is a new run; old runs stay in history.
 - an *attempt* is one submission of a run: the first, and each resume after a failure or
   preemption, which starts from the latest valid checkpoint.

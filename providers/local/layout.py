@@ -100,12 +100,53 @@ class RunLayout:
         return self.run_dir / "evaluations" / suite_name(suite)
 
 
+def _skipped(directory: Path, names: list[str], excluded: set[Path]) -> set[str]:
+    """The entries of `directory` a snapshot leaves out: version-control folders, caches,
+    the excluded paths, and anything that is not a folder, a regular file or a link."""
+    skipped = set()
+    for name in names:
+        path = directory / name
+        if name in SKIPPED_IN_SNAPSHOT or path.resolve() in excluded:
+            skipped.add(name)
+        elif not path.is_symlink() and not (path.is_dir() or path.is_file()):
+            skipped.add(name)  # sockets, fifos, devices: copying them blocks or fails
+    return skipped
+
+
+def code_files(source: Path, exclude: tuple[Path, ...] = ()) -> list[tuple[str, Path]]:
+    """What a snapshot of `source` holds: (relative POSIX path, path) of each regular file
+    and symbolic link, sorted by path. Links are entries of their own, never followed
+    (the snapshot copies them as links); empty folders are not entries.
+
+    The one file selection: `snapshot_code` copies exactly these, and the code identity
+    (planner.lockfile) is the digest of exactly these, so the two cannot disagree."""
+    excluded = {path.resolve() for path in exclude}
+    found: list[tuple[str, Path]] = []
+
+    def walk(directory: Path, prefix: str) -> None:
+        names = sorted(os.listdir(directory))
+        skipped = _skipped(directory, names, excluded)
+        for name in names:
+            if name in skipped:
+                continue
+            path = directory / name
+            relative = f"{prefix}{name}"
+            if path.is_dir() and not path.is_symlink():
+                walk(path, relative + "/")
+            else:
+                found.append((relative, path))
+
+    walk(source, "")
+    return sorted(found)
+
+
 def snapshot_code(source: Path, destination: Path, exclude: tuple[Path, ...] = ()) -> bool:
     """Copy `source` to `destination` once; False when the snapshot already existed.
 
     The copy is made in a sibling temporary folder and renamed into place, so a crash
-    never leaves a half snapshot behind. Version-control folders, caches and any path in
-    `exclude` (the local root, when it sits inside the code folder) are skipped.
+    never leaves a half snapshot behind. What is copied is `code_files`: version-control
+    folders, caches and any path in `exclude` (the local root, when it sits inside the code
+    folder) are skipped.
     """
     if destination.exists():
         return False
@@ -114,8 +155,7 @@ def snapshot_code(source: Path, destination: Path, exclude: tuple[Path, ...] = (
     excluded = {path.resolve() for path in exclude}
 
     def ignore(directory: str, names: list[str]) -> set[str]:
-        skipped = {name for name in names if name in SKIPPED_IN_SNAPSHOT}
-        return skipped | {name for name in names if Path(directory, name).resolve() in excluded}
+        return _skipped(Path(directory), names, excluded)
 
     destination.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".code-", dir=destination.parent))
