@@ -105,9 +105,10 @@ def host_runtime(cwd: Path | None = None) -> dict[str, Any]:
     """The identity facts of the host runtime jobs run with (see the module docstring)."""
     environment = {name: os.environ[name] for name in INHERITED if name in os.environ}
     environment.update(PYTHONHASHSEED="0", PYTHONUNBUFFERED="1")
-    return dict(
-        _probe(job_interpreter(), tuple(sorted(environment.items())), str(cwd or Path.cwd()))
-    )
+    # Never the spec folder: `python -c` puts its working directory first on sys.path, and
+    # a pull request could shadow a module the probe imports. The root holds nothing a
+    # spec can add.
+    return dict(_probe(job_interpreter(), tuple(sorted(environment.items())), "/"))
 
 
 @functools.lru_cache(maxsize=8)

@@ -34,7 +34,7 @@ from providers.slurm.runner import command_of
 from specs import SpecLoadError, load_specs
 from specs.code_sources import UnsafeCode, check_code
 from specs.confinement import is_within
-from tests.helpers import CONFIG, REPO, run_cli, training_job
+from tests.helpers import CONFIG, POOL, PROJECT, QUEUE, REPO, run_cli, training_job, write_tree
 from tests.security.support import canary_payloads, write_platform
 
 PROPERTIES = settings(
@@ -443,3 +443,39 @@ def test_git_environment_never_prompts_and_keeps_no_repository_override(
     environment = lockfile.git_environment()
     assert "GIT_DIR" not in environment
     assert environment["GIT_TERMINAL_PROMPT"] == "0"
+
+
+def test_describing_the_host_runtime_imports_nothing_from_the_spec_folder(
+    tmp_path: Path,
+) -> None:
+    """`lock` and `plan` ask the job interpreter what it is (`python -c`), which puts its
+    working directory first on sys.path: modules a pull request adds must never load."""
+    canary = tmp_path / "canary"
+    shadow = f"open({str(canary)!r}, 'w').close()\n"
+    image = (
+        "apiVersion: trainform/v1\nkind: Image\nmetadata: {name: host}\n"
+        "spec: {runtime: host}\n"
+    )
+    root = tmp_path / "specs"
+    write_tree(
+        root,
+        {
+            "trainform.yaml": CONFIG,
+            "platform.yaml": "---\n".join(
+                [
+                    PROJECT,
+                    POOL.replace("nodes: 2, cpu: 64, memory: 512Gi", "nodes: 1, cpu: 1, memory: 1Gi"),  # noqa: E501
+                    QUEUE.replace("{cpu: 64, memory: 512Gi}", "{cpu: 1, memory: 1Gi}"),
+                    image,
+                ]
+            ),
+            "json.py": shadow,
+            "platform.py": shadow,
+            "importlib/__init__.py": shadow,
+            "importlib/metadata.py": shadow,
+        },
+    )
+    for command in (["lock", str(root)], ["plan", str(root)]):
+        result = run_cli(*command, cwd=root)
+        assert result.returncode in (0, 2), result.stdout + result.stderr
+        assert not canary.exists(), (command, result.stdout, result.stderr)
