@@ -145,9 +145,10 @@ def code_digest(folder: Path, exclude: Sequence[Path] = ()) -> str:
 
 
 def local_roots(config: RootConfig, spec_root: Path) -> tuple[Path, ...]:
-    """The roots of the `local` provider instances: a snapshot never copies them, so the
-    code identity leaves them out too."""
-    roots = []
+    """What a snapshot never copies, so the code identity leaves it out too: the roots of
+    the `local` provider instances and the spec folder's lock file (code at `repo: .`
+    would otherwise change identity whenever the lock is written)."""
+    roots = [spec_root / LOCK_FILE]
     for instance in config.providers:
         if instance.type == "local":
             root = Path(getattr(instance.connection, "root", None) or ".trainform")

@@ -4,15 +4,20 @@
 supervisor when its attempt ends, so waiting attempts start as soon as capacity frees.
 In one write transaction (BEGIN IMMEDIATE) it
 
-1. marks `running` attempts whose supervisor is gone as failed (or cancelled, when a
-   cancel was requested), and stops the job processes such a supervisor left behind;
+1. marks `running` attempts whose supervisor is gone as failed (cause node-failure), or
+   cancelled when a cancel was requested, stops the job processes such a supervisor left
+   behind, and schedules their retry as a supervisor would (providers/local/outcomes.py),
+   with a detached waker (`supervisor DB ATTEMPT --wake`) that admits it once eligible;
 2. walks queued attempts by priority (higher first), then submission time, and starts
-   each that fits its Queue (the nominalQuota summed over the queue's pools, minus what
-   running attempts on the queue use) and its project's Quotas on that queue (cpu,
-   memory, gpu, runningJobs). A StrictFIFO queue admits nothing behind its first attempt
-   that does not fit; BestEffortFIFO skips it. A waiting attempt's `reason` says why.
+   each that is eligible (a retry waits until its `eligible_at`: "waiting for retry
+   backoff until <time>", and blocks no StrictFIFO queue meanwhile) and fits its Queue
+   (the nominalQuota summed over the queue's pools, minus what running attempts on the
+   queue use) and its project's Quotas on that queue (cpu, memory, gpu, runningJobs). A
+   StrictFIFO queue admits nothing behind its first attempt that does not fit;
+   BestEffortFIFO skips it. A waiting attempt's `reason` says why, and each change of it
+   is appended to the attempt's `waits` (closed when the reason changes or it starts).
 
-Starting an attempt records it `running` and spawns its supervisor
+Starting an attempt records it `running` (`admitted_at`, `host`) and spawns its supervisor
 (`python -m providers.local.supervisor DB ATTEMPT`) detached in its own session, with its
 output appended to the attempt's log; the pid is recorded before the transaction commits.
 Capacity arithmetic is exact (Decimal): normalized documents hold quantities as decimal
@@ -25,17 +30,21 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import providers
+from providers.jobs import Cause
 from providers.local import capacity
 from providers.local.capacity import Usage
+from providers.local.outcomes import reached_step, resume_point, retry_wanted, schedule_retry
 from providers.local.processes import is_job_process, signal_group, supervisor_alive
-from providers.local.runs import Attempt, RunStore, utc_now
+from providers.local.runs import Attempt, RunStore, parse_utc, utc_now
 
 SUPERVISOR_GONE = "supervisor exited without recording an outcome (killed?)"
 REPOSITORY = Path(providers.__file__).resolve().parent.parent
@@ -112,6 +121,25 @@ class Platform:
         return ""
 
 
+def backoff_reason(attempt: Attempt, now: datetime) -> str:
+    """Why a retry may not start yet ("" once its `eligible_at` has passed)."""
+    eligible = parse_utc(attempt.eligible_at)
+    if eligible is None or eligible <= now:
+        return ""
+    return f"waiting for retry backoff until {attempt.eligible_at}"
+
+
+def waits_after(attempt: Attempt, reason: str, now: str) -> list[dict[str, str]]:
+    """The attempt's wait spans with the open one closed at `now`, and a span for
+    `reason` opened (none when `reason` is "": the attempt stops waiting)."""
+    spans = [dict(span) for span in attempt.waits]
+    if spans and not spans[-1].get("until"):
+        spans[-1]["until"] = now
+    if reason:
+        spans.append({"reason": reason, "since": now, "until": ""})
+    return spans
+
+
 def admit(store: RunStore) -> list[str]:
     """One scheduler step (see the module docstring); returns the ids of started attempts."""
     _reap()
@@ -122,21 +150,34 @@ def admit(store: RunStore) -> list[str]:
                 settle_orphan(store, attempt)
         platform = Platform.read(store)
         blocked: dict[str, str] = {}
+        now = datetime.now(UTC)
         for attempt in store.queued():
             if attempt.cancel_requested:
-                store.update(attempt.id, phase="cancelled", reason="cancelled", ended_at=utc_now())
+                ended = utc_now()
+                store.update(
+                    attempt.id,
+                    phase="cancelled",
+                    reason="cancelled",
+                    cause=Cause.CANCELLED,
+                    ended_at=ended,
+                    waits=waits_after(attempt, "", ended),
+                )
                 continue
             first = blocked.get(attempt.queue)
-            if first is not None:
+            reason = backoff_reason(attempt, now)
+            if reason:
+                pass  # not eligible yet: it holds no place in a StrictFIFO queue
+            elif first is not None:
                 reason = f"queue {attempt.queue} is StrictFIFO: waiting behind {first}"
             else:
                 reason = platform.why_waiting(attempt)
+                spec = platform.queues.get(attempt.queue, {})
+                if reason and spec.get("queueingStrategy") == "StrictFIFO":
+                    blocked.setdefault(attempt.queue, attempt.id)
             if reason:
                 if reason != attempt.reason:
-                    store.update(attempt.id, reason=reason)
-                spec = platform.queues.get(attempt.queue, {})
-                if spec.get("queueingStrategy") == "StrictFIFO":
-                    blocked.setdefault(attempt.queue, attempt.id)
+                    waits = waits_after(attempt, reason, utc_now())
+                    store.update(attempt.id, reason=reason, waits=waits)
                 continue
             _start(store, platform, attempt)
             started.append(attempt.id)
@@ -144,27 +185,52 @@ def admit(store: RunStore) -> list[str]:
 
 
 def settle_orphan(store: RunStore, attempt: Attempt) -> None:
-    """Record the end of an attempt whose supervisor died, and stop its job processes."""
+    """Record the end of an attempt whose supervisor died, stop its job processes, and
+    schedule its retry (call inside a transaction)."""
     if is_job_process(attempt.child_pid, attempt.address, attempt.run_id, attempt.attempt):
         signal_group(attempt.child_pid or 0, signal.SIGKILL)
     cancelled = bool(attempt.cancel_requested)
+    attempt.phase = "cancelled" if cancelled else "failed"
+    attempt.reason = "cancelled" if cancelled else SUPERVISOR_GONE
+    attempt.cause = Cause.CANCELLED if cancelled else Cause.NODE_FAILURE
+    attempt.ended_at = utc_now()
+    attempt.last_step = reached_step(attempt) if attempt.kind == "train" else None
     store.update(
         attempt.id,
-        phase="cancelled" if cancelled else "failed",
-        reason="cancelled" if cancelled else SUPERVISOR_GONE,
-        ended_at=utc_now(),
+        phase=attempt.phase,
+        reason=attempt.reason,
+        cause=attempt.cause,
+        ended_at=attempt.ended_at,
+        last_step=attempt.last_step,
     )
+    _retry(store, attempt)
+
+
+def _retry(store: RunStore, ended: Attempt) -> None:
+    """Schedule the retry of an attempt that ended without its supervisor, and a waker."""
+    if not retry_wanted(ended, ended.cause):
+        return
+    retry = schedule_retry(store, ended, resume_point(ended))
+    if retry is None:
+        return
+    try:
+        _spawn(store.path, retry, wake=True)
+    except OSError:
+        pass  # the next submit, tick or ending attempt admits it instead
 
 
 def _start(store: RunStore, platform: Platform, attempt: Attempt) -> None:
     attempt.devices = capacity.free_devices(platform.running, attempt.gpus)
+    now = utc_now()
     store.update(
         attempt.id,
         phase="running",
         reason="",
-        started_at=utc_now(),
+        admitted_at=now,
+        host=socket.gethostname(),
         max_runtime=platform.max_runtime(attempt),
         devices=attempt.devices,
+        waits=waits_after(attempt, "", now),
     )
     try:
         pid = _spawn(store.path, attempt)
@@ -173,6 +239,7 @@ def _start(store: RunStore, platform: Platform, attempt: Attempt) -> None:
             attempt.id,
             phase="failed",
             reason=f"cannot start the supervisor: {exc}",
+            cause=Cause.NODE_FAILURE,
             ended_at=utc_now(),
         )
         return
@@ -181,7 +248,9 @@ def _start(store: RunStore, platform: Platform, attempt: Attempt) -> None:
     platform.running.append(attempt)
 
 
-def _spawn(database: Path, attempt: Attempt) -> int:
+def _spawn(database: Path, attempt: Attempt, wake: bool = False) -> int:
+    """Start the attempt's supervisor (or, with `wake`, a waker that admits it once it
+    is eligible), detached, its output appended to the attempt's log."""
     log = Path(attempt.log_path)
     log.parent.mkdir(parents=True, exist_ok=True)
     environment = dict(os.environ)
@@ -189,7 +258,8 @@ def _spawn(database: Path, attempt: Attempt) -> int:
     environment["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     with open(log, "ab") as output:
         process = subprocess.Popen(
-            [sys.executable, "-m", "providers.local.supervisor", str(database), attempt.id],
+            [sys.executable, "-m", "providers.local.supervisor", str(database), attempt.id]
+            + (["--wake"] if wake else []),
             stdin=subprocess.DEVNULL,
             stdout=output,
             stderr=subprocess.STDOUT,

@@ -5,7 +5,9 @@ A checkpoint is a folder `step-<N>` under the run's checkpoint folder holding
 providers/jobs.py). It is valid only if the manifest parses, names step N, and every
 listed file exists with the listed size and sha256; otherwise `problem` says what is
 wrong. Validation hashes every file; results are remembered per process while no file's
-size, inode or mtime changes.
+size, inode or mtime changes. `written_at` is the manifest's modification time (it is
+written last) and `size` the sum of the sizes the manifest lists. A listing made with
+`hashed=False` (accounting) checks presence and sizes only, and says so in `evidence`.
 
 Retention keeps the newest `keep_last` valid checkpoints. Older valid ones are deleted,
 and invalid ones older than every kept one (superseded partial writes). Invalid ones
@@ -21,6 +23,7 @@ import os
 import re
 import shutil
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -54,7 +57,25 @@ def _fingerprint(folder: Path) -> tuple[Any, ...]:
     return tuple(entries)
 
 
-def _problem(folder: Path, step: int) -> str:
+def _written(folder: Path) -> tuple[str, int]:
+    """When the manifest was written (ISO UTC, milliseconds) and the bytes it lists."""
+    manifest_path = folder / MANIFEST
+    try:
+        modified = manifest_path.stat().st_mtime
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return "", 0
+    moment = datetime.fromtimestamp(modified, UTC).isoformat(timespec="milliseconds")
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    sizes = [
+        entry["size"]
+        for entry in (files if isinstance(files, list) else [])
+        if isinstance(entry, dict) and isinstance(entry.get("size"), int)
+    ]
+    return moment.replace("+00:00", "Z"), sum(sizes)
+
+
+def _problem(folder: Path, step: int, hashed: bool = True) -> str:
     """Why the checkpoint folder is not valid, or "" when it is."""
     manifest_path = folder / MANIFEST
     if not manifest_path.is_file():
@@ -79,6 +100,8 @@ def _problem(folder: Path, step: int) -> str:
         size = path.stat().st_size
         if size != entry["size"]:
             return f"file {entry['path']} has {size} bytes, the manifest says {entry['size']}"
+        if not hashed:
+            continue
         digest = _sha256(path)
         if digest != entry["sha256"]:
             return (
@@ -88,7 +111,7 @@ def _problem(folder: Path, step: int) -> str:
     return ""
 
 
-def check_checkpoint(folder: Path) -> CheckpointStatus:
+def check_checkpoint(folder: Path, hashed: bool = True) -> CheckpointStatus:
     """Validate one `step-<N>` folder (see the module docstring for the rule)."""
     match = STEP_FOLDER.match(folder.name)
     if match is None:
@@ -98,20 +121,25 @@ def check_checkpoint(folder: Path) -> CheckpointStatus:
     cached = _checked.get(folder)
     if cached is not None and cached[0] == fingerprint:
         return cached[1]
-    problem = _problem(folder, step)
-    status = CheckpointStatus(folder.name, step, not problem, problem, str(folder))
-    _checked[folder] = (fingerprint, status)
+    problem = _problem(folder, step, hashed)
+    written_at, size = _written(folder)
+    evidence = {} if hashed else {"hashed": False}
+    status = CheckpointStatus(
+        folder.name, step, not problem, problem, str(folder), evidence, written_at, size
+    )
+    if hashed:
+        _checked[folder] = (fingerprint, status)
     return status
 
 
-def list_checkpoints(checkpoint_dir: Path) -> list[CheckpointStatus]:
+def list_checkpoints(checkpoint_dir: Path, hashed: bool = True) -> list[CheckpointStatus]:
     """Every `step-<N>` folder of a run, validated, oldest step first."""
     if not checkpoint_dir.is_dir():
         return []
     folders = [
         path for path in checkpoint_dir.iterdir() if path.is_dir() and STEP_FOLDER.match(path.name)
     ]
-    statuses = [check_checkpoint(path) for path in folders]
+    statuses = [check_checkpoint(path, hashed) for path in folders]
     return sorted(statuses, key=lambda status: (status.step, status.id))
 
 

@@ -1,4 +1,5 @@
-"""The job side of the local provider: submit, cancel and read runs (JobProvider).
+"""The job side of the local provider: submit, cancel and read runs, read attempt logs
+and account for usage (JobProvider).
 
 `LocalJobs` turns a JobLaunch into a queued attempt row (providers/local/runs.py), lays
 out its folders (providers/local/layout.py), snapshots its code and lets admission start
@@ -10,7 +11,9 @@ pinned to a manifest digest before the attempt is recorded (the launch's own pin
 the digest the platform recorded for that version, else the content at submission), so
 the supervisor can refuse mutated data; a run's checkpoint folder is fixed by its first
 attempt (a later in-place change of the prefix does not strand its checkpoints);
-cancelling keeps checkpoints.
+cancelling keeps checkpoints and logs (nothing here deletes either: logs live under the
+run's folder beside its checkpoints and outlive the job, its cancellation and its
+replacement by a new run).
 """
 
 from __future__ import annotations
@@ -22,23 +25,36 @@ from pathlib import Path
 from typing import Any
 
 from providers.errors import PermanentProviderError
-from providers.jobs import DatasetInput, JobLaunch, RunStatus
-from providers.local.admission import admit
+from providers.jobs import AccountedRun, Cause, DatasetInput, JobLaunch, LogChunk, RunStatus
+from providers.local.admission import admit, waits_after
 from providers.local.checkpoints import STEP_FOLDER
 from providers.local.datasets import build_manifest
 from providers.local.environment import dataset_folder, dataset_location
-from providers.local.layout import RunLayout, snapshot_code, suite_name
+from providers.local.layout import LOCK_FILE_NAME, RunLayout, snapshot_code, suite_name
 from providers.local.processes import signal_process, supervisor_alive
-from providers.local.runs import Attempt, RunStore, utc_now
+from providers.local.runs import Attempt, RunStore, attempt_id, parse_utc, utc_now, utc_text
 from providers.local.status import run_statuses
+
+LOG_CHUNK_BYTES = 4 * 2**20
 
 
 def attempt_id_of(launch: JobLaunch) -> str:
     """`<address>:<run>.<n>` for training, `<address>:<run>.eval.<suite>.<n>` for evaluations."""
-    run = f"{launch.address}:{launch.run_id}"
-    if launch.kind == "eval":
-        return f"{run}.eval.{suite_name(launch.suite or '')}.{launch.attempt}"
-    return f"{run}.{launch.attempt}"
+    suite = suite_name(launch.suite or "") if launch.kind == "eval" else None
+    return attempt_id(launch.address, launch.run_id, launch.attempt, suite)
+
+
+def _decoded(data: bytes, final: bool) -> tuple[str, int]:
+    """`data` as text and how many bytes of it that text covers: a UTF-8 sequence cut at
+    the end is left for the next read unless the log is `final`."""
+    if not final:
+        for trim in range(4):
+            try:
+                return data[: len(data) - trim].decode("utf-8"), len(data) - trim
+            except UnicodeDecodeError as exc:
+                if exc.reason != "unexpected end of data":
+                    break
+    return data.decode("utf-8", errors="replace"), len(data)
 
 
 class LocalJobs:
@@ -86,29 +102,111 @@ class LocalJobs:
         return {"runId": launch.run_id, "attempt": launch.attempt}
 
     def cancel(self, address: str, run_id: str | None = None) -> None:
-        """Stop unfinished attempts of one run (every run when `run_id` is None)."""
-        for attempt in self.store.by_address(address, self.manager):
-            if attempt.finished or (run_id is not None and attempt.run_id != run_id):
-                continue
-            with self.store.transaction():
-                current = self.store.get(attempt.id)
-                if current is None or current.finished:
-                    continue
-                if current.phase == "queued":
-                    self.store.update(
-                        current.id, phase="cancelled", reason="cancelled", ended_at=utc_now()
-                    )
-                    continue
-                self.store.update(current.id, cancel_requested=1)
-            if supervisor_alive(current.supervisor_pid, current.id):
-                signal_process(current.supervisor_pid or 0, signal.SIGTERM)
+        """Stop unfinished attempts of one run (every run when `run_id` is None), including
+        a retry a supervisor schedules meanwhile (the passes repeat until none is new)."""
+        handled: set[str] = set()
+        while True:
+            pending = [
+                attempt
+                for attempt in self.store.by_address(address, self.manager)
+                if not attempt.finished and attempt.id not in handled
+                if run_id is None or attempt.run_id == run_id
+            ]
+            if not pending:
+                break
+            for attempt in pending:
+                handled.add(attempt.id)
+                self._cancel_one(attempt.id)
         admit(self.store)
+
+    def _cancel_one(self, ident: str) -> None:
+        with self.store.transaction():
+            current = self.store.get(ident)
+            if current is None or current.finished:
+                return
+            if current.phase == "queued":
+                ended = utc_now()
+                self.store.update(
+                    current.id,
+                    phase="cancelled",
+                    reason="cancelled",
+                    cause=Cause.CANCELLED,
+                    ended_at=ended,
+                    waits=waits_after(current, "", ended),
+                )
+                return
+            self.store.update(current.id, cancel_requested=1)
+        if supervisor_alive(current.supervisor_pid, current.id):
+            signal_process(current.supervisor_pid or 0, signal.SIGTERM)
 
     def runs(self, address: str) -> list[RunStatus]:
         return run_statuses(self.store, self.store.by_address(address, self.manager))
 
     def tick(self) -> list[str]:
         return admit(self.store)
+
+    def read_log(
+        self, address: str, run_id: str, attempt: int, offset: int = 0, suite: str | None = None
+    ) -> LogChunk:
+        """Up to LOG_CHUNK_BYTES of the attempt's log file from byte `offset`."""
+        ident = attempt_id(address, run_id, attempt, suite_name(suite) if suite else None)
+        row = self.store.get(ident)
+        what = f"attempt {attempt} of run {run_id} of {address}" + (
+            f" (evaluation {suite})" if suite else ""
+        )
+        if row is None or row.manager != self.manager:
+            raise PermanentProviderError(
+                f"cannot read the log of {what}: the local platform has no such attempt; "
+                f"`trainform status {address}` lists its attempts"
+            )
+        path = Path(row.log_path)
+        # Read the phase before the file: a finished attempt's log is complete.
+        finished = row.finished
+        try:
+            with open(path, "rb") as handle:
+                handle.seek(max(0, offset))
+                data = handle.read(LOG_CHUNK_BYTES)
+                at_end = not handle.read(1)
+        except FileNotFoundError:
+            if row.admitted_at or row.started_at:
+                raise PermanentProviderError(
+                    f"cannot read the log of {what}: {path} is gone (deleted by hand?)"
+                ) from None
+            return LogChunk("", offset, finished, str(path))  # never started: no log yet
+        except OSError as exc:
+            raise PermanentProviderError(
+                f"cannot read the log of {what}: {path}: {exc.strerror or exc}"
+            ) from None
+        text, used = _decoded(data, finished and at_end)
+        return LogChunk(text, max(0, offset) + used, finished and at_end, str(path))
+
+    def accounting(self, since: str) -> list[AccountedRun]:
+        """Runs of this manager with an attempt ended at or after `since` or unfinished
+        (one query; checkpoints listed once per run, sizes checked but not hashed)."""
+        moment = parse_utc(since)
+        if moment is None:
+            raise PermanentProviderError(
+                f"cannot account for runs since {since!r}: not an ISO-8601 time"
+            )
+        attempts = self.store.accounted(self.manager, utc_text(moment))
+        by_job: dict[str, list[Attempt]] = {}
+        for attempt in attempts:
+            by_job.setdefault(attempt.address, []).append(attempt)
+        pools = {
+            address.split("/", 1)[1]: ",".join(p["pool"] for p in document["spec"]["pools"])
+            for address, _, document in self.store.platform_objects("Queue")
+        }
+        accounted = []
+        for address, group in by_job.items():
+            first = {a.run_id: a for a in reversed(group) if a.kind == "train"}
+            for run in run_statuses(self.store, group, hashed=False):
+                origin = first.get(run.run_id) or next(a for a in group if a.run_id == run.run_id)
+                accounted.append(
+                    AccountedRun(
+                        address, origin.project, origin.queue, run, pools.get(origin.queue, "")
+                    )
+                )
+        return accounted
 
     # recording an attempt ----------------------------------------------------------------
 
@@ -231,7 +329,9 @@ class LocalJobs:
             code.mkdir(parents=True, exist_ok=True)
             return
         try:
-            snapshot_code(Path(launch.code_dir), code, exclude=(self.root,))
+            snapshot_code(
+                Path(launch.code_dir), code, exclude=(self.root, self.spec_root / LOCK_FILE_NAME)
+            )
         except FileNotFoundError as exc:
             raise PermanentProviderError(str(exc)) from None
 

@@ -34,6 +34,10 @@ GLOBAL = "_global"
 SKIPPED_IN_SNAPSHOT = {".git", "__pycache__", ".venv", ".mypy_cache", ".pytest_cache"}
 
 
+LOCK_FILE_NAME = "trainform.lock"
+"""The spec folder's lock (planner.lockfile.LOCK_FILE): never part of a code snapshot."""
+
+
 def job_parts(address: str) -> tuple[str, str]:
     """(project folder, job name) of a job address: `TrainingJob/<project>/<name>`."""
     parts = address.split("/")

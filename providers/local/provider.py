@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import platform
 import shutil
-import sys
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, ClassVar
@@ -35,7 +33,7 @@ from providers.base import (
     ValidationProblem,
 )
 from providers.errors import PermanentProviderError, ProviderConfigError
-from providers.jobs import JobLaunch, RunStatus
+from providers.jobs import AccountedRun, JobLaunch, LogChunk, RunStatus
 from providers.local.database import PlatformDatabase
 from providers.local.datasets import (
     Manifest,
@@ -48,6 +46,7 @@ from providers.local.datasets import (
 from providers.local.jobs import LocalJobs
 from providers.local.machine import MachineFacts, read_machine_facts
 from providers.local.runs import RunStore
+from providers.local.runtime import host_runtime
 from providers.local.status import run_to_json
 
 DATABASE_FILE = "platform.db"
@@ -147,6 +146,14 @@ class LocalProvider(Provider):
 
     def runs(self, address: str) -> list[RunStatus]:
         return self.jobs.runs(address)
+
+    def read_log(
+        self, address: str, run_id: str, attempt: int, offset: int = 0, suite: str | None = None
+    ) -> LogChunk:
+        return self.jobs.read_log(address, run_id, attempt, offset, suite)
+
+    def accounting(self, since: str) -> list[AccountedRun]:
+        return self.jobs.accounting(since)
 
     def tick(self) -> list[str]:
         """One scheduler step: start queued attempts that fit; ids of those started."""
@@ -408,17 +415,8 @@ class LocalProvider(Provider):
         self.database.delete(address, self.manager)
 
 
-def host_runtime() -> dict[str, str]:
-    """What `runtime: host` means on this machine, recorded and pinned by digest."""
-    return {
-        "python": platform.python_version(),
-        "implementation": platform.python_implementation(),
-        "platform": platform.platform(),
-        "executable": sys.executable,
-    }
-
-
 def digest_of(value: Any) -> str:
+    """The digest of a JSON value (a host runtime's facts): sha256 of its canonical form."""
     encoded = json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
     return "sha256:" + hashlib.sha256(encoded).hexdigest()
 

@@ -10,7 +10,15 @@ processes never start the same attempt or overcommit a queue.
 Invariants: `id` is the attempt's identity (`<run>.<n>` for training,
 `<run>.eval.<suite name>.<n>` for evaluations) and inserting it again changes nothing;
 `phase` only moves queued -> running -> succeeded|failed|cancelled (or queued ->
-cancelled); a `running` row always has `supervisor_pid` once committed.
+cancelled); a `running` row always has `supervisor_pid` once committed; a finished row
+has `ended_at` and a `cause` (providers/jobs.py Cause).
+
+Timeline columns: `submitted_at` (inserted), `eligible_at` (a retry not before its
+backoff), `admitted_at` (admission started it), `started_at` (its command started),
+`ended_at`; `waits` is a JSON list of {reason, since, until} appended by admission when
+a queued attempt's reason changes; `last_step` is the step the attempt reached (recorded
+when it ends); `peak_rss` the command's peak resident memory in bytes; `host` where it ran.
+Databases made before a column existed get it on open (`ALTER TABLE ... ADD COLUMN`).
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -68,13 +76,48 @@ CREATE INDEX IF NOT EXISTS attempts_address ON attempts(address);
 CREATE INDEX IF NOT EXISTS attempts_phase ON attempts(phase);
 """
 
+ADDED_COLUMNS = {
+    "eligible_at": "TEXT NOT NULL DEFAULT ''",
+    "admitted_at": "TEXT NOT NULL DEFAULT ''",
+    "waits": "TEXT NOT NULL DEFAULT '[]'",
+    "cause": "TEXT NOT NULL DEFAULT ''",
+    "last_step": "INTEGER",
+    "peak_rss": "INTEGER",
+    "host": "TEXT NOT NULL DEFAULT ''",
+}
+"""Columns added after the first release of the table, with their definitions."""
+
 UNFINISHED = ("queued", "running")
-_JSON_FIELDS = ("launch", "metrics")
+_JSON_FIELDS = ("launch", "metrics", "waits")
 
 
 def utc_now() -> str:
     """An ISO-8601 UTC timestamp with milliseconds (orders attempts submitted together)."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return utc_text(datetime.now(UTC))
+
+
+def utc_text(moment: datetime) -> str:
+    """`moment` as the database writes times: ISO-8601 UTC with milliseconds and `Z`."""
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_utc(text: str) -> datetime | None:
+    """A time the database (or a caller) wrote; None for "" or something unreadable."""
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def attempt_id(address: str, run_id: str, attempt: int, suite: str | None = None) -> str:
+    """`<address>:<run>.<n>` for training, `<address>:<run>.eval.<suite>.<n>` for
+    evaluations (`suite` is the suite's folder name)."""
+    if suite is not None:
+        return f"{address}:{run_id}.eval.{suite}.{attempt}"
+    return f"{address}:{run_id}.{attempt}"
 
 
 @dataclass
@@ -115,6 +158,13 @@ class Attempt:
     model_dir: str = ""
     devices: str = ""
     cancel_requested: int = 0
+    eligible_at: str = ""
+    admitted_at: str = ""
+    waits: list[dict[str, str]] = field(default_factory=list)
+    cause: str = ""
+    last_step: int | None = None
+    peak_rss: int | None = None
+    host: str = ""
 
     @property
     def finished(self) -> bool:
@@ -157,6 +207,23 @@ class RunStore:
             self._connection.execute("PRAGMA journal_mode=WAL")
             self._connection.execute("PRAGMA synchronous=NORMAL")
             self._connection.executescript(OBJECTS_SCHEMA + SCHEMA)
+        self._add_missing_columns()
+
+    def _add_missing_columns(self) -> None:
+        """Bring a table made by an older trainform up to ADDED_COLUMNS (once, whoever
+        opens the database first: the check is repeated inside the write transaction)."""
+        if set(ADDED_COLUMNS) <= self._columns():
+            return
+        with self.transaction():
+            present = self._columns()
+            for name, definition in ADDED_COLUMNS.items():
+                if name not in present:
+                    self._connection.execute(f"ALTER TABLE attempts ADD COLUMN {name} {definition}")
+
+    def _columns(self) -> set[str]:
+        with self._lock:
+            rows = self._connection.execute("PRAGMA table_info(attempts)").fetchall()
+        return {row["name"] for row in rows}
 
     def close(self) -> None:
         with self._lock:
@@ -218,6 +285,17 @@ class RunStore:
             f"SELECT * FROM attempts WHERE phase IN ({marks}) "
             "ORDER BY priority DESC, submitted_at, rowid",
             list(phases),
+        )
+
+    def accounted(self, manager: str, since: str) -> list[Attempt]:
+        """Every attempt of each run of `manager` that has an attempt ended at or after
+        `since` (a time as `utc_text` writes it) or not ended, in submission order."""
+        return self._select(
+            "SELECT * FROM attempts WHERE manager = ? AND (address, run_id) IN ("
+            "SELECT address, run_id FROM attempts WHERE manager = ? "
+            "AND (ended_at >= ? OR phase IN ('queued', 'running'))) "
+            "ORDER BY address, submitted_at, rowid",
+            [manager, manager, since],
         )
 
     def queued(self) -> list[Attempt]:

@@ -27,7 +27,6 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 from providers.errors import PermanentProviderError
@@ -101,7 +100,7 @@ def job_interpreter(path: str | None = None) -> str:
     return sys.executable
 
 
-def host_runtime(cwd: Path | None = None) -> dict[str, Any]:
+def host_runtime() -> dict[str, Any]:
     """The identity facts of the host runtime jobs run with (see the module docstring)."""
     environment = {name: os.environ[name] for name in INHERITED if name in os.environ}
     environment.update(PYTHONHASHSEED="0", PYTHONUNBUFFERED="1")

@@ -2,22 +2,39 @@
 
 Read-only: nothing here changes the database or the disk. An attempt recorded `running`
 whose supervisor is gone is reported as it will be recorded by the next admission step
-(failed, or cancelled when a cancel was requested). Checkpoints are validated on every
-read (providers/local/checkpoints.py); `current_step` comes from the job's progress file,
-else from the newest valid checkpoint.
+(failed with cause node-failure, or cancelled when a cancel was requested). Checkpoints
+are validated on every read (providers/local/checkpoints.py), or only listed with their
+sizes for accounting; `current_step` comes from the job's progress file, else from the
+newest valid checkpoint.
+
+Every AttemptStatus carries the attempt's timeline as the database recorded it (times
+ISO-8601 UTC with milliseconds): submitted, eligible (retry backoff), admitted, started
+(its command), ended, the wait reasons seen, the cause, the checkpoint resumed from and
+its step, the last step reached (for an unfinished attempt: as far as it got so far), and
+what it asked for (queue, nodes, GPUs, CPUs) and where it ran (hosts).
 """
 
 from __future__ import annotations
 
 import json
+import socket
 from dataclasses import asdict
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from providers.jobs import AttemptStatus, EvaluationStatus, RunPhase, RunStatus
+from providers.jobs import (
+    AttemptStatus,
+    Cause,
+    EvaluationStatus,
+    RunPhase,
+    RunStatus,
+    WaitSpan,
+)
 from providers.local.admission import SUPERVISOR_GONE
 from providers.local.checkpoint_sync import remote_store
 from providers.local.checkpoints import latest_valid, list_checkpoints
+from providers.local.outcomes import reached_step, resumed_step
 from providers.local.processes import supervisor_alive
 from providers.local.runs import Attempt, RunStore
 
@@ -55,8 +72,32 @@ def _progress_step(path: Path) -> int | None:
     return step if isinstance(step, int) and not isinstance(step, bool) else None
 
 
+def _cpus(amount: str) -> float:
+    try:
+        return float(Decimal(amount))
+    except (InvalidOperation, TypeError, ValueError):
+        return 0.0
+
+
+def cause_of(attempt: Attempt, gone: set[str]) -> str:
+    """The recorded cause; for an abandoned attempt the one admission will record."""
+    if attempt.id in gone:
+        return Cause.CANCELLED if attempt.cancel_requested else Cause.NODE_FAILURE
+    if attempt.finished and not attempt.cause:  # recorded before causes were
+        return {"succeeded": Cause.SUCCEEDED, "cancelled": Cause.CANCELLED}.get(
+            attempt.phase, ""
+        )
+    return attempt.cause
+
+
 def attempt_status(attempt: Attempt, gone: set[str]) -> AttemptStatus:
     phase, reason = phase_of(attempt, gone)
+    last_step = attempt.last_step
+    if attempt.kind == "train" and (not attempt.finished or attempt.id in gone):
+        last_step = reached_step(attempt)
+    hosts = [attempt.host] if attempt.host else []
+    if not hosts and attempt.started_at:
+        hosts = [socket.gethostname()]  # started before hosts were recorded: this machine
     return AttemptStatus(
         attempt=attempt.attempt,
         phase=phase,
@@ -67,6 +108,20 @@ def attempt_status(attempt: Attempt, gone: set[str]) -> AttemptStatus:
         ended_at=attempt.ended_at,
         log=attempt.log_path,
         resumed_from=attempt.resume_from or "",
+        eligible_at=attempt.eligible_at,
+        admitted_at=attempt.admitted_at,
+        waits=[
+            WaitSpan(str(w.get("reason", "")), str(w.get("since", "")), str(w.get("until", "")))
+            for w in attempt.waits
+        ],
+        cause=cause_of(attempt, gone),
+        resumed_step=resumed_step(attempt),
+        last_step=last_step,
+        queue=attempt.queue,
+        nodes=int(attempt.launch.get("nodes") or 1),
+        gpus=attempt.gpus,
+        cpus=_cpus(attempt.cpu),
+        hosts=hosts,
     )
 
 
@@ -82,7 +137,9 @@ def evaluation_status(attempt: Attempt, gone: set[str]) -> EvaluationStatus:
     )
 
 
-def run_status(run_id: str, attempts: list[Attempt], gone: set[str]) -> RunStatus:
+def run_status(
+    run_id: str, attempts: list[Attempt], gone: set[str], hashed: bool = True
+) -> RunStatus:
     training = sorted((a for a in attempts if a.kind == "train"), key=lambda a: a.attempt)
     evaluations = [a for a in attempts if a.kind == "eval"]
     status = RunStatus(run_id=run_id)
@@ -95,7 +152,7 @@ def run_status(run_id: str, attempts: list[Attempt], gone: set[str]) -> RunStatu
         if store is not None:
             status.checkpoints = store.list()
         else:
-            status.checkpoints = list_checkpoints(Path(latest.checkpoint_dir))
+            status.checkpoints = list_checkpoints(Path(latest.checkpoint_dir), hashed)
         newest = latest_valid(status.checkpoints)
         status.current_step = _progress_step(Path(latest.workdir) / "progress.json")
         if status.current_step is None and newest is not None:
@@ -103,13 +160,15 @@ def run_status(run_id: str, attempts: list[Attempt], gone: set[str]) -> RunStatu
     return status
 
 
-def run_statuses(store: RunStore, attempts: list[Attempt]) -> list[RunStatus]:
+def run_statuses(
+    store: RunStore, attempts: list[Attempt], hashed: bool = True
+) -> list[RunStatus]:
     """One RunStatus per run, oldest run first (attempts come in submission order)."""
     gone = without_supervisor(store, attempts)
     groups: dict[str, list[Attempt]] = {}
     for attempt in attempts:
         groups.setdefault(attempt.run_id, []).append(attempt)
-    return [run_status(run_id, group, gone) for run_id, group in groups.items()]
+    return [run_status(run_id, group, gone, hashed) for run_id, group in groups.items()]
 
 
 def run_to_json(run: RunStatus) -> dict[str, Any]:

@@ -1,5 +1,8 @@
 """The supervisor of one attempt: `python -m providers.local.supervisor DB ATTEMPT_ID`.
 
+(`... DB ATTEMPT_ID --wake` only waits until the queued attempt is eligible, then admits:
+admission starts one for a retry it schedules itself.)
+
 Admission spawns it detached (its own session, output appended to the attempt's log). It
 
 1. claims the attempt: it must be `running` with this process's pid as supervisor;
@@ -11,10 +14,18 @@ Admission spawns it detached (its own session, output appended to the attempt's 
    runtime the group gets SIGTERM, then SIGKILL after a grace period ("exceeded max
    runtime"); SIGTERM or SIGINT to the supervisor is forwarded the same way (cancelled);
 4. records the outcome: succeeded (exit 0), failed ("exit code N", "killed by signal N"),
-   cancelled; `exit_code` is the return code as Python reports it (negative: a signal).
-   An evaluation also needs a metrics file holding a JSON object of numbers;
-5. applies checkpoint retention (training; also every minute while the job runs) and
-   calls `admit` so waiting attempts start on the capacity just freed.
+   cancelled; `exit_code` is the return code as Python reports it (negative: a signal);
+   `cause` its class (providers/local/outcomes.py, from the exit, the command's peak
+   memory and what the supervisor itself did), `started_at` when the command started,
+   `last_step` the step it reached. An evaluation also needs a metrics file holding a
+   JSON object of numbers. Everything it prints to the log is printed before the outcome
+   is committed, so a reader that sees the attempt finished sees its whole log;
+5. in the same transaction, schedules the retry of a failed training attempt while its
+   retries allow (outcomes.schedule_retry);
+6. applies checkpoint retention (training; also every minute while the job runs; before
+   the outcome is recorded) and calls `admit` so waiting attempts start on the capacity
+   just freed; with a retry scheduled it stays alive until the retry is eligible, then
+   calls `admit` again, so a retry starts after its backoff without anyone running apply.
 """
 
 from __future__ import annotations
@@ -25,24 +36,36 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 
 from providers.errors import ProviderError
+from providers.jobs import Cause
 from providers.local.admission import admit
 from providers.local.checkpoint_sync import CheckpointSync, remote_store
 from providers.local.checkpoints import apply_retention, latest_valid
-from providers.local.environment import LaunchRefused, job_environment
+from providers.local.environment import LaunchRefused, job_environment, resume_variables
 from providers.local.layout import suite_name
+from providers.local.outcomes import (
+    classify,
+    memory_request,
+    reached_step,
+    resume_point,
+    retry_wanted,
+    schedule_retry,
+)
 from providers.local.processes import describe_signal, signal_group
-from providers.local.runs import Attempt, RunStore, utc_now
+from providers.local.runs import Attempt, RunStore, parse_utc, utc_now
 from providers.objectstore.checkpoints import S3Checkpoints
 
 GRACE_SECONDS = 10.0
 POLL_SECONDS = 0.1
 RETENTION_EVERY = 60.0
 SYNC_EVERY = 1.0
+WAKE_CHECK_SECONDS = 5.0
 
 
 @dataclass
@@ -51,6 +74,9 @@ class Outcome:
     reason: str = ""
     exit_code: int | None = None
     metrics: dict[str, float] | None = field(default=None)
+    cause: str = Cause.NODE_FAILURE
+    retryable: bool = True
+    """False when a retry would be refused the same way (mutated or missing data)."""
 
 
 def say(message: str) -> None:
@@ -81,6 +107,7 @@ class Supervisor:
         self.attempt_id = attempt_id
         self.stop_signal: int | None = None
         self.sync: CheckpointSync | None = None
+        self.peak_rss: int | None = None
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self.stop_signal = signum
@@ -103,24 +130,53 @@ class Supervisor:
         except ProviderError as exc:
             outcome = Outcome("failed", f"checkpoint storage: {exc}")
         except LaunchRefused as exc:
-            outcome = Outcome("failed", str(exc))
+            outcome = Outcome(
+                "failed", str(exc), cause=Cause.REFUSED, retryable=_checkpoint_refused(attempt)
+            )
         except Exception as exc:  # any failure must be recorded, never lost
             outcome = Outcome("failed", f"supervisor error: {type(exc).__name__}: {exc}")
         if attempt.kind == "train":
             # Before the outcome is recorded: whoever sees the attempt finished also sees
             # its checkpoints as retention leaves them.
             self._retain(attempt, finishing=True)
-        self.store.update(
-            attempt.id,
-            phase=outcome.phase,
-            reason=outcome.reason,
-            exit_code=outcome.exit_code,
-            metrics=outcome.metrics,
-            ended_at=utc_now(),
-        )
-        say(f"attempt {attempt.id} {outcome.phase} {outcome.reason}".rstrip())
+        retry = self._record(attempt, outcome)
         admit(self.store)
+        if retry is not None:
+            admit_when_eligible(self.store, retry.id, lambda: self.stop_signal is not None)
         return 0
+
+    def _record(self, attempt: Attempt, outcome: Outcome) -> Attempt | None:
+        """Commit the outcome and, in the same transaction, the retry it calls for."""
+        attempt.phase, attempt.reason, attempt.cause = outcome.phase, outcome.reason, outcome.cause
+        attempt.exit_code, attempt.ended_at = outcome.exit_code, utc_now()
+        attempt.peak_rss = self.peak_rss
+        if attempt.kind == "train":
+            attempt.last_step = reached_step(attempt)
+        resume = None
+        wanted = outcome.retryable and retry_wanted(attempt, attempt.cause)
+        if wanted:
+            resume = resume_point(attempt)
+        say(f"attempt {attempt.id} {outcome.phase} {outcome.reason}".rstrip())
+        with self.store.transaction():
+            self.store.update(
+                attempt.id,
+                phase=outcome.phase,
+                reason=outcome.reason,
+                cause=outcome.cause,
+                exit_code=outcome.exit_code,
+                metrics=outcome.metrics,
+                ended_at=attempt.ended_at,
+                last_step=attempt.last_step,
+                peak_rss=attempt.peak_rss,
+            )
+            retry = schedule_retry(self.store, attempt, resume) if wanted else None
+            if retry is not None:
+                say(
+                    f"attempt {retry.attempt} scheduled ({attempt.cause}): "
+                    + (f"resumes from {resume}" if resume else "starts over")
+                    + f", not before {retry.eligible_at} (retries.backoff)"
+                )
+        return retry
 
     def _claim(self) -> Attempt | None:
         """The attempt, once admission's transaction committed it to this process."""
@@ -134,7 +190,11 @@ class Supervisor:
                 return None
             if attempt.cancel_requested or self.stop_signal is not None:
                 self.store.update(
-                    attempt.id, phase="cancelled", reason="cancelled", ended_at=utc_now()
+                    attempt.id,
+                    phase="cancelled",
+                    reason="cancelled",
+                    cause=Cause.CANCELLED,
+                    ended_at=utc_now(),
                 )
                 return None
         return attempt
@@ -148,7 +208,8 @@ class Supervisor:
             metrics_file.unlink(missing_ok=True)
         command = [str(part) for part in attempt.launch["command"]]
         if self.stop_signal is not None:
-            return Outcome("cancelled", "cancelled")
+            return Outcome("cancelled", "cancelled", cause=Cause.CANCELLED)
+        started = utc_now()
         try:
             with open(attempt.log_path, "ab") as log:
                 child = subprocess.Popen(
@@ -162,24 +223,52 @@ class Supervisor:
                     close_fds=True,
                 )
         except OSError as exc:
-            return Outcome("failed", f"cannot start {command[0]}: {exc.strerror or exc}")
-        self.store.update(attempt.id, child_pid=child.pid)
+            reason = f"cannot start {command[0]}: {exc.strerror or exc}"
+            return Outcome("failed", reason, cause=Cause.CODE_ERROR)
+        attempt.started_at = started
+        self.store.update(attempt.id, child_pid=child.pid, started_at=started)
         timed_out = self._wait(attempt, child)
         code = child.returncode
-        if self.stop_signal is not None:
-            return Outcome("cancelled", "cancelled", code)
+        memory = memory_request(attempt)
+        cause = classify(
+            code,
+            timed_out=timed_out,
+            cancelled=self.stop_signal is not None,
+            peak_rss=self.peak_rss,
+            memory=memory,
+        )
+        if cause is Cause.CANCELLED:
+            return Outcome("cancelled", "cancelled", code, cause=cause)
         if timed_out:
-            return Outcome("failed", f"exceeded max runtime ({attempt.max_runtime}s)", code)
+            reason = f"exceeded max runtime ({attempt.max_runtime}s)"
+            return Outcome("failed", reason, code, cause=cause)
         if code < 0:
-            return Outcome("failed", f"killed by signal {describe_signal(-code)}", code)
+            reason = f"killed by signal {describe_signal(-code)}"
+            if cause is Cause.OUT_OF_MEMORY:
+                reason += f": out of memory (peak {self.peak_rss} bytes, request {memory})"
+            return Outcome("failed", reason, code, cause=cause)
         if code > 0:
-            return Outcome("failed", f"exit code {code}", code)
+            return Outcome("failed", f"exit code {code}", code, cause=cause)
         if metrics_file is not None:
             try:
-                return Outcome("succeeded", "", code, read_metrics(metrics_file))
+                return Outcome("succeeded", "", code, read_metrics(metrics_file), cause=cause)
             except ValueError as exc:
-                return Outcome("failed", str(exc), code)
-        return Outcome("succeeded", "", code)
+                return Outcome("failed", str(exc), code, cause=Cause.CODE_ERROR)
+        return Outcome("succeeded", "", code, cause=cause)
+
+    def _reaped(self, child: subprocess.Popen[bytes]) -> bool:
+        """True once the job exited; collects its return code and peak memory (wait4)."""
+        try:
+            pid, status, usage = os.wait4(child.pid, os.WNOHANG)
+        except ChildProcessError:
+            return child.poll() is not None  # already collected
+        if pid == 0:
+            return False
+        child.returncode = os.waitstatus_to_exitcode(status)
+        # ru_maxrss is in KiB on Linux, in bytes on macOS.
+        scale = 1 if sys.platform == "darwin" else 1024
+        self.peak_rss = usage.ru_maxrss * scale
+        return True
 
     def _wait(self, attempt: Attempt, child: subprocess.Popen[bytes]) -> bool:
         """Wait for the job, stopping it on a signal or past its runtime; True on timeout."""
@@ -188,7 +277,7 @@ class Supervisor:
         timed_out = False
         stopping_since: float | None = None
         last_retention = last_sync = start
-        while child.poll() is None:
+        while not self._reaped(child):
             now = time.monotonic()
             if stopping_since is None and self.stop_signal is not None:
                 say(f"forwarding signal {describe_signal(self.stop_signal)} to the job")
@@ -252,13 +341,47 @@ class Supervisor:
             say("retention deleted " + ", ".join(checkpoint.id for checkpoint in deleted))
 
 
+def _checkpoint_refused(attempt: Attempt) -> bool:
+    """True when the refused attempt's resume checkpoint is what refused it (missing or
+    invalid): a retry from another checkpoint may run, unlike one on mutated data."""
+    try:
+        resume_variables(attempt)
+    except LaunchRefused:
+        return True
+    return False
+
+
+def admit_when_eligible(
+    store: RunStore, attempt_id: str, stop: Callable[[], bool] = lambda: False
+) -> None:
+    """Sleep until the queued attempt's `eligible_at`, then run an admission step; return
+    early once it is no longer queued (started, cancelled) or `stop()` says so."""
+    while not stop() and store.path.exists():
+        attempt = store.get(attempt_id)
+        if attempt is None or attempt.phase != "queued":
+            return
+        eligible = parse_utc(attempt.eligible_at)
+        remaining = (eligible - datetime.now(UTC)).total_seconds() if eligible else 0.0
+        if remaining <= 0:
+            admit(store)
+            return
+        time.sleep(min(remaining + 0.01, WAKE_CHECK_SECONDS))
+
+
 def main(arguments: list[str] | None = None) -> int:
     values = sys.argv[1:] if arguments is None else arguments
-    if len(values) != 2:
-        print("usage: python -m providers.local.supervisor DATABASE ATTEMPT_ID", file=sys.stderr)
+    wake = values[2:] == ["--wake"]
+    if len(values) != 2 and not wake:
+        print(
+            "usage: python -m providers.local.supervisor DATABASE ATTEMPT_ID [--wake]",
+            file=sys.stderr,
+        )
         return 2
     store = RunStore(Path(values[0]))
     try:
+        if wake:
+            admit_when_eligible(store, values[1])
+            return 0
         return Supervisor(store, values[1]).run()
     finally:
         store.close()

@@ -21,6 +21,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable
+from datetime import UTC
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -72,7 +73,7 @@ class S3Checkpoints:
         return join_key(self.prefix, *parts)
 
     def _objects(self) -> dict[str, dict[str, Any]]:
-        """Every object under the run's prefix: relative key -> {size, etag}."""
+        """Every object under the run's prefix: relative key -> {size, etag, modified}."""
         base = self.prefix + "/"
         found: dict[str, dict[str, Any]] = {}
         try:
@@ -84,6 +85,7 @@ class S3Checkpoints:
                     found[item["Key"][len(base) :]] = {
                         "size": int(item["Size"]),
                         "etag": str(item["ETag"]).strip('"'),
+                        "modified": item.get("LastModified"),
                     }
         except _errors() as exc:
             raise provider_error(exc, f"listing {self.uri}/") from None
@@ -111,10 +113,15 @@ class S3Checkpoints:
         step = int(name.split("-")[1])
         path = f"{self.uri}/{name}"
 
-        def invalid(problem: str, **evidence: Any) -> CheckpointStatus:
-            return CheckpointStatus(name, step, False, problem, path, evidence)
-
         manifest_key = f"{name}/{MANIFEST}"
+        modified = objects.get(manifest_key, {}).get("modified")  # complete once its manifest is
+        written = modified.astimezone(UTC).isoformat(timespec="milliseconds") if modified else ""
+
+        def invalid(problem: str, **evidence: Any) -> CheckpointStatus:
+            found = CheckpointStatus(name, step, False, problem, path, evidence)
+            found.written_at = written.replace("+00:00", "Z")
+            return found
+
         if manifest_key not in objects:
             return invalid(f"{MANIFEST} is missing (incomplete checkpoint)", key=manifest_key)
         try:
@@ -151,7 +158,10 @@ class S3Checkpoints:
                     expectedEtag=entry["etag"],
                     foundEtag=found["etag"],
                 )
-        return CheckpointStatus(name, step, True, "", path)
+        checkpoint = CheckpointStatus(name, step, True, "", path)
+        checkpoint.written_at = written.replace("+00:00", "Z")
+        checkpoint.size = sum(int(entry["size"]) for entry in files)
+        return checkpoint
 
     def protected(self) -> set[str]:
         """Checkpoint ids a release or a passed evaluation pinned (`.trainform/protected.json`)."""

@@ -2,9 +2,10 @@
 
 Each test works on a copy of examples/quickstart (environment `ci`: 20 fast steps) and
 checks one acceptance criterion of the job lifecycle: submit, wait, evaluate, gates;
-resume after a kill from the latest valid checkpoint with the same final model; a corrupt
-checkpoint skipped; a new run on a hyper-parameter change with the old one kept; no
-submission on mutated data; waiting on quota; a failing gate; a stale lock.
+resume after a kill, by the supervisor after its backoff, from the latest valid checkpoint
+with the same final model; a corrupt checkpoint skipped; a new run on a hyper-parameter
+change with the old one kept; no submission on mutated data; waiting on quota; a failing
+gate; a stale lock.
 """
 
 from __future__ import annotations
@@ -118,38 +119,60 @@ def test_submit_wait_evaluate_and_gate(loop: Path) -> None:
     assert tf(loop, "drift", ".", "--env", "ci").returncode == 0
 
 
-def test_killed_run_resumes_from_latest_valid_checkpoint_with_the_same_model(
+def with_backoff(folder: Path, backoff: str) -> None:
+    """Give the quickstart job a short `retries.backoff` (its supervisor retries by itself)."""
+    training = folder / "specs" / "training.yaml"
+    text = training.read_text()
+    assert "  retries:\n    limit: 2\n" in text
+    limit = "  retries:\n    limit: 2\n"
+    training.write_text(text.replace(limit, f"{limit}    backoff: {backoff}\n"))
+    ok(folder, "lock", ".", "--env", "ci")
+
+
+def test_killed_run_resumes_by_itself_from_latest_valid_checkpoint_with_the_same_model(
     loop: Path, tmp_path: Path
 ) -> None:
+    with_backoff(loop, "4s")
     apply(loop, "--var", "stepSeconds=0.15")
-    kill_after_checkpoints(loop, 2)
-    killed = wait(loop)
-    assert killed["phase"] == "failed"
-    step = killed["latestValidCheckpoint"]
-    plan = ok(loop, "plan", ".", "--env", "ci", "--var", "stepSeconds=0.15")
-    assert f"# {JOB} will resume" in plan
-    assert f"resume from the latest valid checkpoint {step['id']} (step {step['step']})" in plan
-    apply(loop, "--var", "stepSeconds=0.15")
-    finished = wait(loop)
+    written = kill_after_checkpoints(loop, 2)
+    plan = json.loads(
+        ok(loop, "plan", ".", "--env", "ci", "--var", "stepSeconds=0.15", "--format", "json")
+    )
+    assert any(f["kind"] == "retry-backoff" for f in plan["findings"]), plan["findings"]
+    finished = wait(loop)  # nobody runs apply: the supervisor resubmits after the backoff
     assert finished["phase"] == "succeeded" and finished["attempt"] == 2
-    output = Path(attempts(loop)[-1]["output_dir"]) / "model.json"
+    first, second = attempts(loop)
+    assert (first["phase"], first["cause"]) == ("failed", "node-failure")
+    assert second["resume_from"] == max(folder.name for folder in written)
+    assert second["eligible_at"] > first["ended_at"]
+    output = Path(second["output_dir"]) / "model.json"
     assert json.loads(output.read_text()) == reference_model(loop, tmp_path)
 
 
 def test_corrupt_latest_checkpoint_is_skipped_and_reported(loop: Path) -> None:
+    with_backoff(loop, "3s")
     apply(loop, "--var", "stepSeconds=0.15")
     written = kill_after_checkpoints(loop, 3)
-    assert wait(loop)["phase"] == "failed"
     newest, previous = written[-1], written[-2]
-    (newest / "model.json").write_text("")
+    deadline = time.monotonic() + 30
+    while len(attempts(loop)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)  # the supervisor schedules the retry from the newest checkpoint
+    assert attempts(loop)[1]["resume_from"] == newest.name
+    (newest / "model.json").write_text("")  # corrupt before the retry starts, 3 s later
     plan = ok(loop, "plan", ".", "--env", "ci", "--var", "stepSeconds=0.15")
     assert f"checkpoint {newest.name} is not usable" in plan
-    step = int(previous.name.split("-")[1])
-    assert f"resume from the latest valid checkpoint {previous.name} (step {step})" in plan
     drift = tf(loop, "drift", ".", "--env", "ci")
     assert drift.returncode == 2
     assert "checkpoint-invalid" in drift.stdout and newest.name in drift.stdout
-    assert "job-failed" in drift.stdout
+    assert wait(loop)["phase"] == "succeeded"
+    killed, refused, resumed = attempts(loop)
+    assert (killed["cause"], refused["cause"], resumed["cause"]) == (
+        "node-failure",
+        "refused",
+        "succeeded",
+    )
+    assert refused["resume_from"] == newest.name and "is not valid" in refused["reason"]
+    assert resumed["resume_from"] == previous.name
 
 
 def test_hyperparameter_change_is_a_new_run_and_the_old_one_stays(loop: Path) -> None:

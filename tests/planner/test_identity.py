@@ -289,12 +289,12 @@ def test_the_host_runtime_ignores_install_paths_and_the_kernel(
 ) -> None:
     real, alias = _alias_of_this_interpreter(tmp_path)
     monkeypatch.setenv("PATH", f"{real}{os.pathsep}/usr/bin")
-    here = host_runtime(tmp_path)
+    here = host_runtime()
     monkeypatch.setenv("PATH", f"{alias}{os.pathsep}/usr/bin")
     assert job_interpreter().startswith(str(alias))
     monkeypatch.setattr(platform, "platform", lambda *a, **k: "Linux-0.0.1-other-kernel")
     monkeypatch.setattr(sys, "executable", "/somewhere/else/python3")
-    there = host_runtime(tmp_path)
+    there = host_runtime()
     assert there == here
     assert set(here) == {"implementation", "python", "distributionsDigest", "distributions"}
     assert here["python"] == platform.python_version()
@@ -312,9 +312,10 @@ def test_the_host_runtime_changes_with_a_distribution_version(
     monkeypatch.setattr(runtime.subprocess, "run", fake_run)
     runtime._probe.cache_clear()
     try:
-        first = digest_of(host_runtime(Path("/first")))
+        first = digest_of(host_runtime())
         reported["distributions"] = [["a", "2"]]
-        second = digest_of(host_runtime(Path("/second")))
+        runtime._probe.cache_clear()
+        second = digest_of(host_runtime())
     finally:
         runtime._probe.cache_clear()
     assert first != second
@@ -339,3 +340,23 @@ def test_a_lock_made_in_one_folder_is_not_stale_in_a_copy_elsewhere(tmp_path: Pa
     code, output = cli(second, "plan", ".", "--locked", "--detailed-exitcode", env=moved)
     assert code in (0, 2), output
     assert "stale" not in output, output
+
+
+def test_code_at_the_spec_root_does_not_change_identity_when_the_lock_is_written(
+    tmp_path: Path,
+) -> None:
+    from planner.lockfile import local_roots
+    from specs import load_specs
+
+    root = tmp_path / "specs"
+    write_tree(root, {"trainform.yaml": CONFIG_LOCAL, "train.py": "print('hi')\n"})
+    config = load_specs(root).config
+    before = code_digest(root, local_roots(config, root))
+    (root / "trainform.lock").write_text('{"formatVersion": 1}\n', encoding="utf-8")
+    assert code_digest(root, local_roots(config, root)) == before
+    copied = tmp_path / "copy"
+    snapshot_code(root, copied, exclude=local_roots(config, root))
+    assert not (copied / "trainform.lock").exists()
+
+
+CONFIG_LOCAL = "apiVersion: trainform/v1\nproviders:\n  - {name: local, type: local}\n"
