@@ -21,6 +21,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -209,9 +210,7 @@ def folder(tmp_path: Path) -> Iterator[Path]:
 @pytest.fixture
 def provider(folder: Path) -> Iterator[LocalProvider]:
     local = LocalProvider(MachineFacts(cpus=2, memory_bytes=8 * GiB, gpus=()))
-    local.configure(
-        "local", SimpleNamespace(root=".trainform"), ProviderContext(spec_root=folder)
-    )
+    local.configure("local", SimpleNamespace(root=".trainform"), ProviderContext(spec_root=folder))
     yield local
     local.close()
 
@@ -315,6 +314,72 @@ def test_a_killed_job_is_retried_after_its_backoff_and_its_timeline_is_recorded(
     assert [c.id for c in entry.run.checkpoints] == list(checkpoints)
     later = utc_text(datetime.now(UTC) + timedelta(seconds=5))
     assert provider.accounting(later) == []
+
+    # The same facts through the commands people run: status, logs, lineage, usage.
+    _check_commands(folder, run, first, second, lost)
+
+
+def _check_commands(folder: Path, run: RunStatus, first: Any, second: Any, lost: float) -> None:
+    [report] = json.loads(ok(folder, "status", "worker", "--format", "json"))["jobs"]
+    assert report["address"] == WORKER and report["phase"] == "succeeded"
+    one, two = report["attempts"]
+    assert (one["cause"], one["lastStep"], one["submittedAt"]) == (
+        "node-failure",
+        5,
+        first.submitted_at,
+    )
+    assert [w["reason"] for w in one["waits"]] == [w.reason for w in first.waits]
+    assert (two["resumedFrom"], two["resumedStep"], two["lostSteps"]) == ("step-0004", 4, 1)
+    assert two["lostSeconds"] == pytest.approx(lost, abs=0.001)
+    assert two["backoffSeconds"] == pytest.approx(BACKOFF, abs=0.01)
+    assert report["delivery"]["attempts"] == 2 and report["delivery"]["lostSteps"] == 1
+    text = ok(folder, "status", "worker")
+    assert "#1   failed (node-failure: killed by signal 9 (SIGKILL))" in text
+    assert "resumed from step-0004 (step 4), lost 1 step(s)" in text
+
+    log = ok(folder, "logs", "worker", "--attempt", "1")
+    assert "blocking until killed" in log and "step 6\n" not in log
+    whole = ok(folder, "logs", WORKER)  # the latest attempt
+    assert "attempt 2 starts after step 4" in whole and "done\n" in whole
+    assert ok(folder, "logs", WORKER, "--tail", "2") == "".join(
+        whole.splitlines(keepends=True)[-2:]
+    )
+    assert ok(folder, "logs", WORKER, "--attempt", "2", "--follow") == whole
+
+    lock = json.loads((folder / "trainform.lock").read_text())
+    lineage = json.loads(ok(folder, "lineage", "worker", "--format", "json"))["lineage"]
+    assert (lineage["address"], lineage["runId"], lineage["phase"]) == (
+        WORKER,
+        run.run_id,
+        "succeeded",
+    )
+    assert lineage["image"]["digest"] == lock["images"]["Image/host-python"]["digest"]
+    assert lineage["code"]["contentDigest"] == lock["code"]["code#."]["contentDigest"]
+    assert lineage["parameters"] == {"block-at": 5, "steps": 8}
+    assert lineage["lockDigest"] and lineage["lockDigest"].startswith("sha256:")
+    assert lineage["specCommit"] is None  # the folder is not a Git work tree
+    assert [c["id"] for c in lineage["checkpoints"]] == [c.id for c in run.checkpoints]
+    by_checkpoint = ok(folder, "lineage", run.checkpoints[-1].path, "--format", "json")
+    assert json.loads(by_checkpoint)["lineage"]["runId"] == run.run_id
+    by_model = json.loads(ok(folder, "lineage", run.output_dir, "--format", "json"))
+    assert by_model["lineage"]["address"] == WORKER
+
+    usage = json.loads(ok(folder, "usage", "--since", "1h", "--format", "json"))
+    [row] = usage["rows"]
+    assert (row["group"], row["runs"], row["attempts"]) == ("research", 2, 3)
+    ran = sum((at(a.ended_at) - at(a.started_at)).total_seconds() * a.cpus for a in run.attempts)
+    assert row["cpuHours"] >= round(ran / 3600, 4)  # plus the holder's
+    assert row["lostHours"] == pytest.approx(lost / 3600, abs=1e-4)
+    assert row["acceleratorHours"] == 0
+    csv = ok(folder, "usage", "--since", "1h", "--format", "csv")
+    assert csv.splitlines()[0].startswith("project,runs,attempts,acceleratorHours")
+
+    view = json.loads(ok(folder, "status", "--platform", "--format", "json"))
+    [queue] = view["queues"]
+    assert (queue["queue"], queue["running"], queue["waiting"]) == ("default-queue", [], [])
+    assert queue["nominal"] == {"cpu": 2, "gpu": 0}
+    [pool] = view["pools"]
+    assert pool["capacity"] == {"cpu": 2, "gpu": 0}
 
 
 @pytest.mark.parametrize(
