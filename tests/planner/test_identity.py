@@ -166,6 +166,10 @@ def test_a_quota_commit_plans_no_job_change_and_a_code_change_plans_a_new_run(
     code, output = cli(folder, "status", "--dir", ".", "--format", "json")
     job = json.loads(output)["jobs"][0]
     assert job["address"] == JOB and job["phase"] == "succeeded", output
+    code, output = cli(folder, "lineage", JOB, "--format", "json")
+    lineage = json.loads(output)["lineage"]
+    assert lineage["specCommit"] == git(folder, "rev-parse", "HEAD").strip(), lineage
+    assert lineage["code"]["contentDigest"].startswith("sha256:")
     code, changes = planned(folder)
     assert code == 0, changed(changes)
 
