@@ -180,6 +180,17 @@ class KubeClient:
             return None
         return self._check(status, data, doing)  # type: ignore[no-any-return]
 
+    def text(self, path: str, query: list[tuple[str, str]], doing: str) -> str | None:
+        """A plain-text read such as a pod's log (`doing` as in "read the log of ..."):
+        None on 404, errors as for every other request."""
+        status, data = self._send("GET", path, doing, query)
+        if status == 404:
+            return None
+        if 200 <= status < 300:
+            return data.decode(errors="replace")
+        self._check(status, data, doing)
+        return None
+
     def list(
         self, api: ApiKind, selector: str = "", namespace: str | None = None
     ) -> list[dict[str, Any]]:

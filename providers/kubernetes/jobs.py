@@ -9,12 +9,15 @@ attempt from its latest valid checkpoint as a new attempt, a new Job).
 
 Each TrainingJob address has a run ledger, the ConfigMap `trainform-runs-<address hash>`
 in its namespace, listing every attempt trainform submitted (run id, attempt, kind, suite,
-Job name, checkpoint prefix, cancelled). Status joins the ledger with the Jobs and their
-Kueue Workloads:
+Job name, checkpoint prefix, resumed from, queue, size, submitted and cancelled times, and
+once trainform has seen it finished, its timeline facts `final` and its log archive).
+Status joins the ledger with the Jobs, their Kueue Workloads and their pods
+(providers/kubernetes/timeline.py):
 
 - ledger says cancelled               -> cancelled
 - Job gone                            -> failed, "Job deleted outside trainform"
-- Job condition Complete / Failed     -> succeeded / failed (the condition's reason, message)
+- Job condition Complete / Failed     -> succeeded / failed (the pod's or the condition's
+                                         words, with a cause class)
 - Job suspended                       -> queued; why: the Workload's QuotaReserved or
                                          Admitted message, Evicted / Preempted (requeued by
                                          Kueue) with Kueue's message, or no Workload yet
@@ -30,7 +33,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from providers.jobs import AttemptStatus, JobLaunch, RunPhase
+from providers.jobs import JobLaunch
 from providers.kubernetes.naming import (
     PRIORITY_CLASS_LABEL,
     QUEUE_NAME_LABEL,
@@ -39,7 +42,13 @@ from providers.kubernetes.naming import (
     label_safe,
     short_hash,
 )
+from providers.kubernetes.timeline import (  # noqa: F401 - kept here for their importers
+    DELETED,
+    attempt_status,
+    why_pending,
+)
 from providers.local.environment import dataset_location, parameter_text, variable_suffix
+from specs.quantity import parse_quantity
 
 RUN_LABEL = "trainform.dev/run-id"
 ATTEMPT_LABEL = "trainform.dev/attempt"
@@ -48,7 +57,6 @@ SPEC_HASH_LABEL = "trainform.dev/spec-hash"
 SUITE_ANNOTATION = "trainform.dev/suite"
 LEDGER_KEY = "attempts.json"
 CONTAINER = "main"
-DELETED = "Job deleted outside trainform"
 NODE_INDEX = {  # which node of the run this pod is: the Indexed Job's completion index
     "name": "TRAINFORM_NODE_INDEX",
     "valueFrom": {
@@ -196,7 +204,19 @@ def ledger_entry(launch: JobLaunch, submitted_at: str) -> dict[str, Any]:
         "resumeFrom": launch.resume_from or "",
         "submittedAt": submitted_at,
         "cancelled": False,
+        "queue": launch.queue,
+        "nodes": launch.nodes,
+        "gpus": launch.gpus,
+        "cpus": _cpus(launch.cpu) * launch.nodes,
+        "eligibleAt": str(getattr(launch, "eligible_at", "") or ""),
     }
+
+
+def _cpus(text: str) -> float:
+    try:
+        return float(parse_quantity(str(text)))
+    except ValueError:
+        return 0.0
 
 
 def ledger_manifest(
@@ -223,67 +243,6 @@ def ledger_entries(config_map: dict[str, Any] | None) -> list[dict[str, Any]]:
     except ValueError:
         return []
     return entries if isinstance(entries, list) else []
-
-
-def _condition(obj: dict[str, Any] | None, kind: str) -> dict[str, Any] | None:
-    for condition in ((obj or {}).get("status") or {}).get("conditions") or []:
-        if condition.get("type") == kind and condition.get("status") == "True":
-            return dict(condition)
-    return None
-
-
-def _said(condition: dict[str, Any] | None) -> str:
-    if not condition:
-        return ""
-    reason, message = condition.get("reason", ""), condition.get("message", "")
-    return f"{reason}: {message}" if reason and message else reason or message
-
-
-def why_pending(workload: dict[str, Any] | None) -> str:
-    """Kueue's own words on why an attempt waits."""
-    if workload is None:
-        return "waiting for Kueue to create the Workload"
-    for kind in ("Evicted", "Preempted"):
-        condition = _condition(workload, kind)
-        if condition:
-            return f"{kind.lower()} by Kueue ({_said(condition)}); requeued"
-    conditions = {c.get("type"): c for c in (workload.get("status") or {}).get("conditions") or []}
-    reserved = conditions.get("QuotaReserved")
-    if reserved is None or reserved.get("status") != "True":
-        return f"no quota reserved: {_said(reserved) or 'pending in the ClusterQueue'}"
-    admitted = conditions.get("Admitted")
-    return f"quota reserved, not yet admitted: {_said(admitted) or 'admission checks pending'}"
-
-
-def attempt_status(
-    entry: dict[str, Any], job: dict[str, Any] | None, workload: dict[str, Any] | None
-) -> AttemptStatus:
-    base = AttemptStatus(
-        attempt=int(entry.get("attempt", 0)),
-        phase=RunPhase.QUEUED,
-        submitted_at=str(entry.get("submittedAt", "")),
-        resumed_from=str(entry.get("resumeFrom") or ""),
-        log=f"kubectl logs job/{entry.get('job', '')}",
-    )
-    if entry.get("cancelled"):
-        base.phase, base.reason = RunPhase.CANCELLED, "cancelled"
-        return base
-    if job is None:
-        base.phase, base.reason = RunPhase.FAILED, DELETED
-        return base
-    status = job.get("status") or {}
-    base.started_at = str(status.get("startTime") or "")
-    complete, failed = _condition(job, "Complete"), _condition(job, "Failed")
-    if complete:
-        base.phase, base.ended_at = RunPhase.SUCCEEDED, str(status.get("completionTime") or "")
-    elif failed:
-        base.phase, base.reason = RunPhase.FAILED, _said(failed) or "Job failed"
-        base.ended_at = str(failed.get("lastTransitionTime") or "")
-    elif (job.get("spec") or {}).get("suspend", False):
-        base.phase, base.reason = RunPhase.QUEUED, why_pending(workload)
-    else:
-        base.phase = RunPhase.RUNNING
-    return base
 
 
 def owner_job(workload: dict[str, Any]) -> str | None:

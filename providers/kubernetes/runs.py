@@ -1,23 +1,42 @@
-"""The JobProvider side of the kubernetes provider: submit, cancel and read runs.
+"""The JobProvider side of the kubernetes provider: submit, cancel and read runs (logs
+and accounting in history.py).
 
 Mixed into KubernetesProvider (which supplies `client`, `naming`, `field_manager`, `force`
 and `context`). Submitting applies the attempt's Job (jobs.py), then records the attempt
 in the address's run ledger; submitting the same attempt again changes nothing. Reading
-joins ledger, Jobs and Kueue Workloads: `runs(address)` costs three requests (ledger,
-the address's Jobs, the namespace's Workloads); `observe_jobs` for many addresses costs
-one list of ledgers and one of Jobs across namespaces, plus one Workload list per
-namespace that still has an unfinished attempt. Checkpoints and evaluation metrics are
-read from S3 through the objectstore provider's S3Checkpoints when the prefix is s3://.
+joins ledger, Jobs, Kueue Workloads and pods into timelines (timeline.py). Requests:
+
+- `runs(address)`: the ledger, the address's Jobs, the namespace's Workloads, plus one
+  list of the address's pods when an attempt not yet recorded as finished has a Job that
+  is not suspended (a suspended Job has no pods);
+- `observe_jobs` for many addresses: one list of ledgers and one of Jobs across
+  namespaces, plus one Workload list and one pod list, each per namespace (one across
+  namespaces when several need it) among the namespaces holding attempts whose facts are
+  not yet recorded in the ledger: unfinished, or finished since trainform last wrote;
+- `accounting(since)`: one list of ledgers and one of Jobs across namespaces, plus one
+  Workload list and one pod list across namespaces when an attempt's facts are not yet
+  recorded;
+- `read_log`: the ledger, the attempt's pods, its Job, one log read per pod that has
+  started; with no pods left, one S3 read of the archive (logs.py).
+
+Every write (the submit of a new attempt, a cancel) first records in the ledger the facts
+of each attempt of the address seen finished (`final`: times, waits, cause, hosts, last
+step) and archives its pods' log to S3, so timelines and logs outlive Jobs and pods.
+Checkpoints and evaluation metrics are read from S3 through the objectstore provider's
+S3Checkpoints when the prefix is s3://; an attempt's last step is the newest checkpoint
+written while it ran, unless the ledger recorded it.
 """
 
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable
 from typing import Any
 
 from providers.base import DesiredResource, Observation, ObserveRequest
 from providers.errors import PermanentProviderError, ProviderError
 from providers.jobs import (
+    AttemptStatus,
     CheckpointStatus,
     EvaluationStatus,
     JobLaunch,
@@ -25,8 +44,8 @@ from providers.jobs import (
     RunStatus,
 )
 from providers.kubernetes.client import KubeClient
+from providers.kubernetes.history import RunHistory
 from providers.kubernetes.jobs import (
-    attempt_status,
     job_manifest,
     ledger_entries,
     ledger_entry,
@@ -44,6 +63,11 @@ from providers.kubernetes.kinds import (
     WORKLOAD_PRIORITY_CLASS,
     ApiKind,
 )
+from providers.kubernetes.logs import (
+    archive_location,
+    pods_text,
+    write_archive,
+)
 from providers.kubernetes.manifests import DEFAULT_GPU
 from providers.kubernetes.naming import (
     ADDRESS_HASH_LABEL,
@@ -51,6 +75,13 @@ from providers.kubernetes.naming import (
     Naming,
     address_of,
     short_hash,
+)
+from providers.kubernetes.timeline import (
+    POD,
+    attempt_status,
+    final_facts,
+    parse_time,
+    pods_by_job,
 )
 from providers.local.status import run_to_json
 
@@ -70,7 +101,7 @@ def _same_attempt(entry: dict[str, Any], launch: JobLaunch) -> bool:
     )
 
 
-class KubernetesJobs:
+class KubernetesJobs(RunHistory):
     client: KubeClient
     naming: Naming
     field_manager: str
@@ -115,6 +146,7 @@ class KubernetesJobs:
                 f"cannot submit {launch.address}: Job {namespace}/"
                 f"{manifest['metadata']['name']} exists and is not this trainform's"
             )
+        self._finalize(namespace, launch.address, entries)
         if existing is None:
             self.client.apply(manifest, self.field_manager, self.force)
         entries.append(ledger_entry(launch, _now()))
@@ -194,24 +226,90 @@ class KubernetesJobs:
             return
         entries = ledger_entries(ledger)
         jobs = self._jobs(namespace, address)
-        changed = False
+        victims = []
         for entry in entries:
             if entry.get("cancelled") or (run_id is not None and entry.get("runId") != run_id):
                 continue
             job = jobs.get(str(entry.get("job")))
             if job is None or attempt_status(entry, job, None).phase.finished:
                 continue  # finished, or its Job was deleted outside trainform (failed)
-            self.client.delete(JOB, str(entry["job"]), namespace)
-            entry["cancelled"] = True
-            changed = True
-        if changed:
+            entry["cancelled"], entry["cancelledAt"] = True, _now()
+            victims.append(str(entry["job"]))
+        recorded = self._finalize(namespace, address, entries, jobs)  # before pods go
+        for name in victims:
+            self.client.delete(JOB, name, namespace)
+        if victims or recorded:
             self.client.apply(
                 ledger_manifest(self.naming, address, namespace, entries),
                 self.field_manager,
                 self.force,
             )
 
+    # recording finished attempts -------------------------------------------------------
+
+    def _finalize(
+        self,
+        namespace: str,
+        address: str,
+        entries: list[dict[str, Any]],
+        jobs: dict[str, dict[str, Any]] | None = None,
+    ) -> bool:
+        """Record in `entries` the facts of each attempt seen finished and archive its
+        log to S3 (an attempt whose archive cannot be written is left for the next write).
+        True when an entry changed."""
+        pending = [e for e in entries if not isinstance(e.get("final"), dict)]
+        if not pending:
+            return False
+        jobs = self._jobs(namespace, address) if jobs is None else jobs
+        workloads = self._workloads_by_job(self.client.list(WORKLOAD, "", namespace))
+        mine = workloads.get(namespace, {})
+        pods = (
+            pods_by_job(self._pods(namespace, address)) if self._needs_pods(pending, jobs) else {}
+        )
+        store = self._store()
+        checkpoints: dict[str, list[CheckpointStatus]] = {}
+        changed = False
+        for entry in pending:
+            name = str(entry.get("job"))
+            status = attempt_status(entry, jobs.get(name), mine.get(name), pods.get(name))
+            if not status.phase.finished:
+                continue
+            run_id = str(entry.get("runId"))
+            location = run_location(str(entry.get("checkpointPrefix") or ""), run_id)
+            if entry.get("kind") != "eval" and location.startswith("s3://") and store:
+                if run_id not in checkpoints:
+                    try:
+                        checkpoints[run_id] = self._checkpoints(location) or []
+                    except ProviderError:
+                        checkpoints[run_id] = []  # read from the checkpoints later instead
+                status.last_step = last_step(status, checkpoints[run_id])
+            archive = archive_location(entry)
+            if archive and store is not None and pods.get(name):
+                try:
+                    text = pods_text(self.client, pods[name], status.nodes, True)
+                    write_archive(self._s3(), archive, text)
+                except ProviderError:
+                    continue  # the pods still hold it: the next write tries again
+                entry["logArchive"] = archive
+            facts = final_facts(status)
+            facts["pool"] = self._pool(mine.get(name))
+            entry["final"] = facts
+            changed = True
+        return changed
+
     # reading ---------------------------------------------------------------------------
+
+    def _store(self) -> Any:
+        return (self.context.object_store if self.context else None) or None
+
+    def _s3(self) -> Any:
+        """One S3 client for the provider's object store, made on first use."""
+        made = getattr(self, "_s3_client", None)
+        if made is None:
+            from providers.objectstore.client import make_client
+
+            made = self._s3_client = make_client(self._store())
+        return made
 
     def _jobs(self, namespace: str, address: str) -> dict[str, dict[str, Any]]:
         selector = f"{self.naming.selector},{ADDRESS_HASH_LABEL}={short_hash(address)}"
@@ -221,14 +319,33 @@ class KubernetesJobs:
             if self.naming.owns(job, address)
         }
 
+    def _pods(self, namespace: str | None, address: str | None = None) -> list[dict[str, Any]]:
+        """Pods of this instance's Jobs (of `address` only, when given): one list."""
+        selector = self.naming.selector
+        if address is not None:
+            selector += f",{ADDRESS_HASH_LABEL}={short_hash(address)}"
+        return self.client.list(POD, selector, namespace)
+
+    @staticmethod
+    def _needs_pods(entries: list[dict[str, Any]], jobs: dict[str, dict[str, Any]]) -> bool:
+        """Whether an attempt not yet recorded has a Job that may have pods."""
+        for entry in entries:
+            job = jobs.get(str(entry.get("job")))
+            if job is not None and not isinstance(entry.get("final"), dict):
+                if not (job.get("spec") or {}).get("suspend", False):
+                    return True
+        return False
+
     def runs(self, address: str) -> list[RunStatus]:
         namespace = self._namespace_of(address)
         ledger = self.client.get(CONFIG_MAP, ledger_name(address), namespace)
         if ledger is None or not self.naming.owns(ledger, address):
             return []
+        entries = ledger_entries(ledger)
         jobs = self._jobs(namespace, address)
         workloads = self._workloads_by_job(self.client.list(WORKLOAD, "", namespace))
-        return self._statuses(ledger_entries(ledger), jobs, workloads.get(namespace, {}))
+        pods = self._pods(namespace, address) if self._needs_pods(entries, jobs) else []
+        return self._statuses(entries, jobs, workloads.get(namespace, {}), pods_by_job(pods))
 
     @staticmethod
     def _workloads_by_job(workloads: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -240,38 +357,92 @@ class KubernetesJobs:
                 found.setdefault(namespace, {})[job] = workload
         return found
 
-    def observe_jobs(self, requests: list[ObserveRequest]) -> dict[str, Observation]:
-        selector = f"{self.naming.selector},{KIND_LABEL}=TrainingJob"
-        ledgers = {
-            ((obj.get("metadata") or {}).get("namespace"), address_of(obj)): obj
-            for obj in self.client.list(CONFIG_MAP, selector)
-        }
+    def _live_reads(
+        self,
+        ledgers: list[dict[str, Any]],
+        jobs: dict[tuple[str, str], dict[str, Any]],
+        namespaces: set[str] | None,
+    ) -> tuple[dict[str, dict[str, Any]], dict[str, list[dict[str, Any]]]]:
+        """Workloads by namespace and Job, and pods by namespace, for the attempts of
+        `ledgers` not yet recorded (in `namespaces` only, when given): one list of each
+        per namespace that needs it, one across namespaces when several do."""
+        workload_spaces: set[str] = set()
+        pod_spaces: set[str] = set()
+        for ledger in ledgers:
+            namespace = (ledger.get("metadata") or {}).get("namespace", "")
+            if namespaces is not None and namespace not in namespaces:
+                continue
+            entries = ledger_entries(ledger)
+            mine = {
+                str(e.get("job")): jobs[(namespace, str(e.get("job")))]
+                for e in entries
+                if (namespace, str(e.get("job"))) in jobs
+            }
+            if any(
+                not isinstance(e.get("final"), dict) and str(e.get("job")) in mine for e in entries
+            ):
+                workload_spaces.add(namespace)
+            if self._needs_pods(entries, mine):
+                pod_spaces.add(namespace)
+        workloads: dict[str, dict[str, Any]] = {}
+        if len(workload_spaces) == 1:
+            [only] = workload_spaces
+            workloads = self._workloads_by_job(self.client.list(WORKLOAD, "", only))
+        elif workload_spaces:
+            workloads = self._workloads_by_job(self.client.list(WORKLOAD, ""))
+        pods: dict[str, list[dict[str, Any]]] = {}
+        listed = []
+        if len(pod_spaces) == 1:
+            [only] = pod_spaces
+            listed = self._pods(only)
+        elif pod_spaces:
+            listed = self._pods(None)
+        for pod in listed:
+            pods.setdefault(pod["metadata"].get("namespace", ""), []).append(pod)
+        return workloads, pods
+
+    def _all_jobs(self) -> dict[tuple[str, str], dict[str, Any]]:
         jobs: dict[tuple[str, str], dict[str, Any]] = {}
         for job in self.client.list(JOB, self.naming.selector):
             metadata = job["metadata"]
             jobs[(metadata.get("namespace", ""), metadata["name"])] = job
+        return jobs
+
+    def _ledgers(self) -> list[dict[str, Any]]:
+        selector = f"{self.naming.selector},{KIND_LABEL}=TrainingJob"
+        return [
+            obj
+            for obj in self.client.list(CONFIG_MAP, selector)
+            if address_of(obj) and self.naming.owns(obj, address_of(obj))
+        ]
+
+    def observe_jobs(self, requests: list[ObserveRequest]) -> dict[str, Observation]:
+        ledgers = {
+            ((obj.get("metadata") or {}).get("namespace"), address_of(obj)): obj
+            for obj in self._ledgers()
+        }
+        jobs = self._all_jobs()
         asked = {self._namespace_of(request.address) for request in requests}
-        waiting = sorted(
-            {
-                namespace
-                for (namespace, _), job in jobs.items()
-                if namespace in asked and not attempt_status({}, job, None).phase.finished
-            }
-        )
-        workloads: dict[str, dict[str, Any]] = {}
-        if len(waiting) == 1:
-            workloads = self._workloads_by_job(self.client.list(WORKLOAD, "", waiting[0]))
-        elif waiting:  # one list across namespaces beats one per namespace
-            workloads = self._workloads_by_job(self.client.list(WORKLOAD, ""))
+        wanted = [
+            ledgers[(self._namespace_of(r.address), r.address)]
+            for r in requests
+            if (self._namespace_of(r.address), r.address) in ledgers
+        ]
+        workloads, pods = self._live_reads(wanted, jobs, asked)
         observations = {}
         for request in requests:
             ledger = ledgers.get((self._namespace_of(request.address), request.address))
-            if ledger is None or not self.naming.owns(ledger, request.address):
+            if ledger is None:
                 observations[request.address] = Observation(exists=False)
                 continue
             namespace = ledger["metadata"].get("namespace", "")
             mine = {name: job for (ns, name), job in jobs.items() if ns == namespace}
-            runs = self._statuses(ledger_entries(ledger), mine, workloads.get(namespace, {}))
+            runs = self._statuses(
+                ledger_entries(ledger),
+                mine,
+                workloads.get(namespace, {}),
+                pods_by_job(pods.get(namespace, [])),
+            )
             observations[request.address] = Observation(
                 exists=True, live=None, status={"runs": [run_to_json(run) for run in runs]}
             )
@@ -282,14 +453,19 @@ class KubernetesJobs:
         entries: list[dict[str, Any]],
         jobs: dict[str, dict[str, Any]],
         workloads: dict[str, dict[str, Any]],
+        pods: dict[str, list[dict[str, Any]]] | None = None,
+        keep: Callable[[RunStatus], bool] | None = None,
     ) -> list[RunStatus]:
         runs: dict[str, RunStatus] = {}
         prefixes: dict[str, str] = {}
+        pods = pods or {}
         for entry in entries:
             run_id = str(entry.get("runId"))
             run = runs.setdefault(run_id, RunStatus(run_id=run_id))
             job_name = str(entry.get("job"))
-            status = attempt_status(entry, jobs.get(job_name), workloads.get(job_name))
+            status = attempt_status(
+                entry, jobs.get(job_name), workloads.get(job_name), pods.get(job_name)
+            )
             if entry.get("kind") == "eval":
                 run.evaluations.append(
                     EvaluationStatus(
@@ -299,21 +475,36 @@ class KubernetesJobs:
             else:
                 run.attempts.append(status)
                 prefixes.setdefault(run_id, str(entry.get("checkpointPrefix") or ""))
+        kept = []
         for run_id, run in runs.items():
             run.attempts.sort(key=lambda a: a.attempt)
+            if keep is not None and not keep(run):
+                continue
             location = run_location(prefixes.get(run_id, ""), run_id)
             run.output_dir = f"{location}/output" if location else ""
             self._read_storage(run, location)
-        return list(runs.values())
+            for attempt in run.attempts:
+                if attempt.last_step is None:
+                    attempt.last_step = last_step(attempt, run.checkpoints)
+            kept.append(run)
+        return kept
+
+    def _checkpoints(self, location: str) -> list[CheckpointStatus] | None:
+        store = self._store()
+        if not location.startswith("s3://") or store is None:
+            return None
+        from providers.objectstore.checkpoints import S3Checkpoints
+
+        return list(S3Checkpoints(location, client=self._s3()).list())
 
     def _read_storage(self, run: RunStatus, location: str) -> None:
-        store = (self.context.object_store if self.context else None) or None
+        store = self._store()
         if not location.startswith("s3://") or store is None:
             return
         from providers.objectstore.checkpoints import S3Checkpoints
 
         try:
-            checkpoints = S3Checkpoints(location, connection=store)
+            checkpoints = S3Checkpoints(location, client=self._s3())
             run.checkpoints = list(checkpoints.list())
             latest = run.latest_valid_checkpoint()
             run.current_step = latest.step if latest else None
@@ -325,3 +516,29 @@ class KubernetesJobs:
             run.checkpoints = [
                 CheckpointStatus("storage", 0, False, f"cannot read checkpoints: {exc}")
             ]
+
+    def _pool(self, workload: dict[str, Any] | None) -> str:
+        """The trainform pool Kueue admitted the Workload on (its first flavor)."""
+        admission = ((workload or {}).get("status") or {}).get("admission") or {}
+        for assignment in admission.get("podSetAssignments") or []:
+            for flavor in (assignment.get("flavors") or {}).values():
+                return self.naming.spec_name(str(flavor)) or str(flavor)
+        return ""
+
+
+def last_step(attempt: AttemptStatus, checkpoints: list[CheckpointStatus]) -> int | None:
+    """The newest checkpoint written while the attempt ran (its end's second included:
+    Kubernetes records times to the second)."""
+    start = parse_time(attempt.started_at)
+    if start is None:
+        return None
+    end = parse_time(attempt.ended_at)
+    if end is not None:
+        end += datetime.timedelta(seconds=1)
+    steps = [
+        checkpoint.step
+        for checkpoint in checkpoints
+        for written in [parse_time(checkpoint.written_at)]
+        if written is not None and written >= start and (end is None or written < end)
+    ]
+    return max(steps) if steps else None

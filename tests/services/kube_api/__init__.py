@@ -6,7 +6,8 @@ background thread on 127.0.0.1 (plain HTTP, no auth) and returns a `KubeAPI`: `u
 log (`requests`, `count()`, `reset_requests()`), `fail()` (injected faults, faults.py),
 `reset()`, `snapshot()`/`delete_created_since()`, `store`, `stop()`. It serves discovery
 (/version, /api, /apis, ..., /openapi/v3 for kubectl), core v1 Namespace, ConfigMap,
-Secret, Node, ResourceQuota, Pod; batch/v1 Job; scheduling.k8s.io/v1 PriorityClass;
+Secret, Node, ResourceQuota, Pod (and its `log` subresource, whose text tests set with
+`set_pod_log`, logs.py); batch/v1 Job; scheduling.k8s.io/v1 PriorityClass;
 apiextensions.k8s.io/v1 CustomResourceDefinition; and every kind of the CRDs it is seeded
 with (by default Kueue's, tests/reference/kueue-crds). The kubernetes Python client, its
 DynamicClient and watch, and kubectl (get, apply, apply --server-side, diff, delete, wait)

@@ -8,6 +8,7 @@ objects for errors). Every request is logged as a `RequestRecord` tests can read
 
 from __future__ import annotations
 
+import datetime
 import json
 import threading
 import time
@@ -25,6 +26,7 @@ from tests.services.kube_api import (
     discovery,
     errors,
     listing,
+    logs,
     openapi,
     operations,
     schemas,
@@ -60,6 +62,7 @@ class KubeAPI:
     ) -> None:
         self.crd_folder = crd_folder
         self.faults = Faults()
+        self.pod_logs = logs.PodLogs()
         self.store = Store()
         self.store.defaults, self.store.schema = defaults, schema
         seed(self.store, crd_folder)
@@ -95,6 +98,7 @@ class KubeAPI:
         seed(store, self.crd_folder)
         self.store = store
         self.faults.clear()
+        self.pod_logs.clear()
 
     def snapshot(self) -> set[tuple[str, str, str, str]]:
         """The objects stored now, for `delete_created_since`."""
@@ -122,6 +126,24 @@ class KubeAPI:
     ) -> None:
         """Answer the next `times` matching requests with `code` (see faults.py)."""
         self.faults.add(Fault(code, times, method, path_prefix, after, retry_after, applied, delay))
+
+    def set_pod_log(
+        self,
+        namespace: str,
+        pod: str,
+        text: str,
+        container: str = "main",
+        append: bool = False,
+        at: datetime.datetime | None = None,
+    ) -> None:
+        """Set (or extend) what the pod's container has written, as a kubelet would keep it;
+        each line is stamped `at` (default now). The pod must exist."""
+        found = self.store.get("", "pods", namespace, pod)
+        if found is None:
+            raise KeyError(f"no pod {namespace}/{pod}")
+        uid = str(found["metadata"].get("uid", ""))
+        when = at or datetime.datetime.now(datetime.UTC)
+        (self.pod_logs.append if append else self.pod_logs.set)(uid, container, text, when)
 
     def kubeconfig_dict(self, namespace: str = "default") -> dict[str, Any]:
         return {
@@ -309,6 +331,10 @@ class Handler(BaseHTTPRequestHandler):
                 "NotAcceptable",
                 "only the following media types are accepted: application/json, application/yaml",
             )
+        if logs.is_log_path(parts):  # served outside the object verbs
+            if method != "GET":
+                raise errors.method_not_allowed()
+            return 200, logs.read(self.api.store, self.api.pod_logs, parts[3], parts[5], query)
         catalog = self.api.catalog()
         if method == "GET":
             document = self._discovery(parts, catalog)
