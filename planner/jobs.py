@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -371,6 +371,8 @@ def plan_job(
         launch = training_launch(
             item, ctx, run_id, attempts + 1, checkpoint["id"] if checkpoint else None
         )
+        if phase == "failed":
+            launch = replace(launch, eligible_at=_retry_time(item, latest, attempts))
         job = base_job(
             attempts + 1,
             launch=launch.to_json(),
@@ -432,14 +434,19 @@ def _backoff_until(attempt: dict[str, Any], now: datetime) -> str | None:
     return iso(eligible)
 
 
-def _retry_due(item: DesiredItem, latest: dict[str, Any], failed: int, now: datetime) -> str | None:
-    """When a failed attempt may be resubmitted, if that is still ahead (its backoff)."""
+def _retry_time(item: DesiredItem, latest: dict[str, Any], failed: int) -> str:
+    """When a failed attempt's retry backoff ends ("" when its end is not recorded)."""
     backoff = Duration(item.document["spec"]["retries"]["backoff"]).seconds
     ended = parse_time(latest.get("ended_at") or "")
     if ended is None:
-        return None
-    due = ended + timedelta(seconds=retry_delay(backoff, failed))
-    return iso(due) if due > now else None
+        return ""
+    return iso(ended + timedelta(seconds=retry_delay(backoff, failed)))
+
+
+def _retry_due(item: DesiredItem, latest: dict[str, Any], failed: int, now: datetime) -> str | None:
+    """When a failed attempt may be resubmitted, if that is still ahead (its backoff)."""
+    due = parse_time(_retry_time(item, latest, failed))
+    return iso(due) if due is not None and due > now else None
 
 
 def _in_place(

@@ -119,6 +119,8 @@ class JobLaunch:
     """`retries.backoff` in seconds (grows as `retry_delay` says)."""
     resume: str = "latest"
     """`resume.policy`: resume a retry from the latest valid checkpoint, or start over."""
+    eligible_at: str = ""
+    """A resubmission after a failure: when its retry backoff ended (ISO-8601 UTC)."""
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

@@ -208,7 +208,7 @@ def ledger_entry(launch: JobLaunch, submitted_at: str) -> dict[str, Any]:
         "nodes": launch.nodes,
         "gpus": launch.gpus,
         "cpus": _cpus(launch.cpu) * launch.nodes,
-        "eligibleAt": str(getattr(launch, "eligible_at", "") or ""),
+        "eligibleAt": launch.eligible_at,
     }
 
 

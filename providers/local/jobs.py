@@ -253,6 +253,7 @@ class LocalJobs:
             log_path=str(log),
             metrics_file=metrics_file,
             resume_from=launch.resume_from,
+            eligible_at=launch.eligible_at,
             submitted_at=utc_now(),
             manager=self.manager,
             spec_root=str(self.spec_root),

@@ -77,6 +77,7 @@ def test_a_failure_inside_its_backoff_is_held_and_the_plan_says_until_when() -> 
 def test_after_its_backoff_a_failure_is_resumed() -> None:
     change, findings, _ = _plan([_failed(1, 61)])
     assert change.action is Action.RESUME
+    assert change.job["launch"]["eligible_at"] == iso(NOW - timedelta(seconds=1))
     assert not [f for f in findings if f.kind == "retry-backoff"]
 
 
