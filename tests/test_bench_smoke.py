@@ -16,7 +16,9 @@ from tests.helpers import REPO
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("script", ["bench_bounded.py", "bench_plan.py", "bench_validate.py"])
+@pytest.mark.parametrize(
+    "script", ["bench_bounded.py", "bench_plan.py", "bench_status.py", "bench_validate.py"]
+)
 def test_benchmark_smoke_mode_passes(script: str, tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, str(REPO / "bench" / script), "--smoke", "--out", str(tmp_path)],
