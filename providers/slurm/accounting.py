@@ -6,15 +6,21 @@ added" and "Nothing modified" are outcomes (the object already is as asked), not
 Identifiers are validated (providers/slurm/names.py) before they reach a command.
 
 Reads return plain dataclasses keyed by lowercased name; Slurm keeps names lowercase.
+
+The provider keeps its `Accounting` under the attribute name `accounting`, which is also
+the JobProvider verb `accounting(since)` (usage from sacct): calling the object runs the
+`usage` function the provider gives it (SlurmJobs.accounting, providers/slurm/jobs.py).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from providers.errors import PermanentProviderError, TransientProviderError
+from providers.jobs import AccountedRun
 from providers.slurm.commands import Result, SlurmCommands, is_transient
 from providers.slurm.names import check_identifier, check_sacctmgr_arguments
 
@@ -82,9 +88,21 @@ def _rows(text: str, width: int) -> list[list[str]]:
 
 
 class Accounting:
-    def __init__(self, commands: SlurmCommands, cluster: str = "") -> None:
+    def __init__(
+        self,
+        commands: SlurmCommands,
+        cluster: str = "",
+        usage: Callable[[str], list[AccountedRun]] | None = None,
+    ) -> None:
         self.commands = commands
         self.cluster = cluster
+        self.usage = usage
+
+    def __call__(self, since: str) -> list[AccountedRun]:
+        """The runs this provider's manager ran since `since` (JobProvider.accounting)."""
+        if self.usage is None:
+            return []
+        return self.usage(since)
 
     def _where_cluster(self) -> list[str]:
         return [f"cluster={self.cluster}"] if self.cluster else []

@@ -4,16 +4,25 @@ Each attempt gets a folder under the connection's `job_root` (never in the spec 
 
     <job_root>/runs/<project>/<job>/<run_id>/
         code/ output/ progress.json            as on the local provider
-        attempts/<n>/ job.sh launch.json submission.json slurm.log result.json
+        attempts/<n>/ job.sh launch.json claim submission.json slurm.log
+                      starts.json result.json       (the runner writes the last two)
         evaluations/<suite>/attempts/<n>/ ...  metrics.json
     <job_root>/checkpoints/<project>/<job>/<run_id>/step-<N>/
 
-`job.sh` is generated (every value shlex-quoted) and `exec`s the runner module
-(providers/slurm/runner.py), which starts the job's command argv with the trainform
-environment and forwards the checkpoint signal. sbatch gets the partition, QOS and
-account, GRES, nodes, time limit, `--requeue`, `--signal=B:USR1@<seconds>` and the
-ownership comment `trainform:<manager>:<address>:<run>:<kind>:<suite>:<attempt>`.
-Submitting the same attempt again changes nothing (submission.json records the job id).
+`job.sh` is generated (every value shlex-quoted, providers/slurm/attempts.py) and `exec`s
+the runner module (providers/slurm/runner.py), which starts the job's command argv with
+the trainform environment, forwards the checkpoint signal, and submits the next attempt
+itself after its retry backoff when the command fails with retries left. sbatch gets the
+partition, QOS and account, GRES, nodes, time limit, `--requeue`,
+`--signal=B:USR1@<seconds>` and the ownership comment
+`trainform:<manager>:<address>:<run>:<kind>:<suite>:<attempt>`. Submitting the same
+attempt again changes nothing (submission.json records the job id; `claim` makes one of
+two concurrent submitters win).
+
+Reading runs costs one squeue and at most one sacct (for jobs squeue no longer shows, and
+for started or requeued ones, whose kept wait reason and earlier runs only sacct has);
+the timeline of each attempt is assembled by providers/slurm/timeline.py. `read_log`
+reads the attempt's output file by byte offset; `accounting` is one sacct over a period.
 """
 
 from __future__ import annotations
@@ -21,18 +30,25 @@ from __future__ import annotations
 import json
 import os
 import pwd
-import shlex
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from decimal import ROUND_CEILING, Decimal
 from pathlib import Path
 from typing import Any
 
 from providers.errors import PermanentProviderError, TransientProviderError
-from providers.jobs import AttemptStatus, EvaluationStatus, JobLaunch, RunPhase, RunStatus
+from providers.jobs import (
+    AccountedRun,
+    EvaluationStatus,
+    JobLaunch,
+    LogChunk,
+    RunPhase,
+    RunStatus,
+)
 from providers.local.checkpoints import STEP_FOLDER, latest_valid, list_checkpoints
 from providers.local.environment import dataset_folder, parameter_text, variable_suffix
 from providers.local.layout import RunLayout, job_parts, snapshot_code, suite_name
+from providers.slurm import attempts, history
 from providers.slurm.commands import SlurmCommands
 from providers.slurm.names import (
     check_identifier,
@@ -43,10 +59,12 @@ from providers.slurm.names import (
     slurm_minutes,
 )
 from providers.slurm.runner import now
-from providers.slurm.status import SlurmJobState, parse_jobs, phase_of, readable_reason
+from providers.slurm.status import SlurmJobState, parse_jobs, phase_of
+from providers.slurm.timeline import attempt_status
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 SIGNAL_LIMIT = 65535
+Submission = tuple[Path, dict[str, Any], dict[str, Any]]
 
 
 def comment_of(manager: str, launch: JobLaunch) -> str:
@@ -118,23 +136,36 @@ class SlurmJobs:
             raise PermanentProviderError(f"cannot submit a {launch.kind!r} launch")
         if not launch.project:
             raise PermanentProviderError("cannot submit a job without a project (Slurm account)")
+        outputs = {"runId": launch.run_id, "attempt": launch.attempt}
         folder = self.attempt_dir(launch)
-        if (folder / "submission.json").exists():
-            return {"runId": launch.run_id, "attempt": launch.attempt}
+        if (folder / attempts.SUBMISSION).exists():
+            return outputs
         comment = comment_of(self.manager, launch)
         existing = [j for j in self._queue_states() if j.comment == comment]
         folder.mkdir(parents=True, exist_ok=True)
-        if not existing:
+        if existing:  # submitted before the record was written
+            record = {"job_id": existing[0].job_id, "submitted_at": now(), "comment": comment}
+            attempts.record_submission(folder, {**record, "by": "provider"})
+            return outputs
+        if not attempts.claim(folder):
+            raise TransientProviderError(
+                f"cannot submit attempt {launch.attempt} of run {launch.run_id}: another "
+                "submission of it is under way (the runner's retry, or another apply); it is "
+                "read again in a moment",
+                retry_after=2.0,
+            )
+        try:
             self._require_association(launch)
-            launch_file = self._write_launch(launch, folder)
+            launch_file = self._write_launch(launch, folder, comment)
             argv = self._sbatch(launch, folder, comment, launch_file)
             output = self.commands.run(argv).stdout.strip()
-            job_id = output.split(";")[0].strip()
-        else:
-            job_id = existing[0].job_id
-        record = {"job_id": job_id, "submitted_at": now(), "comment": comment}
-        (folder / "submission.json").write_text(json.dumps(record), encoding="utf-8")
-        return {"runId": launch.run_id, "attempt": launch.attempt}
+        except BaseException:
+            (folder / attempts.CLAIM).unlink(missing_ok=True)
+            raise
+        job_id = output.split(";")[0].strip()
+        record = {"job_id": job_id, "submitted_at": now(), "comment": comment, "by": "provider"}
+        attempts.record_submission(folder, record)
+        return outputs
 
     def cancel(self, address: str, run_id: str | None = None) -> None:
         ids = [
@@ -142,7 +173,7 @@ class SlurmJobs:
             for folder, s, launch in self._submissions(address)
             if run_id is None or launch["run_id"] == run_id
         ]
-        live = {j.job_id for j in self._queue_states()}
+        live = {j.job_id for j in self._queue_states() if not phase_of(j.state).finished}
         targets = [i for i in ids if i in live]
         if targets:
             self.commands.run(["scancel", *(check_job_id(target) for target in targets)])
@@ -157,43 +188,37 @@ class SlurmJobs:
         return {address: self._runs(found, states) for address, found in submissions.items()}
 
     def _runs(
-        self,
-        submissions: list[tuple[Path, dict[str, Any], dict[str, Any]]],
-        states: dict[str, SlurmJobState],
+        self, submissions: list[Submission], states: dict[str, list[SlurmJobState]]
     ) -> list[RunStatus]:
         runs: dict[str, RunStatus] = {}
         for folder, submission, launch in submissions:
             run = runs.setdefault(launch["run_id"], RunStatus(run_id=launch["run_id"]))
-            phase, reason, result = self._phase(folder, states.get(submission["job_id"]))
-            state = states.get(submission["job_id"])
+            progress = _progress(Path(launch["env"]["TRAINFORM_PROGRESS_FILE"]))
+            status = attempt_status(
+                launch["attempt"],
+                folder,
+                attempts.folder_files(folder, submission, launch),
+                states.get(submission["job_id"], []),
+                launch.get("queue", ""),
+                progress,
+            )
             if launch["kind"] == "eval":
                 run.evaluations.append(
                     EvaluationStatus(
                         suite=launch["suite"],
                         run_id=launch["run_id"],
-                        phase=phase,
-                        metrics=_metrics(Path(launch["env"]["TRAINFORM_METRICS_FILE"]), phase),
-                        reason=reason,
-                        log=str(folder / "slurm.log"),
+                        phase=status.phase,
+                        metrics=_metrics(
+                            Path(launch["env"]["TRAINFORM_METRICS_FILE"]), status.phase
+                        ),
+                        reason=status.reason,
+                        log=status.log,
                     )
                 )
                 continue
-            run.attempts.append(
-                AttemptStatus(
-                    attempt=launch["attempt"],
-                    phase=phase,
-                    reason=reason,
-                    exit_code=result.get("exit_code") if result else None,
-                    submitted_at=submission.get("submitted_at", ""),
-                    started_at=(state.started_at if state else "") or result.get("started_at", ""),
-                    ended_at=(state.ended_at if state else "") or result.get("ended_at", ""),
-                    log=str(folder / "slurm.log"),
-                    resumed_from=result.get("resumed_from", "") or launch.get("resume_from") or "",
-                )
-            )
+            run.attempts.append(status)
             run.output_dir = launch["env"]["TRAINFORM_OUTPUT_DIR"]
             run.checkpoints = list_checkpoints(Path(launch["checkpoint_dir"]))
-            progress = _progress(Path(launch["env"]["TRAINFORM_PROGRESS_FILE"]))
             newest = latest_valid(run.checkpoints)
             run.current_step = (
                 progress if progress is not None else (newest.step if newest else None)
@@ -205,9 +230,9 @@ class SlurmJobs:
     def owned_jobs(self) -> list[tuple[str, str]]:
         """(address, "TrainingJob") of every queued or running job carrying our comment."""
         owned = set()
-        for job in self._queue_states():
+        for job in self._queue_states():  # squeue also lists jobs finished a moment ago
             found = parse_comment(job.comment)
-            if found and found[0] == self.manager:
+            if found and found[0] == self.manager and not phase_of(job.state).finished:
                 owned.add((found[1], "TrainingJob"))
         return sorted(owned)
 
@@ -244,34 +269,49 @@ class SlurmJobs:
     def _queue_states(self) -> list[SlurmJobState]:
         return parse_jobs(self.commands.run(["squeue", "--all", "--json"]).stdout, "squeue")
 
-    def _states(self, job_ids: list[str]) -> dict[str, SlurmJobState]:
+    def _sacct(self, *selection: str) -> list[SlurmJobState]:
+        text = self.commands.run(
+            ["sacct", "--json", "--allusers", "--duplicates", *selection]
+        ).stdout
+        return parse_jobs(text, "sacct")
+
+    def _states(self, job_ids: list[str]) -> dict[str, list[SlurmJobState]]:
+        """Each job's records, oldest first, the current one last: squeue's, completed by
+        sacct's records for jobs squeue does not show, has started, or requeued."""
         if not job_ids:
             return {}
         wanted = set(job_ids)
-        states = {j.job_id: j for j in self._queue_states() if j.job_id in wanted}
-        missing = [i for i in job_ids if i not in states]
-        if missing:
-            text = self.commands.run(
-                [
-                    "sacct",
-                    "--json",
-                    "--allusers",
-                    "--duplicates",
-                    "--starttime=1970-01-01",
-                    "--jobs",
-                    ",".join(check_job_id(job_id) for job_id in missing),
-                ]
-            ).stdout
-            for job in parse_jobs(text, "sacct"):
-                if job.job_id in missing:
-                    states[job.job_id] = job  # later records (requeues) replace earlier ones
-        return states
+        queued = {j.job_id: j for j in self._queue_states() if j.job_id in wanted}
+        history = [
+            i
+            for i in dict.fromkeys(job_ids)
+            if i not in queued or not queued[i].pending or queued[i].restarts
+        ]
+        records: dict[str, list[SlurmJobState]] = {}
+        if history:
+            selection = ",".join(check_job_id(job_id) for job_id in history)
+            for job in self._sacct("--starttime=1970-01-01", "--jobs", selection):
+                if job.job_id in wanted:
+                    records.setdefault(job.job_id, []).append(job)
+        for found in records.values():
+            found.sort(key=lambda j: j.submitted_at)
+        for job_id, live in queued.items():
+            found = records.setdefault(job_id, [])
+            if found and found[-1].submitted_at == live.submitted_at:
+                kept = found[-1]
+                # squeue's state is fresher; sacct kept the reason a started job waited for
+                found[-1] = (
+                    live if live.pending else replace(live, reason=kept.reason, source="sacct")
+                )
+            else:
+                found.append(live)
+        return records
 
-    def _submissions(self, address: str) -> list[tuple[Path, dict[str, Any], dict[str, Any]]]:
+    def _submissions(self, address: str) -> list[Submission]:
         found = []
         for folder in self._attempt_dirs(address):
             try:
-                submission = json.loads((folder / "submission.json").read_text(encoding="utf-8"))
+                submission = json.loads((folder / attempts.SUBMISSION).read_text("utf-8"))
                 launch = json.loads((folder / "launch.json").read_text(encoding="utf-8"))
             except (OSError, ValueError):
                 continue
@@ -279,29 +319,9 @@ class SlurmJobs:
                 found.append((folder, submission, launch))
         return found
 
-    def _phase(
-        self, folder: Path, state: SlurmJobState | None
-    ) -> tuple[RunPhase, str, dict[str, Any]]:
-        result = _read_json(folder / "result.json")
-        if state is None:
-            if result:
-                code = result.get("exit_code")
-                phase = RunPhase.SUCCEEDED if code == 0 else RunPhase.FAILED
-                return phase, result.get("reason", ""), result
-            return RunPhase.FAILED, "the job vanished from Slurm (not in squeue or sacct)", {}
-        phase = phase_of(state.state)
-        if phase == RunPhase.QUEUED:
-            return phase, readable_reason(state.reason), result
-        if phase.finished and phase != RunPhase.SUCCEEDED:
-            why = (result or {}).get("reason") or readable_reason(state.reason)
-            return phase, f"{state.state.lower()}" + (f": {why}" if why else ""), result
-        if phase == RunPhase.SUCCEEDED and result and result.get("exit_code") not in (0, None):
-            return RunPhase.FAILED, result.get("reason", ""), result
-        return phase, "", result
-
     # writing the attempt -------------------------------------------------------------------
 
-    def _write_launch(self, launch: JobLaunch, folder: Path) -> Path:
+    def _write_launch(self, launch: JobLaunch, folder: Path, comment: str = "") -> Path:
         layout = self._layout(launch.address, launch.run_id, launch.checkpoint_prefix)
         code = (folder.parents[1] / "code") if launch.kind == "eval" else layout.run_dir / "code"
         if launch.code_dir is not None:
@@ -360,6 +380,18 @@ class SlurmJobs:
             "checkpoint_dir": str(checkpoints),
             "resume_from": launch.resume_from,
             "keep_last": launch.keep_last,
+            "queue": launch.queue,
+            "comment": comment,
+            "retries": launch.retries,
+            "backoff": launch.backoff,
+            "resume": launch.resume,
+            "sbatch_options": self._run_options(launch),
+            "script": self._script(),
+            "slurm": {
+                "conf": self.commands.conf,
+                "sbatch": self.commands.program("sbatch"),
+                "squeue": self.commands.program("squeue"),
+            },
         }
         launch_file = folder / "launch.json"
         launch_file.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
@@ -377,47 +409,59 @@ class SlurmJobs:
                 return Path(recorded["checkpoint_dir"]) / checkpoint
         return RunLayout(self.root, launch.address, run_id).checkpoint_dir / checkpoint
 
-    def _sbatch(
-        self, launch: JobLaunch, folder: Path, comment: str, launch_file: Path
-    ) -> list[str]:
-        script = folder / "job.sh"
-        lines = [
-            "#!/bin/sh",
-            "# generated by trainform: runs the attempt's command through the runner",
-            f"export PYTHONPATH={shlex.quote(str(REPOSITORY))}",
-            f"export PATH={shlex.quote(_inherited('PATH'))}",
-            f"exec {shlex.quote(sys.executable)} -m providers.slurm.runner "
-            f"{shlex.quote(str(launch_file))}",
-        ]
-        script.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        script.chmod(0o755)
+    def _script(self) -> dict[str, str]:
+        return {
+            "repository": str(REPOSITORY),
+            "path": _inherited("PATH"),
+            "python": sys.executable,
+        }
+
+    def _run_options(self, launch: JobLaunch) -> list[str]:
+        """The sbatch options every attempt of the run shares (validated here)."""
         cpus = int(Decimal(launch.cpu).to_integral_value(ROUND_CEILING)) or 1
         per_node = launch.gpus // max(1, launch.nodes)
-        argv = [
-            "sbatch",
+        options = [
             "--parsable",
-            f"--job-name=tf-{launch.address.rsplit('/', 1)[-1]}",
+            f"--job-name=tf-{check_identifier(launch.address.rsplit('/', 1)[-1], 'job name')}",
             f"--account={check_identifier(launch.project or '', 'account')}",
             f"--partition={check_identifier(launch.queue, 'partition')}",
             f"--qos={check_identifier(launch.queue, 'QOS')}",
-            f"--nodes={launch.nodes}",
+            f"--nodes={int(launch.nodes)}",
             "--ntasks-per-node=1",
             f"--cpus-per-task={cpus}",
             f"--mem={max(1, mebibytes(launch.memory))}M",
             "--requeue",
+            "--open-mode=append",  # a requeued run adds to the log instead of replacing it
             "--export=NONE",
-            f"--comment={comment}",
-            f"--output={folder / 'slurm.log'}",
-            f"--chdir={folder}",
         ]
         if per_node:
-            argv.append(f"--gres={self.gres}:{per_node}")
+            options.append(f"--gres={check_identifier(self.gres, 'GRES')}:{int(per_node)}")
         if launch.max_runtime:
-            argv.append(f"--time={slurm_minutes(launch.max_runtime)}")
+            options.append(f"--time={slurm_minutes(launch.max_runtime)}")
         seconds = signal_seconds(launch)
         if seconds:
-            argv.append(f"--signal=B:USR1@{seconds}")
-        return [*argv, str(script)]
+            options.append(f"--signal=B:USR1@{seconds}")
+        return options
+
+    def _sbatch(
+        self, launch: JobLaunch, folder: Path, comment: str, launch_file: Path
+    ) -> list[str]:
+        options = self._run_options(launch)
+        script = attempts.write_script(folder, launch_file, self._script())
+        try:
+            return attempts.sbatch_argv(options, folder, comment, script)
+        except attempts.AttemptError as exc:
+            raise PermanentProviderError(str(exc)) from None
+
+    # reading logs and accounting (providers/slurm/history.py) ------------------------
+
+    def read_log(
+        self, address: str, run_id: str, attempt: int, offset: int = 0, suite: str | None = None
+    ) -> LogChunk:
+        return history.read_log(self, address, run_id, attempt, offset, suite)
+
+    def accounting(self, since: str) -> list[AccountedRun]:
+        return history.accounted_runs(self, since)
 
 
 def _inherited(name: str) -> str:
@@ -425,11 +469,7 @@ def _inherited(name: str) -> str:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    return attempts.read_json(path)
 
 
 def _progress(path: Path) -> int | None:

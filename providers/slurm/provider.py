@@ -33,7 +33,7 @@ from providers.base import (
     ValidationProblem,
 )
 from providers.errors import PermanentProviderError, ProviderConfigError
-from providers.jobs import JobLaunch, RunStatus
+from providers.jobs import AccountedRun, JobLaunch, LogChunk, RunStatus
 from providers.local.status import run_to_json
 from providers.slurm import mapping
 from providers.slurm.accounting import Accounting, AccountingSnapshot
@@ -78,7 +78,9 @@ class SlurmProvider(Provider):
         self.data_roots = context.data_roots
         conf = getattr(connection, "conf", "") or "/etc/slurm/slurm.conf"
         self.commands = SlurmCommands(getattr(connection, "bin_dir", ""), conf)
-        self.accounting = Accounting(self.commands, getattr(connection, "cluster", ""))
+        self.accounting = Accounting(  # also JobProvider.accounting(since): it calls usage
+            self.commands, getattr(connection, "cluster", ""), usage=self._usage
+        )
         self.partitions = PartitionFile(
             Path(getattr(connection, "partitions_file", "/etc/slurm/trainform-partitions.conf")),
             Path(conf),
@@ -130,6 +132,14 @@ class SlurmProvider(Provider):
 
     def runs(self, address: str) -> list[RunStatus]:
         return self.jobs.runs(address)
+
+    def read_log(
+        self, address: str, run_id: str, attempt: int, offset: int = 0, suite: str | None = None
+    ) -> LogChunk:
+        return self.jobs.read_log(address, run_id, attempt, offset, suite)
+
+    def _usage(self, since: str) -> list[AccountedRun]:
+        return self.jobs.accounting(since)
 
     # pure ------------------------------------------------------------------------------
 

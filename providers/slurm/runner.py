@@ -1,19 +1,30 @@
 """What runs inside a Slurm batch job: `python -m providers.slurm.runner <launch.json>`.
 
-The batch script trainform generates (providers/slurm/jobs.py) `exec`s this module, so it
-is the batch step's main process and receives `--signal=B:USR1@<seconds>`. It:
+The batch script trainform generates (providers/slurm/attempts.py) `exec`s this module, so
+it is the batch step's main process and receives `--signal=B:USR1@<seconds>`. It:
 
 1. checks every pinned dataset version against its manifest digest (data mutated refuses
-   the attempt), and the checkpoint to resume from (must be valid);
+   the attempt), and the checkpoint to resume from (must be valid); a refusal is recorded
+   as `"refused": true` in result.json (the evidence the provider classifies by) and the
+   runner exits 2 without starting the command;
 2. after a requeue (SLURM_RESTART_COUNT > 0) resumes from the run's latest valid
-   checkpoint instead, so `scontrol requeue` continues the run;
+   checkpoint instead, so `scontrol requeue` continues the run; every start is appended to
+   `starts.json` (time, restart count, checkpoint resumed from and its step);
 3. starts the command (an argv list, in the run's code snapshot, with the trainform
    environment; through `srun`, one task per node, on a multi-node allocation), forwards
    USR1 (checkpoint now), TERM and INT to it;
-4. records `result.json` (exit code, reason, resumed from) next to the launch, applies
-   checkpoint retention, and exits with the command's code.
+4. when the command failed by itself (no TERM or INT from Slurm, and the controller still
+   shows the job RUNNING: a cancel, requeue, time limit or preemption is not retried here;
+   Slurm's own requeue or the engine covers those) and `retries` allows another attempt,
+   submits the next attempt with `sbatch --begin=now+<retry_delay>` from the latest valid
+   checkpoint (or from scratch with resume "never"), the same sbatch options and the
+   ownership comment of that attempt, and records it in both attempt folders;
+5. records `result.json` (exit code, reason, resumed from, the last step the progress file
+   reached, the retry it submitted) next to the launch, applies checkpoint retention, and
+   exits with the command's code.
 
-Standard library plus providers.local (checkpoint validation and dataset manifests).
+Standard library plus providers.local (checkpoint validation and dataset manifests) and
+providers/slurm/attempts.py (the next attempt's folder and sbatch command).
 """
 
 from __future__ import annotations
@@ -23,20 +34,28 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from providers.jobs import retry_delay
 from providers.local.checkpoints import apply_retention, check_checkpoint, latest_valid
 from providers.local.checkpoints import list_checkpoints as listed
 from providers.local.datasets import build_manifest
+from providers.slurm import attempts
 
 FORWARDED = (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT)
+STOPPING = (signal.SIGTERM, signal.SIGINT)
+REFUSED_EXIT = 2
+SBATCH_TRIES = 3
+SETTLE = 0.5
 
 
 def now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """This moment, ISO-8601 UTC to the millisecond."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class Refused(Exception):
@@ -57,7 +76,7 @@ def _datasets(launch: dict[str, Any]) -> None:
 def _resume(launch: dict[str, Any]) -> dict[str, str]:
     checkpoints = Path(launch["checkpoint_dir"])
     requeued = int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0) > 0
-    if requeued and launch["kind"] == "train":
+    if requeued and launch["kind"] == "train" and launch.get("resume", "latest") != "never":
         newest = latest_valid(listed(checkpoints))
         if newest is not None:
             return {"TRAINFORM_RESUME_FROM": newest.path, "TRAINFORM_RESUME_STEP": str(newest.step)}
@@ -97,6 +116,149 @@ def _record(path: Path, result: dict[str, Any]) -> None:
     os.replace(temporary, path)
 
 
+def _progress_step(launch: dict[str, Any]) -> int | None:
+    path = launch.get("env", {}).get("TRAINFORM_PROGRESS_FILE")
+    if not path:
+        return None
+    step = attempts.read_json(Path(path)).get("step")
+    return step if isinstance(step, int) and not isinstance(step, bool) else None
+
+
+def _record_start(folder: Path, resume: dict[str, str]) -> None:
+    starts = attempts.read_json(folder / "starts.json").get("starts", [])
+    step = resume["TRAINFORM_RESUME_STEP"]
+    starts.append(
+        {
+            "at": now(),
+            "job_id": os.environ.get("SLURM_JOB_ID", ""),
+            "restart": int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0),
+            "resumed_from": resume["TRAINFORM_RESUME_FROM"],
+            "resumed_step": int(step) if resume["TRAINFORM_RESUME_FROM"] else None,
+        }
+    )
+    _record(folder / "starts.json", {"starts": starts})
+
+
+def _sbatch_environment(launch: dict[str, Any]) -> dict[str, str]:
+    """This job's environment without what would make sbatch read it as options or as
+    belonging to this allocation, with the cluster's SLURM_CONF."""
+    prefixes = ("SLURM_", "SBATCH_", "SALLOC_", "SRUN_")
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
+    conf = launch.get("slurm", {}).get("conf") or os.environ.get("SLURM_CONF", "")
+    if conf:
+        environment["SLURM_CONF"] = conf
+    return environment
+
+
+def _submit_retry(launch: dict[str, Any], launch_file: Path) -> dict[str, Any]:
+    """Submit the next attempt of the run after its backoff; what happened, for result.json."""
+    attempt = int(launch["attempt"]) + 1
+    delay = retry_delay(int(launch.get("backoff") or 0), attempt - 1)
+    folder = launch_file.parent.parent / str(attempt)
+    folder.mkdir(parents=True, exist_ok=True)
+    retry: dict[str, Any] = {"attempt": attempt, "delay": delay}
+    if (folder / attempts.SUBMISSION).exists() or not attempts.claim(folder):
+        return {**retry, "skipped": "the attempt was submitted already"}
+    resume_from = None
+    if launch.get("resume", "latest") != "never":
+        newest = latest_valid(listed(Path(launch["checkpoint_dir"])))
+        resume_from = Path(newest.path).name if newest else None
+    comment = attempts.next_comment(launch["comment"], attempt)
+    following = {
+        **launch,
+        "attempt": attempt,
+        "resume_from": resume_from,
+        "comment": comment,
+        "env": {**launch["env"], "TRAINFORM_ATTEMPT": str(attempt)},
+    }
+    following_file = folder / "launch.json"
+    _record(following_file, following)
+    script = attempts.write_script(folder, following_file, launch["script"])
+    argv = attempts.sbatch_argv(launch["sbatch_options"], folder, comment, script, delay)
+    program = launch.get("slurm", {}).get("sbatch") or "sbatch"
+    output = ""
+    for tries in range(SBATCH_TRIES):
+        try:
+            completed = subprocess.run(
+                [program, *argv[1:]],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env=_sbatch_environment(launch),
+                stdin=subprocess.DEVNULL,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            output = str(exc)
+        else:
+            output = (completed.stdout + completed.stderr).strip()
+            if completed.returncode == 0:
+                job_id = completed.stdout.strip().split(";")[0].strip()
+                submitted = now()
+                attempts.record_submission(
+                    folder,
+                    {
+                        "job_id": job_id,
+                        "submitted_at": submitted,
+                        "comment": comment,
+                        "by": "runner",
+                        "retry_of": attempt - 1,
+                        "delay": delay,
+                    },
+                )
+                print(
+                    f"trainform: attempt {attempt} submitted as job {job_id}, starting after "
+                    f"its retry backoff of {delay}s"
+                    + (f" from checkpoint {resume_from}" if resume_from else " from scratch"),
+                    flush=True,
+                )
+                return {**retry, "job_id": job_id, "submitted_at": submitted}
+        if tries + 1 < SBATCH_TRIES:
+            time.sleep(1 + tries)
+    (folder / attempts.CLAIM).unlink(missing_ok=True)
+    print(f"trainform: cannot submit attempt {attempt}: {output}", flush=True)
+    return {**retry, "error": output}
+
+
+def _still_running(launch: dict[str, Any]) -> bool:
+    """Whether the controller still holds this job as RUNNING. A cancel, requeue,
+    preemption or time limit changes the job's state there before its processes are
+    signalled, so a command killed by Slurm is never retried by the runner as well."""
+    job_id = os.environ.get("SLURM_JOB_ID", "")
+    program = launch.get("slurm", {}).get("squeue") or "squeue"
+    if not job_id.isdigit():
+        return False
+    try:
+        completed = subprocess.run(
+            [program, "--json", "--jobs", job_id],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env=_sbatch_environment(launch),
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+        jobs = json.loads(completed.stdout).get("jobs", [])
+    except (OSError, subprocess.TimeoutExpired, ValueError, AttributeError):
+        return False
+    states = [job.get("job_state") for job in jobs if str(job.get("job_id")) == job_id]
+    return states == ["RUNNING"] or states == [["RUNNING"]]
+
+
+def _retry_wanted(launch: dict[str, Any], code: int, received: list[int]) -> bool:
+    if code == 0 or launch.get("kind") != "train" or not launch.get("sbatch_options"):
+        return False
+    if int(launch.get("attempt") or 1) > int(launch.get("retries") or 0):
+        return False
+    time.sleep(SETTLE)  # signals Slurm sends the whole job reach the runner too
+    if any(number in STOPPING for number in received):
+        return False  # Slurm stopped it (cancel, time limit, preemption): not a failure here
+    if not _still_running(launch):
+        print("trainform: Slurm is ending or requeueing the job: no retry from here", flush=True)
+        return False
+    return True
+
+
 def run(launch_file: Path) -> int:
     launch = json.loads(launch_file.read_text(encoding="utf-8"))
     result_file = launch_file.with_name("result.json")
@@ -106,8 +268,18 @@ def run(launch_file: Path) -> int:
         resume = _resume(launch)
     except Refused as exc:
         print(f"trainform: attempt refused: {exc}", flush=True)
-        _record(result_file, {"exit_code": 2, "reason": str(exc), "started_at": started})
-        return 2
+        _record(
+            result_file,
+            {
+                "exit_code": REFUSED_EXIT,
+                "reason": str(exc),
+                "refused": True,
+                "started_at": started,
+                "ended_at": now(),
+            },
+        )
+        return REFUSED_EXIT
+    _record_start(launch_file.parent, resume)
     environment = {**launch["env"], **resume, "SLURM_JOB_ID": os.environ.get("SLURM_JOB_ID", "")}
     for name in ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER"):
         if name in os.environ and name not in launch["env"]:
@@ -142,24 +314,36 @@ def run(launch_file: Path) -> int:
     )
     children.append(child)
     code = child.wait()
+    ended = now()
     reason = "" if code == 0 else f"exited with {code}"
     if code < 0:
         reason = f"killed by signal {signal.Signals(-code).name}"
+    print(f"trainform: the command {reason or 'succeeded'}", flush=True)
     keep = launch.get("keep_last")
     if keep and launch["kind"] == "train":
         protect = [resume["TRAINFORM_RESUME_FROM"]] if resume["TRAINFORM_RESUME_FROM"] else []
         apply_retention(Path(launch["checkpoint_dir"]), int(keep), protect)
-    _record(
-        result_file,
-        {
-            "exit_code": code,
-            "reason": reason,
-            "started_at": started,
-            "ended_at": now(),
-            "resumed_from": resume["TRAINFORM_RESUME_FROM"],
-            "signals": [signal.Signals(n).name for n in received],
-        },
-    )
+    result: dict[str, Any] = {
+        "exit_code": code if code >= 0 else 128 - code,
+        "reason": reason,
+        "started_at": started,
+        "ended_at": ended,
+        "resumed_from": resume["TRAINFORM_RESUME_FROM"],
+        "resumed_step": int(resume["TRAINFORM_RESUME_STEP"] or 0)
+        if resume["TRAINFORM_RESUME_FROM"]
+        else None,
+        "last_step": _progress_step(launch),
+        "signals": [signal.Signals(n).name for n in received],
+    }
+    if code < 0:
+        result["signal"] = -code
+    if _retry_wanted(launch, code, received):
+        try:
+            result["retry"] = _submit_retry(launch, launch_file)
+        except (OSError, KeyError, ValueError, attempts.AttemptError) as exc:
+            print(f"trainform: cannot submit the next attempt: {exc}", flush=True)
+            result["retry"] = {"error": str(exc)}
+    _record(result_file, result)
     return code if code >= 0 else 128 - code
 
 

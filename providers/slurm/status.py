@@ -1,18 +1,28 @@
-"""Job states from `squeue --json` and `sacct --json`: phases and readable reasons.
+"""Job states from `squeue --json` and `sacct --json`: phases, causes and readable reasons.
 
 Pure: parses the JSON text Slurm prints (22.05, openapi v0.0.38 field names, with the
 newer nested spellings accepted too) into `SlurmJobState` values, maps Slurm job states to
-trainform run phases and Slurm reason codes to sentences a person understands.
+trainform run phases and cause classes, and Slurm reason codes to sentences a person
+understands. Slurm's quirks handled here:
+
+- squeue's `exit_code` is the raw wait status (768 is exit 3, 9 is signal 9); sacct's is
+  `{status, return_code, signal}` and 22.05 reports `return_code` 0 for failed jobs, so the
+  runner's own record (result.json) is preferred for the exit code (providers/slurm/timeline.py).
+- A pending job's `start_time` and `end_time` are Slurm's forecasts, not facts: they are
+  dropped. A requeued job's submit time is reset to the requeue; `sacct --duplicates` keeps
+  one record per run, the first one holding the original submit time.
+- sacct keeps, as the finished job's `state.reason`, the reason it last waited for.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from providers.errors import PermanentProviderError
-from providers.jobs import RunPhase
+from providers.jobs import Cause, RunPhase
 
 QUEUED_STATES = {
     "PENDING",
@@ -37,6 +47,18 @@ FAILED_STATES = {
     "BOOT_FAIL",
     "DEADLINE",
     "REVOKED",
+}
+CAUSES = {
+    "COMPLETED": Cause.SUCCEEDED,
+    "FAILED": Cause.CODE_ERROR,
+    "OUT_OF_MEMORY": Cause.OUT_OF_MEMORY,
+    "NODE_FAIL": Cause.NODE_FAILURE,
+    "BOOT_FAIL": Cause.NODE_FAILURE,
+    "PREEMPTED": Cause.PREEMPTED,
+    "TIMEOUT": Cause.TIME_LIMIT,
+    "DEADLINE": Cause.TIME_LIMIT,
+    "CANCELLED": Cause.CANCELLED,
+    "REVOKED": Cause.CANCELLED,
 }
 REASONS = {
     "Resources": "waiting for resources: the nodes it needs are busy",
@@ -70,10 +92,13 @@ REASONS = {
     "Prolog": "its prolog is running",
     "NodeDown": "a node it needs is down",
 }
+NOT_WAITING = {"", "None", "NonZeroExitCode", "RaisedSignal", "TimeLimit", "JobLaunchFailure"}
 
 
 @dataclass(frozen=True)
 class SlurmJobState:
+    """One record of a Slurm job: squeue's current one, or one run of sacct's."""
+
     job_id: str
     state: str
     reason: str
@@ -82,6 +107,22 @@ class SlurmJobState:
     submitted_at: str = ""
     started_at: str = ""
     ended_at: str = ""
+    eligible_at: str = ""
+    signal: int | None = None
+    """The signal that ended the batch step, where Slurm says."""
+    restarts: int = 0
+    """Requeues so far (squeue's restart_cnt; sacct shows one record per run instead)."""
+    partition: str = ""
+    account: str = ""
+    node_list: str = ""
+    node_count: int = 0
+    tres: dict[str, float] = field(default_factory=dict)
+    """Allocated TRES: {"cpu": 2, "node": 1, "gres/gpu": 1, "mem": 256 (MiB)}."""
+    source: str = ""
+
+    @property
+    def pending(self) -> bool:
+        return phase_of(self.state) == RunPhase.QUEUED
 
 
 def readable_reason(code: str) -> str:
@@ -90,6 +131,11 @@ def readable_reason(code: str) -> str:
         return ""
     text = REASONS.get(code)
     return f"{text} ({code})" if text else code
+
+
+def is_wait_reason(code: str) -> bool:
+    """Whether a reason code says why a job waited (not how it ended)."""
+    return code not in NOT_WAITING
 
 
 def phase_of(state: str) -> RunPhase:
@@ -103,6 +149,11 @@ def phase_of(state: str) -> RunPhase:
     if state == "CANCELLED":
         return RunPhase.CANCELLED
     return RunPhase.FAILED
+
+
+def cause_of_state(state: str) -> Cause | None:
+    """The cause class of a finished Slurm job state; None while it is not finished."""
+    return CAUSES.get(state.upper()) if phase_of(state).finished else None
 
 
 def _state(job: dict[str, Any]) -> str:
@@ -123,17 +174,30 @@ def _reason(job: dict[str, Any]) -> str:
 
 def _number(value: Any) -> int | None:
     if isinstance(value, dict):
-        if value.get("set") is False:
+        if value.get("set") is False or value.get("infinite") is True:
             return None
         value = value.get("number")
+    if isinstance(value, bool):
+        return None
     return int(value) if isinstance(value, int | float) else None
 
 
-def _exit_code(job: dict[str, Any]) -> int | None:
+def _exit(job: dict[str, Any], command: str) -> tuple[int | None, int | None]:
+    """(exit code, signal) of the job."""
     code = job.get("exit_code")
     if isinstance(code, dict):
-        return _number(code.get("return_code"))
-    return _number(code)
+        signal = _number((code.get("signal") or {}).get("signal_id"))
+        if code.get("status") == "SIGNALED":
+            return None, signal
+        return _number(code.get("return_code")), signal
+    status = _number(code)
+    if status is None:
+        return None, None
+    if command == "squeue":  # a wait status: low 7 bits the signal, next byte the code
+        if status & 0x7F:
+            return None, status & 0x7F
+        return status >> 8, None
+    return status, None
 
 
 def _comment(job: dict[str, Any]) -> str:
@@ -143,36 +207,94 @@ def _comment(job: dict[str, Any]) -> str:
     return str(comment or "")
 
 
+def iso_seconds(seconds: int | None) -> str:
+    if not seconds or seconds <= 0 or seconds > 2**32 * 2:
+        return ""
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def _time(job: dict[str, Any], flat: str, nested: str) -> str:
     value = job.get(flat)
     if value is None:
         value = (job.get("time") or {}).get(nested)
-    seconds = _number(value)
-    if not seconds:
-        return ""
-    from datetime import UTC, datetime
+    return iso_seconds(_number(value))
 
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+def parse_tres_text(text: str) -> dict[str, float]:
+    """`cpu=2,mem=512M,node=1,gres/gpu=1` -> {"cpu": 2, "mem": 512, "node": 1, "gres/gpu": 1}
+    (memory in MiB)."""
+    amounts: dict[str, float] = {}
+    for item in (text or "").split(","):
+        name, _, value = item.partition("=")
+        if not name or not value:
+            continue
+        scale = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}.get(value[-1:].upper())
+        number = value[:-1] if scale is not None else value
+        try:
+            amounts[name] = float(number) * (scale if scale is not None else 1)
+        except ValueError:
+            continue
+    return amounts
+
+
+def _tres(job: dict[str, Any]) -> dict[str, float]:
+    text = job.get("tres_alloc_str")
+    if isinstance(text, str):
+        return parse_tres_text(text)
+    allocated = (job.get("tres") or {}).get("allocated") or []
+    amounts: dict[str, float] = {}
+    for item in allocated if isinstance(allocated, list) else []:
+        if not isinstance(item, dict) or not isinstance(item.get("count"), int | float):
+            continue
+        name = str(item.get("type") or "")
+        if item.get("name"):
+            name = f"{name}/{item['name']}"
+        amounts[name] = float(item["count"])
+    return amounts
+
+
+def _nodes(job: dict[str, Any]) -> str:
+    value = job.get("nodes")
+    if isinstance(value, dict):
+        value = value.get("range") or ",".join(value.get("list") or [])
+    text = str(value or "")
+    return "" if text in ("None assigned", "(null)") else text
+
+
+def _job(job: dict[str, Any], command: str) -> SlurmJobState:
+    state = _state(job)
+    pending = phase_of(state) == RunPhase.QUEUED
+    code, signal = _exit(job, command)
+    if signal is None:  # sacct: the batch step knows the signal that ended it
+        for step in job.get("steps") or []:
+            if isinstance(step, dict) and (step.get("step") or {}).get("name") == "batch":
+                signal = _exit(step, "sacct")[1]
+    return SlurmJobState(
+        job_id=str(job.get("job_id")),
+        state=state,
+        reason=_reason(job),
+        exit_code=code,
+        comment=_comment(job),
+        submitted_at=_time(job, "submit_time", "submission"),
+        started_at="" if pending else _time(job, "start_time", "start"),
+        ended_at="" if pending or state in RUNNING_STATES else _time(job, "end_time", "end"),
+        eligible_at=_time(job, "eligible_time", "eligible"),
+        signal=signal,
+        restarts=_number(job.get("restart_cnt")) or 0,
+        partition=str(job.get("partition") or ""),
+        account=str(job.get("account") or ""),
+        node_list="" if pending else _nodes(job),
+        node_count=_number(job.get("node_count") or job.get("allocation_nodes")) or 0,
+        tres={} if pending else _tres(job),
+        source=command,
+    )
 
 
 def parse_jobs(text: str, command: str) -> list[SlurmJobState]:
-    """Jobs of `squeue --json` or `sacct --json` output."""
+    """Jobs of `squeue --json` or `sacct --json` output, in the order Slurm lists them."""
     try:
         data = json.loads(text)
     except ValueError as exc:
         raise PermanentProviderError(f"cannot parse {command} --json output: {exc}") from None
-    jobs = []
-    for job in data.get("jobs", []):
-        jobs.append(
-            SlurmJobState(
-                job_id=str(job.get("job_id")),
-                state=_state(job),
-                reason=_reason(job),
-                exit_code=_exit_code(job),
-                comment=_comment(job),
-                submitted_at=_time(job, "submit_time", "submission"),
-                started_at=_time(job, "start_time", "start"),
-                ended_at=_time(job, "end_time", "end"),
-            )
-        )
-    return jobs
+    jobs = data.get("jobs", []) if isinstance(data, dict) else []
+    return [_job(job, command) for job in jobs if isinstance(job, dict)]
