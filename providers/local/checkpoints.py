@@ -4,8 +4,9 @@ A checkpoint is a folder `step-<N>` under the run's checkpoint folder holding
 `manifest.json` = {"step": N, "files": [{"path", "size", "sha256"}]}, written last (see
 providers/jobs.py). It is valid only if the manifest parses, names step N, and every
 listed file exists with the listed size and sha256; otherwise `problem` says what is
-wrong. Validation hashes every file; results are remembered per process while no file's
-size, inode or mtime changes. `written_at` is the manifest's modification time (it is
+wrong. Validation hashes every file; results are remembered per process, and across processes
+in the platform database (`CheckCache`), while no file's size, inode, mtime or ctime
+changes. `written_at` is the manifest's modification time (it is
 written last) and `size` the sum of the sizes the manifest lists. A listing made with
 `hashed=False` (accounting) checks presence and sizes only, and says so in `evidence`.
 
@@ -44,7 +45,9 @@ def _sha256(path: Path) -> str:
 
 
 def _fingerprint(folder: Path) -> tuple[Any, ...]:
-    """Size, inode and mtime of every file in the folder tree (cache key)."""
+    """Size, inode, mtime and ctime of every file in the folder tree (cache key). The
+    ctime moves on every write and no program can set it back, so content changed in
+    place is never taken for the content that was validated."""
     entries = []
     for directory, subdirs, files in os.walk(folder):
         subdirs.sort()
@@ -53,8 +56,43 @@ def _fingerprint(folder: Path) -> tuple[Any, ...]:
                 info = os.stat(os.path.join(directory, name))
             except OSError:
                 continue
-            entries.append((directory, name, info.st_size, info.st_ino, info.st_mtime_ns))
+            entries.append(
+                (directory, name, info.st_size, info.st_ino, info.st_mtime_ns, info.st_ctime_ns)
+            )
     return tuple(entries)
+
+
+class CheckCache:
+    """Validations shared between processes through the platform database (RunStore's
+    `checkpoint_checks` table), keyed by path and fingerprint: a checkpoint is hashed
+    once after it is written, not by every `status`. New results are saved by `flush`."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self._known: dict[str, tuple[str, str]] | None = None
+        self._new: list[tuple[str, str, str]] = []
+
+    def get(self, folder: Path, fingerprint: tuple[Any, ...]) -> CheckpointStatus | None:
+        if self._known is None:
+            self._known = self.store.checkpoint_checks()
+        entry = self._known.get(str(folder))
+        if entry is None or entry[0] != _key(fingerprint):
+            return None
+        return CheckpointStatus(**json.loads(entry[1]))
+
+    def put(self, folder: Path, fingerprint: tuple[Any, ...], status: CheckpointStatus) -> None:
+        record = (str(folder), _key(fingerprint), json.dumps(vars(status), sort_keys=True))
+        self._new.append(record)
+        if self._known is not None:
+            self._known[record[0]] = (record[1], record[2])
+
+    def flush(self) -> None:
+        new, self._new = self._new, []
+        self.store.record_checkpoint_checks(new)
+
+
+def _key(fingerprint: tuple[Any, ...]) -> str:
+    return hashlib.sha256(repr(fingerprint).encode()).hexdigest()
 
 
 def _written(folder: Path) -> tuple[str, int]:
@@ -111,7 +149,9 @@ def _problem(folder: Path, step: int, hashed: bool = True) -> str:
     return ""
 
 
-def check_checkpoint(folder: Path, hashed: bool = True) -> CheckpointStatus:
+def check_checkpoint(
+    folder: Path, hashed: bool = True, cache: CheckCache | None = None
+) -> CheckpointStatus:
     """Validate one `step-<N>` folder (see the module docstring for the rule)."""
     match = STEP_FOLDER.match(folder.name)
     if match is None:
@@ -121,6 +161,10 @@ def check_checkpoint(folder: Path, hashed: bool = True) -> CheckpointStatus:
     cached = _checked.get(folder)
     if cached is not None and cached[0] == fingerprint:
         return cached[1]
+    shared = cache.get(folder, fingerprint) if cache is not None and hashed else None
+    if shared is not None:
+        _checked[folder] = (fingerprint, shared)
+        return shared
     problem = _problem(folder, step, hashed)
     written_at, size = _written(folder)
     evidence = {} if hashed else {"hashed": False}
@@ -129,17 +173,21 @@ def check_checkpoint(folder: Path, hashed: bool = True) -> CheckpointStatus:
     )
     if hashed:
         _checked[folder] = (fingerprint, status)
+        if cache is not None:
+            cache.put(folder, fingerprint, status)
     return status
 
 
-def list_checkpoints(checkpoint_dir: Path, hashed: bool = True) -> list[CheckpointStatus]:
+def list_checkpoints(
+    checkpoint_dir: Path, hashed: bool = True, cache: CheckCache | None = None
+) -> list[CheckpointStatus]:
     """Every `step-<N>` folder of a run, validated, oldest step first."""
     if not checkpoint_dir.is_dir():
         return []
     folders = [
         path for path in checkpoint_dir.iterdir() if path.is_dir() and STEP_FOLDER.match(path.name)
     ]
-    statuses = [check_checkpoint(path, hashed) for path in folders]
+    statuses = [check_checkpoint(path, hashed, cache) for path in folders]
     return sorted(statuses, key=lambda status: (status.step, status.id))
 
 

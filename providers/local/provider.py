@@ -207,10 +207,9 @@ class LocalProvider(Provider):
     # reads ---------------------------------------------------------------------------
 
     def observe(self, requests: list[ObserveRequest]) -> dict[str, Observation]:
+        jobs = [request.address for request in requests if request.kind == "TrainingJob"]
         observations = {
-            request.address: self._observe_job(request.address)
-            for request in requests
-            if request.kind == "TrainingJob"
+            address: _job_observation(runs) for address, runs in self.jobs.runs_of(jobs).items()
         }
         requests = [request for request in requests if request.kind != "TrainingJob"]
         rows = self.database.get_many(request.address for request in requests)
@@ -295,12 +294,6 @@ class LocalProvider(Provider):
                 versions[version["name"]] = build_manifest(folder).summary()
             return {"versions": versions}
         return super().resolve(resource)
-
-    def _observe_job(self, address: str) -> Observation:
-        runs = self.jobs.runs(address)
-        if not runs:
-            return Observation(exists=False)
-        return Observation(exists=True, live=None, status={"runs": [run_to_json(r) for r in runs]})
 
     def adopt(self, request: ObserveRequest, identifier: str) -> Observation:
         if identifier != request.address and self.database.get_many([request.address]):
@@ -413,6 +406,12 @@ class LocalProvider(Provider):
                 for folder in folders:
                     shutil.rmtree(folder, ignore_errors=True)
         self.database.delete(address, self.manager)
+
+
+def _job_observation(runs: list[RunStatus]) -> Observation:
+    if not runs:
+        return Observation(exists=False)
+    return Observation(exists=True, live=None, status={"runs": [run_to_json(r) for r in runs]})
 
 
 def digest_of(value: Any) -> str:

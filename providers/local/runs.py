@@ -74,6 +74,11 @@ CREATE TABLE IF NOT EXISTS attempts (
 );
 CREATE INDEX IF NOT EXISTS attempts_address ON attempts(address);
 CREATE INDEX IF NOT EXISTS attempts_phase ON attempts(phase);
+CREATE TABLE IF NOT EXISTS checkpoint_checks (
+    path        TEXT PRIMARY KEY,
+    fingerprint TEXT NOT NULL,
+    status      TEXT NOT NULL
+);
 """
 
 ADDED_COLUMNS = {
@@ -88,6 +93,7 @@ ADDED_COLUMNS = {
 """Columns added after the first release of the table, with their definitions."""
 
 UNFINISHED = ("queued", "running")
+_BATCH = 500  # addresses per query: under SQLite's 999 bound variables
 _JSON_FIELDS = ("launch", "metrics", "waits")
 
 
@@ -177,8 +183,7 @@ class Attempt:
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> Attempt:
-        names = {f.name for f in fields(cls)}
-        values = {key: row[key] for key in row.keys() if key in names}
+        values = {key: row[key] for key in row.keys() if key in _ATTEMPT_FIELDS}
         for key in _JSON_FIELDS:
             if values.get(key) is not None:
                 values[key] = json.loads(values[key])
@@ -190,6 +195,9 @@ class Attempt:
             if values[key] is not None:
                 values[key] = json.dumps(values[key], sort_keys=True)
         return values
+
+
+_ATTEMPT_FIELDS = frozenset(f.name for f in fields(Attempt))
 
 
 class RunStore:
@@ -277,6 +285,45 @@ class RunStore:
             query += " AND manager = ?"
             arguments.append(manager)
         return self._select(query + " ORDER BY submitted_at, rowid", arguments)
+
+    def by_addresses(
+        self, addresses: list[str], manager: str | None = None
+    ) -> dict[str, list[Attempt]]:
+        """Attempts of many jobs in few queries: address -> attempts in submission order."""
+        found: dict[str, list[Attempt]] = {address: [] for address in addresses}
+        for start in range(0, len(addresses), _BATCH):
+            batch = addresses[start : start + _BATCH]
+            query = f"SELECT * FROM attempts WHERE address IN ({', '.join('?' * len(batch))})"
+            arguments: list[Any] = list(batch)
+            if manager is not None:
+                query += " AND manager = ?"
+                arguments.append(manager)
+            for attempt in self._select(query + " ORDER BY submitted_at, rowid", arguments):
+                found[attempt.address].append(attempt)
+        return found
+
+    def checkpoint_checks(self) -> dict[str, tuple[str, str]]:
+        """Checkpoint validations recorded earlier: path -> (fingerprint, status JSON)."""
+        with self._lock:
+            rows = self._connection.execute(
+                "SELECT path, fingerprint, status FROM checkpoint_checks"
+            ).fetchall()
+        return {row["path"]: (row["fingerprint"], row["status"]) for row in rows}
+
+    def record_checkpoint_checks(self, checks: list[tuple[str, str, str]]) -> None:
+        """Remember validations (path, fingerprint, status JSON) in one transaction; a
+        database this process cannot write only loses the saving."""
+        if not checks:
+            return
+        try:
+            with self.transaction():
+                self._connection.executemany(
+                    "INSERT OR REPLACE INTO checkpoint_checks (path, fingerprint, status) "
+                    "VALUES (?, ?, ?)",
+                    checks,
+                )
+        except sqlite3.Error:
+            pass
 
     def in_phase(self, *phases: str) -> list[Attempt]:
         """Attempts in the phases, in admission order: priority (higher first), then age."""

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import socket
-from dataclasses import asdict
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,7 @@ from providers.jobs import (
 )
 from providers.local.admission import SUPERVISOR_GONE
 from providers.local.checkpoint_sync import remote_store
-from providers.local.checkpoints import latest_valid, list_checkpoints
+from providers.local.checkpoints import CheckCache, latest_valid, list_checkpoints
 from providers.local.outcomes import reached_step, resumed_step
 from providers.local.processes import supervisor_alive
 from providers.local.runs import Attempt, RunStore
@@ -84,9 +83,7 @@ def cause_of(attempt: Attempt, gone: set[str]) -> str:
     if attempt.id in gone:
         return Cause.CANCELLED if attempt.cancel_requested else Cause.NODE_FAILURE
     if attempt.finished and not attempt.cause:  # recorded before causes were
-        return {"succeeded": Cause.SUCCEEDED, "cancelled": Cause.CANCELLED}.get(
-            attempt.phase, ""
-        )
+        return {"succeeded": Cause.SUCCEEDED, "cancelled": Cause.CANCELLED}.get(attempt.phase, "")
     return attempt.cause
 
 
@@ -138,7 +135,11 @@ def evaluation_status(attempt: Attempt, gone: set[str]) -> EvaluationStatus:
 
 
 def run_status(
-    run_id: str, attempts: list[Attempt], gone: set[str], hashed: bool = True
+    run_id: str,
+    attempts: list[Attempt],
+    gone: set[str],
+    hashed: bool = True,
+    cache: CheckCache | None = None,
 ) -> RunStatus:
     training = sorted((a for a in attempts if a.kind == "train"), key=lambda a: a.attempt)
     evaluations = [a for a in attempts if a.kind == "eval"]
@@ -152,7 +153,7 @@ def run_status(
         if store is not None:
             status.checkpoints = store.list()
         else:
-            status.checkpoints = list_checkpoints(Path(latest.checkpoint_dir), hashed)
+            status.checkpoints = list_checkpoints(Path(latest.checkpoint_dir), hashed, cache)
         newest = latest_valid(status.checkpoints)
         status.current_step = _progress_step(Path(latest.workdir) / "progress.json")
         if status.current_step is None and newest is not None:
@@ -161,19 +162,47 @@ def run_status(
 
 
 def run_statuses(
-    store: RunStore, attempts: list[Attempt], hashed: bool = True
+    store: RunStore, attempts: list[Attempt], hashed: bool = True, cache: CheckCache | None = None
 ) -> list[RunStatus]:
     """One RunStatus per run, oldest run first (attempts come in submission order)."""
     gone = without_supervisor(store, attempts)
     groups: dict[str, list[Attempt]] = {}
     for attempt in attempts:
         groups.setdefault(attempt.run_id, []).append(attempt)
-    return [run_status(run_id, group, gone, hashed) for run_id, group in groups.items()]
+    shared = cache or CheckCache(store)
+    runs = [run_status(run_id, group, gone, hashed, shared) for run_id, group in groups.items()]
+    if cache is None:
+        shared.flush()
+    return runs
 
 
 def run_to_json(run: RunStatus) -> dict[str, Any]:
-    """A RunStatus as plain JSON-ready data (phases as their lowercase strings)."""
-    data = asdict(run)
-    for entry in data["attempts"] + data["evaluations"]:
-        entry["phase"] = str(entry["phase"])
-    return data
+    """A RunStatus as plain JSON-ready data (phases as their lowercase strings); what
+    `dataclasses.asdict` gives, built directly (asdict deep-copies every value: the
+    largest cost of reading many runs)."""
+    attempts = []
+    for attempt in run.attempts:
+        entry = dict(vars(attempt))
+        entry["phase"] = str(attempt.phase)
+        entry["waits"] = [dict(vars(wait)) for wait in attempt.waits]
+        entry["hosts"] = list(attempt.hosts)
+        attempts.append(entry)
+    evaluations = []
+    for evaluation in run.evaluations:
+        entry = dict(vars(evaluation))
+        entry["phase"] = str(evaluation.phase)
+        entry["metrics"] = dict(evaluation.metrics)
+        evaluations.append(entry)
+    checkpoints = []
+    for checkpoint in run.checkpoints:
+        entry = dict(vars(checkpoint))
+        entry["evidence"] = dict(checkpoint.evidence)
+        checkpoints.append(entry)
+    return {
+        "run_id": run.run_id,
+        "attempts": attempts,
+        "checkpoints": checkpoints,
+        "current_step": run.current_step,
+        "evaluations": evaluations,
+        "output_dir": run.output_dir,
+    }
