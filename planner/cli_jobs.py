@@ -16,7 +16,7 @@ from planner.lockfile import LOCK_FILE, resolve_pins
 from planner.render.platform_text import render_platform_text
 from planner.render.status_text import render_status_json, render_status_text
 from planner.render.style import use_color
-from planner.status import job_status
+from planner.status import job_status, matching_jobs
 from planner.usage import platform_view
 from planner.workspace import Workspace
 from specs.secrets import redact
@@ -48,9 +48,7 @@ def lock(spec_dir: str, inputs: TemplateInputs) -> None:
 
 def _short_address(workspace: Workspace, address: str) -> str:
     jobs = [a for a, d in build_desired(workspace.specs).items() if d.kind == "TrainingJob"]
-    if address in jobs:
-        return address
-    matches = [a for a in jobs if a.rsplit("/", 1)[-1] == address or a.endswith("/" + address)]
+    matches = matching_jobs(jobs, address)
     return matches[0] if len(matches) == 1 else address
 
 

@@ -22,7 +22,7 @@ from planner.desired import build_desired
 from planner.lineage import Lineage, LineageError, find_lineage
 from planner.render.status_text import clock
 from planner.state import State
-from planner.status import observe_jobs, read_log_now
+from planner.status import matching_jobs, observe_jobs, read_log_now
 from planner.usage import UsageReport, usage_report
 from planner.workspace import Workspace
 from providers.errors import ProviderError
@@ -44,10 +44,7 @@ def _fail(message: str) -> None:
 def _job_address(workspace: Workspace, target: str) -> str:
     """A TrainingJob address from an address or an unambiguous short name."""
     desired = build_desired(workspace.specs)
-    known = {a for a, d in desired.items() if d.kind == "TrainingJob"}
-    if target in known:
-        return target
-    matches = sorted(a for a in known if a.rsplit("/", 1)[-1] == target or a.endswith(target))
+    matches = matching_jobs([a for a, d in desired.items() if d.kind == "TrainingJob"], target)
     if len(matches) == 1:
         return matches[0]
     if matches:

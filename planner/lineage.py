@@ -21,7 +21,7 @@ from planner.desired import DesiredItem, build_desired
 from planner.gates import evaluate_gates, overall
 from planner.lockfile import _git
 from planner.state import State
-from planner.status import observe_jobs
+from planner.status import matching_jobs, observe_jobs
 from planner.workspace import Workspace
 from specs.secrets import mask_tree
 
@@ -135,14 +135,10 @@ def _resolve_address(target: str, jobs: list[DesiredItem], state: State) -> str 
     known = {j.address for j in jobs} | {
         a for a, r in state.resources.items() if r.kind == "TrainingJob"
     }
-    if target in known:
-        return target
-    short = [a for a in known if a.split("/")[-1] == target or a.endswith("/" + target)]
-    if len(short) == 1:
-        return short[0]
+    short = matching_jobs(known, target)
     if len(short) > 1:
-        raise LineageError(f"{target} is ambiguous: {', '.join(sorted(short))}")
-    return None
+        raise LineageError(f"{target} is ambiguous: {', '.join(short)}")
+    return short[0] if short else None
 
 
 def _find_by_path(target: str, runs: dict[str, list[dict[str, Any]]]) -> tuple[str, str]:

@@ -7,6 +7,7 @@ results, and earlier runs kept in history.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -108,6 +109,17 @@ def job_status(
 
 
 LAST_LINES = 10
+
+
+def matching_jobs(known: Iterable[str], target: str) -> list[str]:
+    """The job addresses `target` names: itself, else every job whose name (or
+    `project/name`) it is; several when a short name is ambiguous."""
+    addresses = set(known)
+    if target in addresses:
+        return [target]
+    return sorted(
+        a for a in addresses if a.rsplit("/", 1)[-1] == target or a.endswith("/" + target)
+    )
 
 
 def _last_lines(workspace: Workspace, job: DesiredItem, report: JobReport) -> list[str]:

@@ -15,21 +15,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from providers.jobs import AttemptStatus, CheckpointStatus, RunStatus
+from providers.jobs import AttemptStatus, CheckpointStatus, RunStatus, parse_utc, utc_text
 
-
-def parse_time(text: str) -> datetime | None:
-    if not text:
-        return None
-    try:
-        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
-
-
-def iso(value: datetime) -> str:
-    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+parse_time = parse_utc
+iso = utc_text
 
 
 def seconds_between(start: str, end: str) -> float | None:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
 MAX_RETRY_DELAY = 3600
@@ -48,6 +49,22 @@ class Cause(enum.StrEnum):
     TIME_LIMIT = "time-limit"
     CANCELLED = "cancelled"
     REFUSED = "refused"  # refused before start: data mutated, checkpoint invalid, no image
+
+
+def utc_text(moment: datetime) -> str:
+    """`moment` as run records hold times: ISO-8601 UTC with milliseconds and `Z`."""
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_utc(text: str) -> datetime | None:
+    """A recorded time (a naive one is UTC); None for "" or something unreadable."""
+    if not text or not isinstance(text, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def retry_delay(backoff: int, failed_attempts: int) -> int:

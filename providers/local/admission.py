@@ -39,12 +39,12 @@ from pathlib import Path
 from typing import Any
 
 import providers
-from providers.jobs import Cause
+from providers.jobs import Cause, parse_utc
 from providers.local import capacity
 from providers.local.capacity import Usage
 from providers.local.outcomes import reached_step, resume_point, retry_wanted, schedule_retry
 from providers.local.processes import is_job_process, signal_group, supervisor_alive
-from providers.local.runs import Attempt, RunStore, parse_utc, utc_now
+from providers.local.runs import Attempt, RunStore, utc_now
 
 SUPERVISOR_GONE = "supervisor exited without recording an outcome (killed?)"
 REPOSITORY = Path(providers.__file__).resolve().parent.parent
@@ -129,6 +129,19 @@ def backoff_reason(attempt: Attempt, now: datetime) -> str:
     return f"waiting for retry backoff until {attempt.eligible_at}"
 
 
+def cancel_queued(store: RunStore, attempt: Attempt) -> None:
+    """Record a queued attempt cancelled (inside the caller's transaction)."""
+    ended = utc_now()
+    store.update(
+        attempt.id,
+        phase="cancelled",
+        reason="cancelled",
+        cause=Cause.CANCELLED,
+        ended_at=ended,
+        waits=waits_after(attempt, "", ended),
+    )
+
+
 def waits_after(attempt: Attempt, reason: str, now: str) -> list[dict[str, str]]:
     """The attempt's wait spans with the open one closed at `now`, and a span for
     `reason` opened (none when `reason` is "": the attempt stops waiting)."""
@@ -153,15 +166,7 @@ def admit(store: RunStore) -> list[str]:
         now = datetime.now(UTC)
         for attempt in store.queued():
             if attempt.cancel_requested:
-                ended = utc_now()
-                store.update(
-                    attempt.id,
-                    phase="cancelled",
-                    reason="cancelled",
-                    cause=Cause.CANCELLED,
-                    ended_at=ended,
-                    waits=waits_after(attempt, "", ended),
-                )
+                cancel_queued(store, attempt)
                 continue
             first = blocked.get(attempt.queue)
             reason = backoff_reason(attempt, now)

@@ -25,14 +25,22 @@ from pathlib import Path
 from typing import Any
 
 from providers.errors import PermanentProviderError
-from providers.jobs import AccountedRun, Cause, DatasetInput, JobLaunch, LogChunk, RunStatus
-from providers.local.admission import admit, waits_after
+from providers.jobs import (
+    AccountedRun,
+    DatasetInput,
+    JobLaunch,
+    LogChunk,
+    RunStatus,
+    parse_utc,
+    utc_text,
+)
+from providers.local.admission import admit, cancel_queued
 from providers.local.checkpoints import STEP_FOLDER, CheckCache
 from providers.local.datasets import build_manifest
 from providers.local.environment import dataset_folder, dataset_location
 from providers.local.layout import LOCK_FILE_NAME, RunLayout, snapshot_code, suite_name
 from providers.local.processes import signal_process, supervisor_alive
-from providers.local.runs import Attempt, RunStore, attempt_id, parse_utc, utc_now, utc_text
+from providers.local.runs import Attempt, RunStore, attempt_id, utc_now
 from providers.local.status import run_statuses
 
 LOG_CHUNK_BYTES = 4 * 2**20
@@ -125,15 +133,7 @@ class LocalJobs:
             if current is None or current.finished:
                 return
             if current.phase == "queued":
-                ended = utc_now()
-                self.store.update(
-                    current.id,
-                    phase="cancelled",
-                    reason="cancelled",
-                    cause=Cause.CANCELLED,
-                    ended_at=ended,
-                    waits=waits_after(current, "", ended),
-                )
+                cancel_queued(self.store, current)
                 return
             self.store.update(current.id, cancel_requested=1)
         if supervisor_alive(current.supervisor_pid, current.id):
@@ -144,7 +144,7 @@ class LocalJobs:
 
     def runs_of(self, addresses: list[str]) -> dict[str, list[RunStatus]]:
         """`runs` of many jobs, read in a few queries."""
-        found = self.store.by_addresses(addresses, self.manager)
+        found = self.store.by_addresses(addresses, self.manager, light=True)
         cache = CheckCache(self.store)
         runs = {
             address: run_statuses(self.store, found[address], cache=cache) for address in addresses

@@ -40,10 +40,10 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 from providers.errors import ProviderError
-from providers.jobs import Cause, retry_delay
+from providers.jobs import Cause, parse_utc, retry_delay, utc_text
 from providers.local.checkpoint_sync import remote_store
 from providers.local.checkpoints import STEP_FOLDER, latest_valid, list_checkpoints
-from providers.local.runs import Attempt, RunStore, attempt_id, parse_utc, utc_now, utc_text
+from providers.local.runs import Attempt, RunStore, attempt_id, utc_now
 
 CRASH_SIGNALS = frozenset(
     int(getattr(signal, name))

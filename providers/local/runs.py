@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from providers.jobs import utc_text
 from providers.local.database import SCHEMA as OBJECTS_SCHEMA
 
 SCHEMA = """
@@ -100,22 +101,6 @@ _JSON_FIELDS = ("launch", "metrics", "waits")
 def utc_now() -> str:
     """An ISO-8601 UTC timestamp with milliseconds (orders attempts submitted together)."""
     return utc_text(datetime.now(UTC))
-
-
-def utc_text(moment: datetime) -> str:
-    """`moment` as the database writes times: ISO-8601 UTC with milliseconds and `Z`."""
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def parse_utc(text: str) -> datetime | None:
-    """A time the database (or a caller) wrote; None for "" or something unreadable."""
-    if not text:
-        return None
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def attempt_id(address: str, run_id: str, attempt: int, suite: str | None = None) -> str:
@@ -198,6 +183,15 @@ class Attempt:
 
 
 _ATTEMPT_FIELDS = frozenset(f.name for f in fields(Attempt))
+
+
+_LIGHT_COLUMNS = ", ".join(
+    [
+        *(name for name in sorted(_ATTEMPT_FIELDS) if name != "launch"),
+        "json_object('nodes', json_extract(launch, '$.nodes'), 'checkpoint_store', "
+        "json_extract(launch, '$.checkpoint_store')) AS launch",
+    ]
+)
 
 
 class RunStore:
@@ -287,13 +281,19 @@ class RunStore:
         return self._select(query + " ORDER BY submitted_at, rowid", arguments)
 
     def by_addresses(
-        self, addresses: list[str], manager: str | None = None
+        self, addresses: list[str], manager: str | None = None, light: bool = False
     ) -> dict[str, list[Attempt]]:
-        """Attempts of many jobs in few queries: address -> attempts in submission order."""
+        """Attempts of many jobs in few queries: address -> attempts in submission order.
+
+        `light` (reading status): each attempt's `launch` holds only `nodes` and
+        `checkpoint_store`, all a status reads of it; decoding whole launches is most of
+        the cost of reading thousands of attempts."""
         found: dict[str, list[Attempt]] = {address: [] for address in addresses}
+        columns = _LIGHT_COLUMNS if light else "*"
         for start in range(0, len(addresses), _BATCH):
             batch = addresses[start : start + _BATCH]
-            query = f"SELECT * FROM attempts WHERE address IN ({', '.join('?' * len(batch))})"
+            marks = ", ".join("?" * len(batch))
+            query = f"SELECT {columns} FROM attempts WHERE address IN ({marks})"
             arguments: list[Any] = list(batch)
             if manager is not None:
                 query += " AND manager = ?"

@@ -43,7 +43,7 @@ from pathlib import Path
 from types import FrameType
 
 from providers.errors import ProviderError
-from providers.jobs import Cause
+from providers.jobs import Cause, parse_utc
 from providers.local.admission import admit
 from providers.local.checkpoint_sync import CheckpointSync, remote_store
 from providers.local.checkpoints import apply_retention, latest_valid
@@ -58,7 +58,7 @@ from providers.local.outcomes import (
     schedule_retry,
 )
 from providers.local.processes import describe_signal, signal_group
-from providers.local.runs import Attempt, RunStore, parse_utc, utc_now
+from providers.local.runs import Attempt, RunStore, utc_now
 from providers.objectstore.checkpoints import S3Checkpoints
 
 GRACE_SECONDS = 10.0

@@ -23,11 +23,10 @@ Decisions:
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from providers.jobs import AttemptStatus, Cause, RunPhase, WaitSpan
+from providers.jobs import AttemptStatus, Cause, RunPhase, WaitSpan, parse_utc
 from providers.slurm.status import (
     SlurmJobState,
     cause_of_state,
@@ -150,25 +149,15 @@ def _phase(
     return phase, ""
 
 
-def _parse(text: Any) -> datetime | None:
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
-
-
 def _after(later: str, earlier: str) -> bool:
-    first, second = _parse(earlier), _parse(later)
+    first, second = parse_utc(earlier), parse_utc(later)
     return first is not None and second is not None and second > first
 
 
 def _refined(slurm: str, runner: Any) -> str:
     """Slurm's end time (whole seconds, truncated), or the runner's own record of it (to
     the millisecond) when that falls within the same second or just after."""
-    first, precise = _parse(slurm), _parse(runner)
+    first, precise = parse_utc(slurm), parse_utc(runner)
     if first is None:
         return str(runner) if precise is not None else ""
     if precise is not None and 0 <= (precise - first).total_seconds() < PRECISION:
