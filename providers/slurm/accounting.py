@@ -7,20 +7,17 @@ Identifiers are validated (providers/slurm/names.py) before they reach a command
 
 Reads return plain dataclasses keyed by lowercased name; Slurm keeps names lowercase.
 
-The provider keeps its `Accounting` under the attribute name `accounting`, which is also
-the JobProvider verb `accounting(since)` (usage from sacct): calling the object runs the
-`usage` function the provider gives it (SlurmJobs.accounting, providers/slurm/jobs.py).
+The provider keeps its `Accounting` as `sacctmgr` (`accounting(since)` is the JobProvider
+verb for usage from sacct, providers/slurm/history.py).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from providers.errors import PermanentProviderError, TransientProviderError
-from providers.jobs import AccountedRun
 from providers.slurm.commands import Result, SlurmCommands, is_transient
 from providers.slurm.names import check_identifier, check_sacctmgr_arguments
 
@@ -88,21 +85,9 @@ def _rows(text: str, width: int) -> list[list[str]]:
 
 
 class Accounting:
-    def __init__(
-        self,
-        commands: SlurmCommands,
-        cluster: str = "",
-        usage: Callable[[str], list[AccountedRun]] | None = None,
-    ) -> None:
+    def __init__(self, commands: SlurmCommands, cluster: str = "") -> None:
         self.commands = commands
         self.cluster = cluster
-        self.usage = usage
-
-    def __call__(self, since: str) -> list[AccountedRun]:
-        """The runs this provider's manager ran since `since` (JobProvider.accounting)."""
-        if self.usage is None:
-            return []
-        return self.usage(since)
 
     def _where_cluster(self) -> list[str]:
         return [f"cluster={self.cluster}"] if self.cluster else []

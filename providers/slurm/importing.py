@@ -33,7 +33,7 @@ SKIPPED_ACCOUNTS = {"root"}
 
 
 def owned(provider: SlurmProvider) -> list[tuple[str, str]]:
-    snapshot = provider.accounting.snapshot()
+    snapshot = provider.sacctmgr.snapshot()
     found = set()
     for account in snapshot.accounts.values():
         if provider._ours(account.description):
@@ -56,7 +56,7 @@ def _document(kind: str, name: str, spec: dict[str, Any], project: str = "") -> 
 
 
 def discover(provider: SlurmProvider) -> list[Discovered]:
-    snapshot = provider.accounting.snapshot()
+    snapshot = provider.sacctmgr.snapshot()
     managed = provider.partitions.read()
     found: list[Discovered] = []
     for account in sorted(snapshot.accounts.values(), key=lambda a: a.name):
@@ -136,14 +136,14 @@ def _queue_and_quotas(
 def adopt(provider: SlurmProvider, request: ObserveRequest, identifier: str) -> Observation:
     kind = request.kind
     if kind == "Project":
-        snapshot = provider.accounting.snapshot()
+        snapshot = provider.sacctmgr.snapshot()
         account = snapshot.accounts.get(identifier.lower())
         if account is None:
             return Observation(exists=False)
         _claimable(provider, request.address, account.description)
-        provider.accounting.set_account_description(account.name, provider.mark(request.address))
+        provider.sacctmgr.set_account_description(account.name, provider.mark(request.address))
     elif kind == "Queue":
-        snapshot = provider.accounting.snapshot()
+        snapshot = provider.sacctmgr.snapshot()
         qos = snapshot.qos.get(identifier.lower())
         if qos is not None:
             _claimable(provider, request.address, qos.description)
@@ -152,7 +152,7 @@ def adopt(provider: SlurmProvider, request: ObserveRequest, identifier: str) -> 
             lambda managed: [],
         )
         if qos is not None:
-            provider.accounting.modify_qos(
+            provider.sacctmgr.modify_qos(
                 qos.name, [f"Description={provider.mark(request.address)}"]
             )
     elif kind == "ResourcePool":

@@ -78,9 +78,7 @@ class SlurmProvider(Provider):
         self.data_roots = context.data_roots
         conf = getattr(connection, "conf", "") or "/etc/slurm/slurm.conf"
         self.commands = SlurmCommands(getattr(connection, "bin_dir", ""), conf)
-        self.accounting = Accounting(  # also JobProvider.accounting(since): it calls usage
-            self.commands, getattr(connection, "cluster", ""), usage=self._usage
-        )
+        self.sacctmgr = Accounting(self.commands, getattr(connection, "cluster", ""))
         self.partitions = PartitionFile(
             Path(getattr(connection, "partitions_file", "/etc/slurm/trainform-partitions.conf")),
             Path(conf),
@@ -138,7 +136,7 @@ class SlurmProvider(Provider):
     ) -> LogChunk:
         return self.jobs.read_log(address, run_id, attempt, offset, suite)
 
-    def _usage(self, since: str) -> list[AccountedRun]:
+    def accounting(self, since: str) -> list[AccountedRun]:
         return self.jobs.accounting(since)
 
     # pure ------------------------------------------------------------------------------
@@ -266,7 +264,7 @@ class SlurmProvider(Provider):
     def observe(self, requests: list[ObserveRequest]) -> dict[str, Observation]:
         kinds = {r.kind for r in requests}
         snapshot = (
-            self.accounting.snapshot()
+            self.sacctmgr.snapshot()
             if kinds & {"Project", "Queue", "Quota"}
             else AccountingSnapshot()
         )

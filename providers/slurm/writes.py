@@ -40,7 +40,7 @@ def put(provider: SlurmProvider, resource: DesiredResource) -> dict[str, Any]:
         return {}
     if kind == "ResourcePool":
         return put_pool(provider, resource)
-    snapshot = provider.accounting.snapshot()
+    snapshot = provider.sacctmgr.snapshot()
     if kind == "Project":
         return put_project(provider, resource, snapshot)
     if kind == "Queue":
@@ -58,15 +58,15 @@ def put_project(
     if account is not None and not provider._ours(account.description):
         raise refuse(resource.address, account.description)
     if account is None:
-        provider.accounting.add_account(name, provider.mark(resource.address))
+        provider.sacctmgr.add_account(name, provider.mark(resource.address))
     wanted = sorted({u.lower() for u in resource.spec.get("users", [])})
     present = snapshot.users_of(name)
     for user in wanted:
         if user not in present:
-            provider.accounting.add_user(user, name)
+            provider.sacctmgr.add_user(user, name)
     for user in present:
         if user not in wanted:
-            provider.accounting.remove_user(user, name, snapshot)
+            provider.sacctmgr.remove_user(user, name, snapshot)
     return {"account": name}
 
 
@@ -103,7 +103,7 @@ def semantic_check(provider: SlurmProvider) -> Callable[[ManagedFile], list[str]
 
     def check(managed: ManagedFile) -> list[str]:
         known = provider.nodes.all()
-        snapshot_qos = provider.accounting.qos_names()
+        snapshot_qos = provider.sacctmgr.qos_names()
         problems = []
         for block in managed.blocks:
             if block.is_record or block.manager != provider.manager:
@@ -157,9 +157,9 @@ def put_queue(
     settings = mapping.qos_settings(resource.spec, provider.mark(resource.address))
     arguments = mapping.qos_arguments(settings)
     if qos is None:
-        provider.accounting.add_qos(name, [a for a in arguments if "=-1" not in a])
+        provider.sacctmgr.add_qos(name, [a for a in arguments if "=-1" not in a])
     else:
-        provider.accounting.modify_qos(name, arguments)
+        provider.sacctmgr.modify_qos(name, arguments)
     line = render_settings(
         mapping.partition_settings(
             name, resource.spec, nodes, memory, allowed_accounts(provider, snapshot, name)
@@ -179,7 +179,7 @@ def refresh_allow_accounts(
 ) -> None:
     """Rewrite a managed partition's AllowAccounts from the quota associations, and put
     (`record`) or drop (`drop`, an address) a quota record in the same write."""
-    snapshot = provider.accounting.snapshot()
+    snapshot = provider.sacctmgr.snapshot()
     accounts = allowed_accounts(provider, snapshot, partition)
 
     def edit(managed: ManagedFile) -> None:
@@ -230,14 +230,14 @@ def put_quota(
     present = {a.user for a in snapshot.partition_associations(account, partition)}
     for user in users:
         if user not in present:
-            provider.accounting.add_user(user, account, partition)
-        provider.accounting.set_user_limits(user, account, partition, limits)
+            provider.sacctmgr.add_user(user, account, partition)
+        provider.sacctmgr.set_user_limits(user, account, partition, limits)
     record = Block(provider.manager, resource.address, quota_record(account, partition))
     refresh_allow_accounts(provider, partition, record=record)
     # last: the queue's QOS allowed on the associations (`sbatch --qos=<queue>`), which is
     # what job submission waits for (providers/slurm/jobs.py)
     for user in users:
-        provider.accounting.set_user_limits(user, account, partition, f"QOS+={partition}")
+        provider.sacctmgr.set_user_limits(user, account, partition, f"QOS+={partition}")
     return {"account": account, "partition": partition}
 
 
@@ -255,14 +255,14 @@ def remove(provider: SlurmProvider, address: str, kind: str, outputs: dict[str, 
             lambda managed: [],
         )
         return
-    snapshot = provider.accounting.snapshot()
+    snapshot = provider.sacctmgr.snapshot()
     if kind == "Project":
         account = snapshot.accounts.get(parts[-1].lower())
         if account is None:
             return
         if not provider._ours(account.description):
             raise refuse(address, account.description)
-        provider.accounting.delete_account(account.name, snapshot)
+        provider.sacctmgr.delete_account(account.name, snapshot)
     elif kind == "Queue":
         name = parts[-1].lower()
         qos = snapshot.qos.get(name)
@@ -273,7 +273,7 @@ def remove(provider: SlurmProvider, address: str, kind: str, outputs: dict[str, 
             lambda managed: [],
         )
         if qos is not None:
-            provider.accounting.delete_qos(name)
+            provider.sacctmgr.delete_qos(name)
     elif kind == "Quota":
         account = parts[1].lower()
         partition = str(outputs.get("partition") or "")
@@ -284,5 +284,5 @@ def remove(provider: SlurmProvider, address: str, kind: str, outputs: dict[str, 
             raise refuse(address, owner.description)
         owned(provider, provider.partitions.read(), address)
         for association in snapshot.partition_associations(account, partition):
-            provider.accounting.remove_user(association.user, account, snapshot, partition)
+            provider.sacctmgr.remove_user(association.user, account, snapshot, partition)
         refresh_allow_accounts(provider, partition, drop=address)

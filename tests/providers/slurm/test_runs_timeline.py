@@ -399,3 +399,19 @@ def test_a_killed_attempt_is_retried_after_its_backoff_and_the_timeline_tells_it
     ]
     jobs = slurm_cluster.run(["squeue", "--states=all", "--noheader", "--format=%i %k"]).stdout
     assert sum(f":{address}:" in line for line in jobs.splitlines()) == 2  # never three
+    _usage_through_the_cli(platform, project, listed)
+
+
+def _usage_through_the_cli(platform: dict[str, Any], project: str, listed: list[Any]) -> None:
+    """`trainform usage` reads the same sacct records through trainform.yaml's instance."""
+    result = run_trainform(
+        "usage", "--dir", ".", "--since", "1h", "--format", "json", cwd=platform["root"]
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = {row["group"]: row for row in json.loads(result.stdout)["rows"]}
+    row = rows[project]
+    assert (row["runs"], row["attempts"]) == (1, 2)
+    ran = sum(seconds_between(a.started_at, a.ended_at) or 0 for a in listed)
+    assert row["acceleratorHours"] == pytest.approx(ran / 3600, abs=1e-3)  # one GPU each
+    assert row["cpuHours"] == pytest.approx(ran / 3600, abs=1e-3)
+    assert row["lostHours"] > 0
