@@ -292,6 +292,17 @@ def test_a_job_requeued_by_slurm_resumes_from_its_latest_valid_checkpoint(
     [job_id] = job_ids(slurm_cluster, address)
     requeued = slurm_cluster.run(["scontrol", "requeue", job_id])
     assert requeued.returncode == 0, requeued.stderr
+
+    def held_for_the_requeue_delay() -> dict[str, Any] | None:
+        state = slurm_cluster.run(["squeue", "--noheader", "-j", job_id, "-o", "%T"]).stdout
+        job = jobs(root)[address]
+        return job if state.strip() == "PENDING" and job["phase"] == "queued" else None
+
+    waiting = poll(held_for_the_requeue_delay)
+    assert "requeue" in waiting["reason"], waiting["reason"]
+    # Slurm holds a requeued job about 121 s (BeginTime); the test does not wait it out.
+    released = slurm_cluster.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"])
+    assert released.returncode == 0, released.stderr
     done = poll(lambda: jobs(root)[address]["phase"] == "succeeded" and jobs(root)[address], 180)
 
     assert done["attempt"] == 1  # Slurm requeued the same attempt; trainform submitted once
