@@ -48,17 +48,27 @@ def _fingerprint(folder: Path) -> tuple[Any, ...]:
     """Size, inode, mtime and ctime of every file in the folder tree (cache key). The
     ctime moves on every write and no program can set it back, so content changed in
     place is never taken for the content that was validated."""
-    entries = []
-    for directory, subdirs, files in os.walk(folder):
-        subdirs.sort()
-        for name in sorted(files):
+    entries: list[tuple[Any, ...]] = []
+
+    def walk(directory: str) -> None:
+        try:
+            found = sorted(os.scandir(directory), key=lambda entry: entry.name)
+        except OSError:
+            return
+        for entry in found:
             try:
-                info = os.stat(os.path.join(directory, name))
+                if entry.is_dir(follow_symlinks=False):
+                    walk(entry.path)
+                    continue
+                info = entry.stat()
             except OSError:
                 continue
             entries.append(
-                (directory, name, info.st_size, info.st_ino, info.st_mtime_ns, info.st_ctime_ns)
-            )
+                (directory, entry.name, info.st_size, info.st_ino, info.st_mtime_ns,
+                 info.st_ctime_ns)
+            )  # fmt: skip
+
+    walk(str(folder))
     return tuple(entries)
 
 
