@@ -15,7 +15,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from providers.jobs import AttemptStatus, CheckpointStatus, RunStatus, parse_utc, utc_text
+from providers.jobs import (
+    AttemptStatus,
+    CheckpointStatus,
+    EvaluationStatus,
+    RunPhase,
+    RunStatus,
+    WaitSpan,
+    parse_utc,
+    utc_text,
+)
 
 parse_time = parse_utc
 iso = utc_text
@@ -241,30 +250,37 @@ def human_duration(seconds: float | None) -> str:
     return f"{secs}s"
 
 
+_FIELDS: dict[type, frozenset[str]] = {}
+
+
+def _known(cls: type, values: dict[str, Any]) -> dict[str, Any]:
+    """`values` without keys `cls` does not declare (data from a newer or older provider)."""
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = frozenset(cls.__dataclass_fields__)  # type: ignore[attr-defined]
+    if names.issuperset(values):
+        return dict(values)
+    return {k: v for k, v in values.items() if k in names}
+
+
 def run_from_json(data: dict[str, Any]) -> RunStatus:
     """A RunStatus back from the plain data providers' observations carry."""
-    from providers.jobs import EvaluationStatus, RunPhase, WaitSpan
-
-    def known(cls: type, values: dict[str, Any]) -> dict[str, Any]:
-        names = set(cls.__dataclass_fields__)  # type: ignore[attr-defined]
-        return {k: v for k, v in values.items() if k in names}
-
     attempts = []
     for entry in data.get("attempts", []):
-        values = known(AttemptStatus, entry)
+        values = _known(AttemptStatus, entry)
         values["phase"] = RunPhase(values.get("phase", "queued"))
-        values["waits"] = [WaitSpan(**known(WaitSpan, w)) for w in entry.get("waits") or []]
+        values["waits"] = [WaitSpan(**_known(WaitSpan, w)) for w in entry.get("waits") or []]
         attempts.append(AttemptStatus(**values))
     evaluations = []
     for entry in data.get("evaluations", []):
-        values = known(EvaluationStatus, entry)
+        values = _known(EvaluationStatus, entry)
         values["phase"] = RunPhase(values.get("phase", "queued"))
         evaluations.append(EvaluationStatus(**values))
     return RunStatus(
         run_id=data["run_id"],
         attempts=attempts,
         checkpoints=[
-            CheckpointStatus(**known(CheckpointStatus, c)) for c in data.get("checkpoints", [])
+            CheckpointStatus(**_known(CheckpointStatus, c)) for c in data.get("checkpoints", [])
         ],
         current_step=data.get("current_step"),
         evaluations=evaluations,
