@@ -370,5 +370,17 @@ class RunStore:
 
     def _select(self, query: str, arguments: list[Any]) -> list[Attempt]:
         with self._lock:
-            rows = self._connection.execute(query, arguments).fetchall()
-        return [Attempt.from_row(row) for row in rows]
+            cursor = self._connection.execute(query, arguments)
+            cursor.row_factory = None  # plain tuples: thousands of rows are read at once
+            rows = cursor.fetchall()
+            names = [column[0] for column in cursor.description]
+        keep = [i for i, name in enumerate(names) if name in _ATTEMPT_FIELDS]
+        decode = [i for i in keep if names[i] in _JSON_FIELDS]
+        attempts = []
+        for row in rows:
+            values = {names[i]: row[i] for i in keep}
+            for i in decode:
+                if row[i] is not None:
+                    values[names[i]] = json.loads(row[i])
+            attempts.append(Attempt(**values))
+        return attempts
