@@ -424,6 +424,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.smoke:
         args.sizes, args.repeat, args.no_terraform = [200], 1, True
+        args.terraform_apply_sizes = []  # smoke: apply only at the plan size
     if args.apply_worker:
         spec_dir, state_root = args.apply_worker
         print(json.dumps(apply_worker(spec_dir, state_root, args.parallelism)))
