@@ -169,12 +169,12 @@ def admit(store: RunStore) -> list[str]:
                 cancel_queued(store, attempt)
                 continue
             first = blocked.get(attempt.queue)
+            # an attempt in its retry backoff is not eligible: it holds no place in a
+            # StrictFIFO queue
             reason = backoff_reason(attempt, now)
-            if reason:
-                pass  # not eligible yet: it holds no place in a StrictFIFO queue
-            elif first is not None:
+            if not reason and first is not None:
                 reason = f"queue {attempt.queue} is StrictFIFO: waiting behind {first}"
-            else:
+            elif not reason:
                 reason = platform.why_waiting(attempt)
                 spec = platform.queues.get(attempt.queue, {})
                 if reason and spec.get("queueingStrategy") == "StrictFIFO":
