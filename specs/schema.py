@@ -22,7 +22,12 @@ def _models() -> dict[str, type[BaseModel]]:
 
 
 def document_schema(kind: str | None = None) -> dict[str, Any]:
-    """JSON Schema of one kind, of `Config` (trainform.yaml), or of any spec document."""
+    """JSON Schema of one kind, of `Config` (trainform.yaml), or of any spec document.
+
+    Spec documents are templated before they are validated (every string value may hold a
+    `{{ ... }}` template, specs.templating), so in a spec document's schema every constrained
+    scalar also accepts a string holding a template: an editor shows no error on
+    `nodes: "{{ nodes }}"` or `name: "{{ team }}-data"`. `Config` is not templated."""
     if kind is None:
         schema = TypeAdapter(Document).json_schema(by_alias=True)
         schema["title"] = "trainform spec document"
@@ -31,7 +36,64 @@ def document_schema(kind: str | None = None) -> dict[str, Any]:
         if model is None:
             raise SpecUsageError(_unknown_kind(kind, "export a schema for"))
         schema = model.model_json_schema(by_alias=True)
+    if kind != "Config":
+        schema = accept_templates(schema)
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": SCHEMA_ID, **schema}
+
+
+TEMPLATE_DEFINITION = "TemplatedValue"
+TEMPLATE_SCHEMA: dict[str, Any] = {
+    "type": "string",
+    "pattern": r"\{[{%#]",
+    "description": "A jinja2 template, rendered with the environment's variables before the "
+    "document is validated.",
+}
+_SCALAR_TYPES = {"integer", "number", "boolean", "null"}
+_STRING_CONSTRAINTS = ("pattern", "format", "enum", "minLength", "maxLength")
+_ANNOTATIONS = ("title", "description", "default", "examples", "deprecated")
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs")
+_SCHEMA_LISTS = ("anyOf", "allOf", "oneOf", "prefixItems")
+_SCHEMA_VALUES = ("items", "additionalProperties", "not", "if", "then", "else", "contains")
+
+
+def accept_templates(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` with every constrained scalar schema widened to `anyOf: [it, a template]`.
+
+    Constants (`kind`, `apiVersion`) stay exact: the loader reads them before rendering."""
+    widened = _widen(schema)
+    widened.setdefault("$defs", {})[TEMPLATE_DEFINITION] = TEMPLATE_SCHEMA
+    return widened
+
+
+def _is_constrained_scalar(node: dict[str, Any]) -> bool:
+    if "const" in node:
+        return False
+    types = node.get("type")
+    named = set(types) if isinstance(types, list) else {types} if types else set()
+    if named & _SCALAR_TYPES:
+        return True
+    if "string" in named or "enum" in node:
+        return any(key in node for key in _STRING_CONSTRAINTS)
+    return False
+
+
+def _widen(node: Any) -> Any:
+    if not isinstance(node, dict):
+        return node
+    result = dict(node)
+    for key in _SCHEMA_MAPS:
+        if isinstance(node.get(key), dict):
+            result[key] = {name: _widen(child) for name, child in node[key].items()}
+    for key in _SCHEMA_LISTS:
+        if isinstance(node.get(key), list):
+            result[key] = [_widen(child) for child in node[key]]
+    for key in _SCHEMA_VALUES:
+        if isinstance(node.get(key), dict):
+            result[key] = _widen(node[key])
+    if not _is_constrained_scalar(node):
+        return result
+    outer = {key: result.pop(key) for key in _ANNOTATIONS if key in result}
+    return {"anyOf": [result, {"$ref": f"#/$defs/{TEMPLATE_DEFINITION}"}], **outer}
 
 
 def _unknown_kind(kind: str, verb: str = "explain") -> str:

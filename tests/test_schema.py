@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 import json
 import re
+import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -85,6 +87,16 @@ def example_documents() -> list[Any]:
     return params
 
 
+def raw_example_documents() -> list[Any]:
+    """Every spec document of every example as written: templates not rendered."""
+    return [
+        pytest.param(document, id=f"{example.name}/{path.relative_to(example).as_posix()}#{i}")
+        for example in EXAMPLES
+        for path in discover_files(example)
+        for i, document in enumerate(yaml_documents(path))
+    ]
+
+
 def test_schema_is_a_valid_draft_2020_12_schema() -> None:
     result = run_cli("schema")
     assert result.returncode == 0, result.stderr
@@ -146,6 +158,68 @@ def test_schema_rejects_invalid_documents(path: tuple[Any, ...], value: Any) -> 
         node = node[step]
     node[path[-1]] = value
     assert not validator().is_valid(document)
+
+
+@pytest.mark.parametrize("document", raw_example_documents())
+def test_schema_accepts_every_example_document_as_written(document: dict[str, Any]) -> None:
+    """What an editor validates: the document before its templates are rendered."""
+    errors = [error.message for error in validator().iter_errors(document)]
+    assert errors == []
+
+
+def split_documents(text: str) -> list[str]:
+    """The documents of a YAML stream as text, split at `---` lines (comments kept)."""
+    parts = re.split(r"^---[ \t]*$", text, flags=re.MULTILINE)
+    return [part for part in parts if yaml_rs.loads(part, parse_datetime=False) is not None]
+
+
+def test_check_jsonschema_accepts_every_example_document(tmp_path: Path) -> None:
+    """check-jsonschema (as a pre-commit hook or CI step would run it) on every document of
+    every example file, one document per file as editors validate multi-document files."""
+    schema = tmp_path / "trainform.schema.json"
+    schema.write_text(json.dumps(schema_of()), encoding="utf-8")
+    files = []
+    for example in EXAMPLES:
+        for path in discover_files(example):
+            for index, text in enumerate(split_documents(path.read_text(encoding="utf-8"))):
+                name = f"{example.name}--{path.relative_to(example).as_posix()}--{index}.yaml"
+                target = tmp_path / name.replace("/", "_")
+                target.write_text(text, encoding="utf-8")
+                files.append(str(target))
+    assert len(files) > 20
+    result = subprocess.run(
+        [str(Path(sys.executable).with_name("check-jsonschema")), "--schemafile", str(schema),
+         "--", *files],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "valid"),
+    [
+        pytest.param(("spec", "pools", 0, "nominalQuota", "gpu"), "{{ gpus }}", True, id="quota"),
+        pytest.param(("metadata", "name"), "{{ team }}-queue", True, id="name-template"),
+        pytest.param(("spec", "maxRuntime"), "{{ runtime }}", True, id="duration-template"),
+        pytest.param(("spec", "pools", 0, "nominalQuota", "gpu"), "lots", False, id="no-template"),
+        pytest.param(("kind",), "{{ kind }}", False, id="kind-is-never-templated"),
+    ],
+)
+def test_templated_values_are_accepted_where_the_loader_renders_them(
+    path: tuple[Any, ...], value: Any, valid: bool
+) -> None:
+    document = copy.deepcopy(QUEUE)
+    node: Any = document
+    for step in path[:-1]:
+        node = node[step]
+    node[path[-1]] = value
+    assert validator().is_valid(document) is valid
+    assert validator("Queue").is_valid(document) is valid
+
+
+def test_config_schema_accepts_no_template() -> None:
+    config = {"apiVersion": "trainform/v1", "state": {"backend": "{{ backend }}"}}
+    assert not validator("Config").is_valid(config)
 
 
 def test_config_schema_rejects_an_unknown_field() -> None:
