@@ -7,10 +7,12 @@ teams/<project>/ for each project's) and `data/`: one folder per dataset with on
 file per version, whose manifest digest each version pins. Every kind is one the local
 provider reconciles; there are no training jobs (the local provider does not reconcile them
 yet). The mix per 10,000: 200 projects, 100 pools (1 node, 1 CPU, 1Gi: within any machine),
-400 queues (1-3 pools each, some in cohorts), 1,300 quotas, 1,500 datasets (1-3 versions;
-global ones with 0-3 readers), 1,500 images (`runtime: host`, a third promoted from an
-earlier one) and 5,000 eval suites (an image and 2-4 dataset versions). About 3 references
-a resource (2.3 without `metadata.project`); all resolve, so `trainform validate` exits 0.
+400 queues (1-3 pools each, some in cohorts; the queues on a pool share its capacity
+equally), 1,300 quotas, 1,500 datasets (1-3 versions; global ones with 0-3 readers), 1,500
+images (`runtime: host`, a third promoted from an earlier one) and 5,000 eval suites (an
+image and 2-4 dataset versions). About 3 references a resource (2.3 without
+`metadata.project`); all resolve, so `trainform validate` exits 0, and the platform is
+clean under every built-in policy, so `plan` exits 0 or 2, never 3.
 
 `changed=0.01` changes 1% of the resources (in place: a queue's default priority, a quota's
 running jobs, a suite's timeout, a project's display name, an image's required labels), the
@@ -69,11 +71,9 @@ providers:
 state:
   backend: local
   path: .trainform/state.json
-# Tenancy: platform kinds from platform/, each team's quotas from its own folder.
-# Every pool is this one machine, so the generated queues oversubscribe it on purpose:
-# pool-capacity would deny the plans this benchmark times.
+# Tenancy: platform kinds from platform/, each team's quotas from its own folder. Every
+# policy is on: the queues on a pool share its capacity, so pool-capacity passes.
 policies:
-  disabled: [pool-capacity]
   settings:
     project-isolation:
       adminPaths: ["platform/**"]
@@ -140,6 +140,12 @@ def _group(project: str | None, platform_group: str) -> str:
     return f"teams/{project}/specs" if project else f"platform/{platform_group}"
 
 
+def _share_of_pool(queues: int) -> dict[str, str]:
+    """One queue's nominal quota on a pool (1 CPU, 1Gi) that `queues` queues share equally,
+    so that the quotas on every pool sum to at most its capacity (policy pool-capacity)."""
+    return {"cpu": f"{1000 // queues}m", "memory": f"{1024 // queues}Mi"}
+
+
 def _build(n: int, seed: int) -> _Platform:
     p = _Platform(plan_counts(n), random.Random(seed))
     rng, counts = p.rng, p.counts
@@ -165,13 +171,16 @@ def _build(n: int, seed: int) -> _Platform:
         p.pools.append(name)
         spec = {"provider": "local", "nodes": 1, "cpu": 1, "memory": "1Gi"}
         p.add("platform/pools", "ResourcePool", name, spec, None, [])
-    for index in range(counts["Queue"]):
+    chosen = [
+        rng.sample(p.pools, min(len(p.pools), rng.randint(1, 3))) for _ in range(counts["Queue"])
+    ]
+    sharing = {pool: sum(pool in pools for pools in chosen) for pool in p.pools}
+    for index, pools in enumerate(chosen):
         name = f"queue-{index:03d}"
         p.queues.append(name)
-        pools = rng.sample(p.pools, min(len(p.pools), rng.randint(1, 3)))
         spec: dict[str, Any] = {
             "pools": [
-                {"pool": pool, "nominalQuota": {"cpu": 1, "memory": "1Gi"}} for pool in pools
+                {"pool": pool, "nominalQuota": _share_of_pool(sharing[pool])} for pool in pools
             ],
             "defaultPriority": rng.randint(0, 1000),
             "maxRuntime": "12h",
