@@ -192,9 +192,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 500, 2_000])
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument(
+        "--out", type=Path, default=BENCH / "out", help="Folder for the servers' data and results."
+    )
+    parser.add_argument(
+        "--smoke", action="store_true", help="One small round (CI: the benchmark still works)."
+    )
     arguments = parser.parse_args(argv)
+    if arguments.smoke:
+        arguments.sizes, arguments.repeat = [20], 1
 
-    out = BENCH / "out" / "kubernetes"
+    out = arguments.out / "kubernetes"
     if out.exists():
         shutil.rmtree(out)
     load_before = os.getloadavg()
@@ -281,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
         "batched_request_limit": BATCHED_REQUESTS,
         "cases": [asdict(case) for case in cases],
     }
-    (BENCH / "out" / "kubernetes.json").write_text(json.dumps(result, indent=2) + "\n")
+    (arguments.out / "kubernetes.json").write_text(json.dumps(result, indent=2) + "\n")
     print(f"\nload average {load_before[0]:.2f} -> {os.getloadavg()[0]:.2f}")
     for failure in failures:
         print(f"FAILED: {failure}")

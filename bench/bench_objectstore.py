@@ -214,9 +214,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--kinds", nargs="+", choices=["plain", "versioned"], default=["plain", "versioned"]
     )
+    parser.add_argument(
+        "--out", type=Path, default=BENCH / "out", help="Folder for the servers' data and results."
+    )
+    parser.add_argument(
+        "--smoke", action="store_true", help="One small round (CI: the benchmark still works)."
+    )
     arguments = parser.parse_args(argv)
+    if arguments.smoke:
+        arguments.sizes, arguments.repeat = [50], 1
 
-    out = BENCH / "out" / "objectstore"
+    out = arguments.out / "objectstore"
     os.environ.update(credentials_env())
     load_before = os.getloadavg()
     log("starting moto...")
@@ -312,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
         "repeat": arguments.repeat,
         "cases": [asdict(case) | {"request_limit": case.request_limit} for case in cases],
     }
-    (BENCH / "out" / "objectstore.json").write_text(json.dumps(result, indent=2) + "\n")
+    (arguments.out / "objectstore.json").write_text(json.dumps(result, indent=2) + "\n")
     print(f"\nload average {load_before[0]:.2f} -> {os.getloadavg()[0]:.2f}")
     for failure in failures:
         print(f"FAILED: {failure}")
