@@ -1,4 +1,4 @@
-"""CLI commands that plan and change platforms: plan, apply, destroy, show, drift."""
+"""CLI commands that plan and change platforms: plan, apply, destroy, show (drift: cli_drift)."""
 
 from __future__ import annotations
 
@@ -23,12 +23,10 @@ from planner.cli_policies import (
     render_plan_with_policies,
     saved_report,
 )
-from planner.drift import detect_drift
 from planner.errors import PlannerError
 from planner.lockfile import LockFile
 from planner.plan import PlanOptions, make_plan
 from planner.plan_model import Plan, ResourceChange
-from planner.render.drift_text import render_drift_json, render_drift_text
 from planner.render.plan_json import render_plan_json
 from planner.render.plan_markdown import render_plan_markdown
 from planner.render.plan_text import render_plan_text
@@ -464,29 +462,3 @@ def show(plan_file: str, output_format: str) -> None:
         _render_plan(saved, output_format), saved, saved_report(plan_file), output_format
     )
     click.echo(rendered, nl=False, color=use_color())
-
-
-@click.command()
-@spec_dir_argument
-@template_options
-@format_option("text", "json")
-def drift(
-    spec_dir: str,
-    inputs: TemplateInputs,
-    output_format: str,
-) -> None:
-    """Report what changed outside trainform: modified, missing, orphaned, data mutated.
-
-    Exit 0 when nothing drifted, 2 when something did, 1 on error.
-    """
-    workspace = open_or_exit(spec_dir, inputs, output_format)
-    try:
-        report = detect_drift(workspace.backend.read(), workspace.providers)
-    finally:
-        workspace.providers.close()
-    if output_format == "json":
-        click.echo(render_drift_json(report), nl=False)
-    else:
-        click.echo(render_drift_text(report, use_color()), nl=False, color=use_color())
-    if report.drifted:
-        sys.exit(EXIT_CHANGES)

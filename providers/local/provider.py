@@ -224,7 +224,10 @@ class LocalProvider(Provider):
                 observations[request.address] = self._observe_dataset(request, live, stored_outputs)
             else:
                 observations[request.address] = Observation(
-                    exists=True, live=live, outputs=_public(stored_outputs)
+                    exists=True,
+                    live=live,
+                    outputs=_public(stored_outputs),
+                    evidence=_written(row),
                 )
         return observations
 
@@ -412,6 +415,15 @@ def _job_observation(runs: list[RunStatus]) -> Observation:
     if not runs:
         return Observation(exists=False)
     return Observation(exists=True, live=None, status={"runs": [run_to_json(r) for r in runs]})
+
+
+def _written(row: Any) -> dict[str, Any]:
+    """When the platform database last wrote the object, and by which manager."""
+    return {
+        "updatedAt": row["updated_at"],
+        "generation": row["generation"],
+        "manager": row["manager"],
+    }
 
 
 def digest_of(value: Any) -> str:
