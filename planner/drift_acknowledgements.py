@@ -91,11 +91,13 @@ class Acknowledgement:
         )
 
 
-def _position(node: Any, path: list[Any]) -> tuple[int, int]:
+def _position(node: Any, path: list[Any], at_key: bool = False) -> tuple[int, int]:
+    """1-based line and column of `path` in round-trip YAML (of its key with `at_key`)."""
     line, column = 1, 1
-    for step in path:
+    for number, step in enumerate(path, 1):
         if isinstance(node, CommentedMap) and step in node:
-            line, column = node.lc.value(step)
+            last = at_key and number == len(path)
+            line, column = node.lc.key(step) if last else node.lc.value(step)
         elif isinstance(node, CommentedSeq) and isinstance(step, int) and step < len(node):
             line, column = node.lc.item(step)
         else:
@@ -122,7 +124,9 @@ def read_acknowledgements(folder: Path | None) -> list[Acknowledgement]:
         model = _File.model_validate(raw)
     except ValidationError as exc:
         problem = exc.errors()[0]
-        line, column = _position(raw, list(problem["loc"]))
+        line, column = _position(
+            raw, list(problem["loc"]), at_key=problem["type"] == "extra_forbidden"
+        )
         where = ".".join(str(step) for step in problem["loc"])
         raise AcknowledgementError(
             f"cannot read acknowledgements {display}:{line}:{column}: {where}: {problem['msg']}"

@@ -190,15 +190,18 @@ def remedy_of(finding: DriftFinding) -> str:
     """What to run or edit to resolve one finding, with its arguments."""
     address = finding.address
     if finding.drift == "modified":
-        restore = ", ".join(f"{c.path} to {humanize(c.before)}" for c in finding.changes[:3]) + (
-            ", ..." if len(finding.changes) > 3 else ""
-        )
-        accept = "; ".join(f"{c.path}: {humanize(c.after)}" for c in finding.changes[:3]) + (
-            "; ..." if len(finding.changes) > 3 else ""
+        shown = finding.changes[:3]
+        more = len(finding.changes) > 3
+        restore = ", ".join(
+            f"{c.path} to {humanize(finding.desired.get(c.path, c.before))}" for c in shown
+        ) + (", ..." if more else "")
+        verb = "set" if any(c.path in finding.desired for c in shown) else "restore"
+        accept = "; ".join(f"{c.path}: {humanize(c.after)}" for c in shown) + (
+            "; ..." if more else ""
         )
         where = f" ({finding.location})" if finding.location else ""
         return (
-            f"`trainform apply` to restore {restore}; or, to accept the live value, set "
+            f"`trainform apply` to {verb} {restore}; or, to accept the live value, set "
             f"{accept} in the spec of {address}{where} and apply"
         )
     if finding.drift == "missing":

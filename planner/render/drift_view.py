@@ -129,11 +129,11 @@ def _finding_view(finding: DriftFinding) -> FindingView:
 def headline(report: DriftReport) -> str:
     if not report.findings:
         return f"No drift: {report.checked} resources match what was applied."
-    counts = report.counts()["kind"]
-    summary = ", ".join(f"{count} {kind}" for kind, count in counts.items()) or "nothing open"
+    parts = [f"{count} {kind}" for kind, count in report.counts()["kind"].items()]
     acknowledged = len(report.findings) - len(report.open_findings)
-    extra = f", {acknowledged} acknowledged" if acknowledged else ""
-    return f"Drift: {summary}{extra} (of {report.checked} resources checked)."
+    if acknowledged:
+        parts.append(f"{acknowledged} acknowledged")
+    return f"Drift: {', '.join(parts)} (of {report.checked} resources checked)."
 
 
 def build_view(report: DriftReport) -> DriftView:
