@@ -37,6 +37,11 @@ def shown(finding: DriftFinding, path: str, value: Any) -> Any:
 def as_text(value: Any) -> str:
     if is_missing(value):
         return "(unset)"
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        return "; ".join(
+            ", ".join(f"{k} {as_text(v)}" for k, v in item.items() if v is not None)
+            for item in value
+        )
     if isinstance(value, list) and all(not isinstance(v, dict | list) for v in value):
         return ", ".join(v if isinstance(v, str) else humanize(v) for v in value) or "(none)"
     return humanize(value)
