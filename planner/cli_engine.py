@@ -23,6 +23,7 @@ from planner.cli_policies import (
     render_plan_with_policies,
     saved_report,
 )
+from planner.drift_run import acknowledge_plan
 from planner.errors import PlannerError
 from planner.lockfile import LockFile
 from planner.plan import PlanOptions, make_plan
@@ -153,7 +154,9 @@ def _locked_plan(
 @click.option(
     "--detailed-exitcode",
     is_flag=True,
-    help="Exit 0 when there are no changes, 2 when there are, 1 on error (3: denied by policy).",
+    help="Exit 0 when there are no changes and no drift findings, 2 when there are (a finding "
+    "drift also reports: orphaned, retries-exhausted, data-mutated, tag-moved...; not one "
+    "that is acknowledged), 1 on error (3: denied by policy). See docs/drift.md.",
 )
 @policies_option
 @format_option("text", "json", "markdown")
@@ -183,6 +186,7 @@ def plan(
         )
     finally:
         workspace.providers.close()
+    acknowledge_plan(workspace, result, policies_path)
     report = check_policies(workspace, result, policies_path)
     rendered = _render_plan(result, output_format)
     rendered = render_plan_with_policies(rendered, result, report.to_json(), output_format)
@@ -195,7 +199,7 @@ def plan(
         elif output_format == "text":
             click.echo(f"\nSaved the plan to {out}. Apply exactly it with: trainform apply {out}")
     exit_if_denied(report)
-    if detailed_exitcode and result.has_changes:
+    if detailed_exitcode and (result.has_changes or result.drift_findings):
         sys.exit(EXIT_CHANGES)
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from planner.desired import DesiredItem
 from planner.diff import FieldChange, diff_documents
 from planner.drift_model import DriftFinding, DriftReport, utc_timestamp
+from planner.orphans import find_orphans
 from planner.refresh import Target, observe_all
 from planner.session import ProviderSet
 from planner.state import State
@@ -110,21 +111,19 @@ def detect_drift(
                     evidence=finding.evidence,
                 )
             )
-    types = {p.name: p.type for p in providers.config.providers}
-    for name in sorted({t.provider for t in targets} | _compute_instances(providers)):
-        for address, kind in providers.get(name).list_owned():
-            if address not in state.resources:
-                findings.append(
-                    DriftFinding(
-                        address,
-                        kind,
-                        "orphaned",
-                        "owned by trainform on the provider but unknown to state "
-                        "(adopt it with `trainform import` or delete it)",
-                        name,
-                        instance_type=types.get(name, ""),
-                    )
-                )
+    instances = {t.provider for t in targets} | _compute_instances(providers)
+    for orphan in find_orphans(providers, instances, set(state.resources)):
+        findings.append(
+            DriftFinding(
+                orphan.address,
+                orphan.kind,
+                "orphaned",
+                "owned by trainform on the provider but unknown to state "
+                "(adopt it with `trainform import` or delete it)",
+                orphan.instance,
+                instance_type=orphan.instance_type,
+            )
+        )
     return DriftReport(state.lineage, state.serial, len(state.resources), findings, checked_at)
 
 

@@ -33,6 +33,7 @@ from ruamel.yaml.error import YAMLError
 
 from planner.drift_model import Acknowledged, DriftFinding, DriftReport
 from planner.errors import PlannerError
+from planner.plan_model import PlanFinding
 from specs.suggest import closest_name
 
 ACKNOWLEDGEMENTS_FILE = "acknowledgements.yaml"
@@ -180,3 +181,32 @@ def acknowledge(
         if today > a.expires
     ]
     return report
+
+
+PLAN_KINDS = {
+    "retries-exhausted": "job-failed",
+    "evaluation-failed": "evaluation-failing",
+    "gate-fail": "evaluation-failing",
+}
+"""Plan finding kinds named differently in drift."""
+
+
+def acknowledge_plan_findings(
+    findings: list[PlanFinding], acknowledgements: list[Acknowledgement], today: date
+) -> None:
+    """Mark the plan's findings that a valid acknowledgement without a `field` covers (a
+    plan finding has no field; a changed field is a change of the plan, not a finding)."""
+    valid = [a for a in acknowledgements if today <= a.expires and not a.field]
+    for finding in findings:
+        kind = PLAN_KINDS.get(finding.kind, finding.kind)
+        match = next(
+            (
+                a
+                for a in valid
+                if a.finding == kind and fnmatch.fnmatchcase(finding.address, a.address)
+            ),
+            None,
+        )
+        if match is not None:
+            finding.acknowledged = match.reason
+            finding.message += f" (acknowledged until {match.expires.isoformat()}: {match.reason})"

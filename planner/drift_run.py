@@ -13,9 +13,14 @@ from pathlib import Path
 
 from planner.desired import build_desired
 from planner.drift import detect_drift
-from planner.drift_acknowledgements import acknowledge, read_acknowledgements
+from planner.drift_acknowledgements import (
+    acknowledge,
+    acknowledge_plan_findings,
+    read_acknowledgements,
+)
 from planner.drift_history import compact_run, compare_with_history
 from planner.drift_model import DriftReport
+from planner.plan_model import Plan
 from planner.workspace import Workspace
 
 
@@ -48,3 +53,13 @@ def check_drift(
     if record and report.lineage is not None:
         runs.append(compact_run(report))
     return report
+
+
+def acknowledge_plan(
+    workspace: Workspace, plan: Plan, policies_path: Path | None, now: datetime | None = None
+) -> None:
+    """Mark the plan's drift findings that the trusted acknowledgements cover, so plan and
+    drift agree on what is open (and on the exit code)."""
+    folder = acknowledgements_folder(workspace, policies_path)
+    moment = now or datetime.now(UTC)
+    acknowledge_plan_findings(plan.findings, read_acknowledgements(folder), moment.date())

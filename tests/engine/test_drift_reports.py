@@ -67,12 +67,7 @@ def make_drift(folder: SpecFolder) -> None:
     edited.write_text("edited\n")
     moment = datetime.strptime(EDITED_AT, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
     os.utime(edited, (moment, moment))
-    folder.query(
-        "INSERT INTO objects (address, kind, name, project, manager, document, outputs,"
-        " generation, created_at, updated_at) VALUES ('Project/stray', 'Project', 'stray',"
-        " NULL, 'trainform', ?, '{}', 1, ?, ?)",
-        (json.dumps({"metadata": {}, "spec": {"owners": ["x@example.com"]}}), EDITED_AT, EDITED_AT),
-    )
+    add_orphan(folder)
 
 
 def fixed(report: DriftReport) -> DriftReport:
@@ -330,3 +325,61 @@ def test_the_cli_writes_reports_lists_history_and_honours_acknowledgements(
     assert [run["acknowledged"] for run in as_json] == [0, 1]
     for result in (html, markdown, refused, history):
         assert "Traceback" not in result.stdout + result.stderr
+
+
+# plan and drift agree -----------------------------------------------------------------------
+
+
+def add_orphan(folder: SpecFolder) -> None:
+    folder.query(
+        "INSERT INTO objects (address, kind, name, project, manager, document, outputs,"
+        " generation, created_at, updated_at) VALUES ('Project/stray', 'Project', 'stray',"
+        " NULL, 'trainform', ?, '{}', 1, ?, ?)",
+        (json.dumps({"metadata": {}, "spec": {"owners": ["x@example.com"]}}), EDITED_AT, EDITED_AT),
+    )
+
+
+def test_plan_lists_orphans_and_exits_2_like_drift_until_acknowledged(
+    applied: SpecFolder, tmp_path: Path
+) -> None:
+    add_orphan(applied)
+
+    plan = run_trainform("plan", ".", "--detailed-exitcode", cwd=applied.root)
+    drift = run_trainform("drift", ".", cwd=applied.root)
+    as_json = run_trainform("plan", ".", "--format", "json", cwd=applied.root)
+    trusted = write_acknowledgements(
+        tmp_path / "trusted",
+        "kind: DriftAcknowledgements\nacknowledgements:\n  - {address: Project/stray, "
+        "finding: orphaned, reason: kept for the audit, expires: 2999-01-01}\n",
+    )
+    (trusted / "policies.yaml").write_text(
+        "settings: {project-isolation: {adminPaths: ['specs/**']}}\n"
+    )
+    acknowledged = run_trainform(
+        "plan", ".", "--detailed-exitcode", "--policies", str(trusted), cwd=applied.root
+    )
+
+    assert (plan.returncode, drift.returncode) == (2, 2), plan.stdout + plan.stderr
+    assert "No changes." in plan.stdout
+    assert (
+        "  - warning [orphaned] Project/stray: owned by trainform on local but unknown to state "
+        "and specs: declare it and run `trainform import Project/stray Project/stray`"
+    ) in plan.stdout
+    (finding,) = json.loads(as_json.stdout)["findings"]
+    assert (finding["kind"], finding["address"]) == ("orphaned", "Project/stray")
+    assert acknowledged.returncode == 0, acknowledged.stdout + acknowledged.stderr
+    assert "(acknowledged until 2999-01-01: kept for the audit)" in acknowledged.stdout
+
+
+def test_every_drift_finding_of_a_plan_can_be_acknowledged() -> None:
+    from planner.drift_acknowledgements import FINDING_KINDS, PLAN_KINDS
+    from planner.plan_model import PLAN_ONLY_FINDINGS, PlanFinding
+
+    produced = {"orphaned", "retries-exhausted", "checkpoint-invalid", "evaluation-failed"}
+    produced |= {"gate-fail", "data-mutated", "data-missing", "tag-moved", "tag-missing"}
+    for kind in sorted(produced):
+        assert PlanFinding("Job/x", kind, "warning", "m").is_drift, kind
+        assert PLAN_KINDS.get(kind, kind) in FINDING_KINDS, kind
+    for kind in sorted(PLAN_ONLY_FINDINGS):
+        assert not PlanFinding("Job/x", kind, "info", "m").is_drift, kind
+    assert not PlanFinding("Job/x", "orphaned", "warning", "m", acknowledged="why").is_drift
