@@ -223,9 +223,19 @@ def remedy_of(finding: DriftFinding) -> str:
         )
     if finding.drift in ("data-mutated", "data-missing"):
         version = finding.evidence.get("version", "the version")
+        objects = finding.evidence.get("changes") or []
+        previous = [
+            o for o in objects if isinstance(o, dict) and o.get("oldVersionId") and o.get("newEtag")
+        ]
+        restore = (
+            "copy back the previous version of each changed object (its oldVersionId) and "
+            "delete the added ones"
+            if previous
+            else f"restore the files of {address} {version} as recorded"
+        )
         return (
-            f"restore the files of {address} {version} as recorded; a changed dataset is a "
-            "new version: declare it under a new version name and pin it"
+            f"{restore}; a changed dataset is a new version: declare it under a new version "
+            "name and pin it"
         )
     if finding.drift == "pending":
         return "`trainform plan` then `trainform apply` to finish the interrupted action"

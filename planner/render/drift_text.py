@@ -27,6 +27,10 @@ def render_drift_text(report: DriftReport, color: bool = False) -> str:
                         f"    ~ {change.path}: applied {change.applied}, live {change.live}"
                         + desired
                     )
+                for row in finding.objects:
+                    versions = f", version {row.version}" if row.version else ""
+                    when = f", modified {row.modified}" if row.modified else ""
+                    lines.append(f"    {row.change} {row.key}: ETag {row.etag}{versions}{when}")
                 if finding.evidence:
                     shown_evidence = ", ".join(f"{k} {v}" for k, v in finding.evidence)
                     lines.append(paint(f"    evidence: {shown_evidence}", "dim", color))

@@ -56,6 +56,41 @@ class ChangeView:
 
 
 @dataclass
+class ObjectView:
+    change: str
+    key: str
+    etag: str
+    version: str
+    modified: str
+
+
+def _objects(evidence: dict[str, Any]) -> list[ObjectView] | None:
+    """The object-level changes of a data finding as rows, or None when not that shape."""
+    items = evidence.get("changes")
+    if not isinstance(items, list) or not items:
+        return None
+    if not all(isinstance(i, dict) and "change" in i and "key" in i for i in items):
+        return None
+
+    def pair(item: dict[str, Any], name: str) -> str:
+        old, new = item.get(f"old{name}"), item.get(f"new{name}")
+        if old is None and new is None:
+            return ""
+        return f"{old or '(none)'} -> {new or '(none)'}"
+
+    return [
+        ObjectView(
+            str(item["change"]),
+            str(item["key"]),
+            pair(item, "Etag"),
+            pair(item, "VersionId"),
+            str(item.get("lastModified") or ""),
+        )
+        for item in items
+    ]
+
+
+@dataclass
 class FindingView:
     drift: str
     symbol: str
@@ -69,6 +104,8 @@ class FindingView:
     acknowledged: dict[str, str] | None
     changes: list[ChangeView]
     evidence: list[tuple[str, str]]
+    objects: list[ObjectView] = field(default_factory=list)
+    """Objects added, removed or changed under a dataset version (evidence `changes`)."""
 
 
 @dataclass
@@ -115,6 +152,8 @@ def _finding_view(finding: DriftFinding) -> FindingView:
         for change in finding.changes
     ]
     symbol = symbol_of(finding.drift)
+    objects = _objects(finding.evidence)
+    evidence = {k: v for k, v in finding.evidence.items() if not (objects and k == "changes")}
     return FindingView(
         drift=finding.drift,
         symbol=symbol,
@@ -127,7 +166,8 @@ def _finding_view(finding: DriftFinding) -> FindingView:
         remedy=finding.remedy,
         acknowledged=None if finding.acknowledged is None else finding.acknowledged.to_json(),
         changes=changes,
-        evidence=[(key, as_text(value)) for key, value in sorted(finding.evidence.items())],
+        evidence=[(key, as_text(value)) for key, value in sorted(evidence.items())],
+        objects=objects or [],
     )
 
 

@@ -1,6 +1,7 @@
 """The HTML drift report opened in real headless Chromium: what an admin sees (visible text
-and structure), that it loads nothing from anywhere, and that it prints. A screenshot and
-the PDF stay in the test's tmp folder as artifacts."""
+and structure), that it loads nothing from anywhere, and that it prints; drift made by hand
+on the local platform (a queue row, a dataset file) and on the S3 test server (an object
+overwritten). Screenshots and the PDF stay in the test's tmp folder as artifacts."""
 
 from __future__ import annotations
 
@@ -14,9 +15,12 @@ import pytest
 from planner.drift_run import check_drift
 from planner.render.drift_report import render_drift_html
 from planner.workspace import open_workspace
-from tests.engine.support import SpecFolder
+from tests.engine.support import SpecFolder, run_trainform
 from tests.engine.test_drift_reports import EDITED_AT, QUEUE, QUOTA, make_drift
+from tests.providers.objectstore.fixtures import dataset_folder
+from tests.providers.objectstore.test_datasets import VERSION_PREFIX, drop_bucket
 from tests.services.browser import launch_chromium
+from tests.services.s3 import S3Server
 
 
 @pytest.fixture(scope="session")
@@ -88,5 +92,44 @@ def test_the_html_report_reads_right_in_chromium_offline_and_prints(
 
         pdf = page.pdf(path=str(tmp_path / "drift.pdf"))
         assert pdf.startswith(b"%PDF") and len(pdf) > 10_000
+    finally:
+        page.close()
+
+
+def test_an_object_overwritten_on_s3_shows_its_versions_in_chromium(
+    browser: Any, tmp_path: Path, s3_env: S3Server, request: pytest.FixtureRequest
+) -> None:
+    bucket = s3_env.new_bucket()
+    request.addfinalizer(lambda: drop_bucket(s3_env, bucket))
+    root = dataset_folder(tmp_path / "specs", s3_env, bucket)
+    applied = run_trainform("apply", ".", "--auto-approve", cwd=root)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    client = s3_env.client()
+    key = f"{VERSION_PREFIX}/part-001.txt"
+    before = client.head_object(Bucket=bucket, Key=key)
+    after = client.put_object(Bucket=bucket, Key=key, Body=b"overwritten by hand\n")
+    out = tmp_path / "drift.html"
+
+    drift = run_trainform("drift", ".", "--format", "html", "--out", str(out), cwd=root)
+
+    assert drift.returncode == 2, drift.stdout + drift.stderr
+    page = browser.new_page()
+    try:
+        page.goto(out.as_uri())
+        page.screenshot(path=str(tmp_path / "drift-s3.png"), full_page=True)
+        finding = page.locator('section.resource[data-address="Dataset/corpus"] article.finding')
+        assert finding.locator("strong").first.inner_text() == "data-mutated"
+        row = finding.locator("table.objects tbody tr").inner_text().split("\t")
+        assert row[:2] == ["part-001.txt", "changed"]
+        assert row[2] == (f"{before['ETag'].strip(chr(34))} -> {after['ETag'].strip(chr(34))}")
+        assert row[3] == f"{before['VersionId']} -> {after['VersionId']}"
+        assert row[4].startswith("20") and row[4].endswith("Z")
+        assert (
+            finding.locator(".remedy")
+            .inner_text()
+            .startswith(
+                "Remedy copy back the previous version of each changed object (its oldVersionId)"
+            )
+        )
     finally:
         page.close()
