@@ -8,6 +8,7 @@ is autoescaped; Markdown cells escape `|`, `<` and line breaks. Both are redacte
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 from typing import Any
@@ -23,11 +24,14 @@ _TEMPLATES = Path(__file__).with_name("templates")
 
 
 def _md(value: Any) -> str:
-    return str(value).replace("<", "&lt;").replace("\r", " ").replace("\n", " ")
+    """One line of Markdown text: `<` as an entity, line breaks and other control or
+    separator characters written as escapes, so a value never starts a new line."""
+    text = str(value).replace("<", "&lt;")
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
 
 
 def _cell(value: Any) -> str:
-    return _md(value).replace("|", "\\|")
+    return _md(str(value).replace("\\", "\\\\")).replace("|", "\\|")
 
 
 def _code_spans(value: Any) -> Markup:
@@ -35,6 +39,7 @@ def _code_spans(value: Any) -> Markup:
     return Markup(re.sub(r"`([^`]+)`", r"<code>\1</code>", str(escape(value))))
 
 
+@functools.cache
 def _environment(html: bool) -> Environment:
     environment = Environment(
         loader=FileSystemLoader(_TEMPLATES),
