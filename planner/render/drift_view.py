@@ -153,7 +153,10 @@ def _finding_view(finding: DriftFinding) -> FindingView:
     ]
     symbol = symbol_of(finding.drift)
     objects = _objects(finding.evidence)
-    evidence = {k: v for k, v in finding.evidence.items() if not (objects and k == "changes")}
+    split = any(k in finding.evidence for k in ("added", "removed", "changed"))
+    evidence = {
+        k: v for k, v in finding.evidence.items() if not ((objects or split) and k == "changes")
+    }
     return FindingView(
         drift=finding.drift,
         symbol=symbol,
