@@ -181,7 +181,8 @@ def headline(report: DriftReport) -> str:
     acknowledged = len(report.findings) - len(report.open_findings)
     if acknowledged:
         parts.append(f"{acknowledged} acknowledged")
-    return f"Drift: {', '.join(parts)} (of {report.checked} resources checked)."
+    lead = "Drift" if report.drifted else "No open drift"
+    return f"{lead}: {', '.join(parts)} (of {report.checked} resources checked)."
 
 
 def build_view(report: DriftReport) -> DriftView:

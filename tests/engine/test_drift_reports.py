@@ -130,6 +130,29 @@ def test_markdown_and_json_reports_match_their_golden_files(
     assert "trainform import Project/stray Project/stray" in render_drift_markdown(report)
 
 
+def test_a_report_with_history_and_acknowledgements_matches_its_golden_files(
+    workspace: Workspace, applied: SpecFolder, update_golden: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(applied.root.parent)  # the acknowledgements' file:line is relative
+    trusted = write_acknowledgements(
+        Path("trusted"),
+        ACKNOWLEDGE_QUEUE
+        + "  - {address: Dataset/*, finding: data-mutated, reason: old, expires: 2026-01-31}\n",
+    )
+    edit_queue(applied, 5)
+    add_orphan(applied)
+    check_drift(workspace, trusted, now=at(3))
+    applied.query("DELETE FROM objects WHERE address = 'Project/stray'")
+
+    report = fixed(check_drift(workspace, trusted, now=at(4)))
+
+    golden = GOLDEN.with_name("history")
+    check_golden(golden / "report.md", render_drift_markdown(report), update_golden)
+    check_golden(golden / "report.json", render_drift_json(report), update_golden)
+    assert not report.drifted and report.findings[0].acknowledged is not None
+    assert [r.address for r in report.resolved] == ["Project/stray"]
+
+
 def test_every_finding_prints_its_remedy(applied: SpecFolder) -> None:
     make_drift(applied)
     workspace = open_workspace(str(applied.root))
@@ -303,7 +326,7 @@ def test_the_cli_writes_reports_lists_history_and_honours_acknowledgements(
     )
     assert markdown.returncode == 0, markdown.stderr
     assert "· acknowledged" in markdown.stdout
-    assert "**Drift: 1 acknowledged (of 8 resources checked).**" in markdown.stdout
+    assert "**No open drift: 1 acknowledged (of 8 resources checked).**" in markdown.stdout
 
     broken = write_acknowledgements(tmp_path / "broken", "acknowledgements: [{address: x}]\n")
     refused = run_trainform("drift", ".", "--policies", str(broken), cwd=applied.root)
