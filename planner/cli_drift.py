@@ -44,8 +44,13 @@ def _rendered(report: DriftReport, output_format: str, color: bool) -> str:
 
 def _write(path: Path, text: str) -> None:
     partial = path.with_name(path.name + ".partial")
-    partial.write_text(text, encoding="utf-8")
-    os.replace(partial, path)
+    try:
+        partial.write_text(text, encoding="utf-8")
+        os.replace(partial, path)
+    except OSError as exc:
+        raise click.ClickException(
+            f"cannot write the drift report to {path}: {exc.strerror}"
+        ) from None
 
 
 def _history(spec_dir: str, inputs: TemplateInputs, output_format: str) -> None:
@@ -105,6 +110,8 @@ def drift(
     if list_history:
         _history(spec_dir, inputs, output_format)
         return
+    if out is not None and not out.absolute().parent.is_dir():
+        raise click.BadParameter(f"{out.parent} is not a folder", param_hint="--out")
     workspace = open_or_exit(spec_dir, inputs, output_format)
     try:
         report = check_drift(workspace, policies_path)

@@ -328,6 +328,10 @@ def test_the_cli_writes_reports_lists_history_and_honours_acknowledgements(
     assert "· acknowledged" in markdown.stdout
     assert "**No open drift: 1 acknowledged (of 8 resources checked).**" in markdown.stdout
 
+    nowhere = run_trainform("drift", ".", "--out", str(tmp_path / "no" / "r.md"), cwd=applied.root)
+    assert nowhere.returncode == 1
+    assert f"Invalid value for --out: {tmp_path / 'no'} is not a folder" in nowhere.stderr
+
     broken = write_acknowledgements(tmp_path / "broken", "acknowledgements: [{address: x}]\n")
     refused = run_trainform("drift", ".", "--policies", str(broken), cwd=applied.root)
     assert refused.returncode == 1
@@ -346,7 +350,7 @@ def test_the_cli_writes_reports_lists_history_and_honours_acknowledgements(
         run_trainform("drift", ".", "--history", "--format", "json", cwd=applied.root).stdout
     )
     assert [run["acknowledged"] for run in as_json] == [0, 1]
-    for result in (html, markdown, refused, history):
+    for result in (html, markdown, nowhere, refused, history):
         assert "Traceback" not in result.stdout + result.stderr
 
 
