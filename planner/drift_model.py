@@ -191,6 +191,11 @@ def utc_timestamp(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _inline(value: Any) -> str:
+    """A value inside a remedy, whose `backticks` mark commands: a value's own become '."""
+    return humanize(value).replace("`", "'")
+
+
 def remedy_of(finding: DriftFinding) -> str:
     """What to run or edit to resolve one finding, with its arguments."""
     address = finding.address
@@ -198,10 +203,10 @@ def remedy_of(finding: DriftFinding) -> str:
         shown = finding.changes[:3]
         more = len(finding.changes) > 3
         restore = ", ".join(
-            f"{c.path} to {humanize(finding.desired.get(c.path, c.before))}" for c in shown
+            f"{c.path} to {_inline(finding.desired.get(c.path, c.before))}" for c in shown
         ) + (", ..." if more else "")
         verb = "set" if any(c.path in finding.desired for c in shown) else "restore"
-        accept = "; ".join(f"{c.path}: {humanize(c.after)}" for c in shown) + (
+        accept = "; ".join(f"{c.path}: {_inline(c.after)}" for c in shown) + (
             "; ..." if more else ""
         )
         where = f" ({finding.location})" if finding.location else ""
