@@ -54,7 +54,7 @@ class LazyGroup(click.Group):
         "apply": "planner.cli_engine:apply",
         "destroy": "planner.cli_engine:destroy",
         "show": "planner.cli_engine:show",
-        "drift": "planner.cli_engine:drift",
+        "drift": "planner.cli_drift:drift",
         "state": "planner.cli_state:state",
         "force-unlock": "planner.cli_state:force_unlock",
         "import": "planner.cli_state:import_command",

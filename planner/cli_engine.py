@@ -1,4 +1,4 @@
-"""CLI commands that plan and change platforms: plan, apply, destroy, show, drift."""
+"""CLI commands that plan and change platforms: plan, apply, destroy, show (drift: cli_drift)."""
 
 from __future__ import annotations
 
@@ -23,12 +23,11 @@ from planner.cli_policies import (
     render_plan_with_policies,
     saved_report,
 )
-from planner.drift import detect_drift
+from planner.drift_run import acknowledge_plan
 from planner.errors import PlannerError
 from planner.lockfile import LockFile
 from planner.plan import PlanOptions, make_plan
 from planner.plan_model import Plan, ResourceChange
-from planner.render.drift_text import render_drift_json, render_drift_text
 from planner.render.plan_json import render_plan_json
 from planner.render.plan_markdown import render_plan_markdown
 from planner.render.plan_text import render_plan_text
@@ -155,7 +154,9 @@ def _locked_plan(
 @click.option(
     "--detailed-exitcode",
     is_flag=True,
-    help="Exit 0 when there are no changes, 2 when there are, 1 on error (3: denied by policy).",
+    help="Exit 0 when there are no changes and no drift findings, 2 when there are (a finding "
+    "drift also reports: orphaned, retries-exhausted, data-mutated, tag-moved...; not one "
+    "that is acknowledged), 1 on error (3: denied by policy). See docs/drift.md.",
 )
 @policies_option
 @format_option("text", "json", "markdown")
@@ -185,6 +186,7 @@ def plan(
         )
     finally:
         workspace.providers.close()
+    acknowledge_plan(workspace, result, policies_path)
     report = check_policies(workspace, result, policies_path)
     rendered = _render_plan(result, output_format)
     rendered = render_plan_with_policies(rendered, result, report.to_json(), output_format)
@@ -197,7 +199,7 @@ def plan(
         elif output_format == "text":
             click.echo(f"\nSaved the plan to {out}. Apply exactly it with: trainform apply {out}")
     exit_if_denied(report)
-    if detailed_exitcode and result.has_changes:
+    if detailed_exitcode and (result.has_changes or result.drift_findings):
         sys.exit(EXIT_CHANGES)
 
 
@@ -464,29 +466,3 @@ def show(plan_file: str, output_format: str) -> None:
         _render_plan(saved, output_format), saved, saved_report(plan_file), output_format
     )
     click.echo(rendered, nl=False, color=use_color())
-
-
-@click.command()
-@spec_dir_argument
-@template_options
-@format_option("text", "json")
-def drift(
-    spec_dir: str,
-    inputs: TemplateInputs,
-    output_format: str,
-) -> None:
-    """Report what changed outside trainform: modified, missing, orphaned, data mutated.
-
-    Exit 0 when nothing drifted, 2 when something did, 1 on error.
-    """
-    workspace = open_or_exit(spec_dir, inputs, output_format)
-    try:
-        report = detect_drift(workspace.backend.read(), workspace.providers)
-    finally:
-        workspace.providers.close()
-    if output_format == "json":
-        click.echo(render_drift_json(report), nl=False)
-    else:
-        click.echo(render_drift_text(report, use_color()), nl=False, color=use_color())
-    if report.drifted:
-        sys.exit(EXIT_CHANGES)

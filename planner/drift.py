@@ -3,67 +3,39 @@
 Classes of findings: modified (with the field diff), missing, orphaned (owned by
 trainform but unknown to state), data-mutated and data-missing (from the provider), and
 pending (an apply was interrupted). Read-only: nothing is changed.
+
+With the desired resources (the specs as loaded now), a modified finding also carries the
+declared value of each changed field where it differs from the applied one, and the
+file:line of the spec, for its remedy. The model lives in planner.drift_model.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
+from datetime import UTC, datetime
 from typing import Any
 
+from planner.desired import DesiredItem
 from planner.diff import FieldChange, diff_documents
+from planner.drift_model import DriftFinding, DriftReport, utc_timestamp
+from planner.orphans import find_orphans
 from planner.refresh import Target, observe_all
 from planner.session import ProviderSet
 from planner.state import State
 from providers.base import KindSchema, ObserveRequest
 
-
-@dataclass
-class DriftFinding:
-    address: str
-    kind: str
-    drift: str
-    message: str
-    provider: str = ""
-    changes: list[FieldChange] = field(default_factory=list)
-    evidence: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "address": self.address,
-            "kind": self.kind,
-            "drift": self.drift,
-            "provider": self.provider,
-            "message": self.message,
-            "changes": [change.to_json() for change in self.changes],
-            "evidence": self.evidence,
-        }
+__all__ = ["DriftFinding", "DriftReport", "detect_drift", "job_drift"]
 
 
-@dataclass
-class DriftReport:
-    lineage: str | None
-    serial: int
-    checked: int
-    findings: list[DriftFinding]
-
-    @property
-    def drifted(self) -> bool:
-        return bool(self.findings)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "formatVersion": 1,
-            "lineage": self.lineage,
-            "serial": self.serial,
-            "checked": self.checked,
-            "drifted": self.drifted,
-            "findings": [finding.to_json() for finding in self.findings],
-        }
-
-
-def detect_drift(state: State | None, providers: ProviderSet) -> DriftReport:
+def detect_drift(
+    state: State | None,
+    providers: ProviderSet,
+    desired: dict[str, DesiredItem] | None = None,
+    now: datetime | None = None,
+) -> DriftReport:
+    checked_at = utc_timestamp(now or datetime.now(UTC))
     if state is None:
-        return DriftReport(None, 0, 0, [])
+        return DriftReport(None, 0, 0, [], checked_at)
     targets = []
     for address, resource in sorted(state.resources.items()):
         parts = address.split("/")
@@ -112,6 +84,7 @@ def detect_drift(state: State | None, providers: ProviderSet) -> DriftReport:
         if observation.live is not None and resource.spec:
             changes = diff_documents(resource.spec, observation.live, schema.ignored)
             if changes:
+                item = (desired or {}).get(address)
                 findings.append(
                     DriftFinding(
                         address,
@@ -120,6 +93,9 @@ def detect_drift(state: State | None, providers: ProviderSet) -> DriftReport:
                         f"changed outside trainform: {', '.join(c.path for c in changes[:5])}",
                         name,
                         changes,
+                        evidence=dict(observation.evidence),
+                        desired=_declared(item, changes) if item else {},
+                        location=item.location if item else "",
                     )
                 )
         if resource.kind == "TrainingJob":
@@ -135,20 +111,51 @@ def detect_drift(state: State | None, providers: ProviderSet) -> DriftReport:
                     evidence=finding.evidence,
                 )
             )
-    for name in sorted({t.provider for t in targets} | _compute_instances(providers)):
-        for address, kind in providers.get(name).list_owned():
-            if address not in state.resources:
-                findings.append(
-                    DriftFinding(
-                        address,
-                        kind,
-                        "orphaned",
-                        "owned by trainform on the provider but unknown to state "
-                        "(adopt it with `trainform import` or delete it)",
-                        name,
-                    )
-                )
-    return DriftReport(state.lineage, state.serial, len(state.resources), findings)
+    instances = {t.provider for t in targets} | _compute_instances(providers)
+    for orphan in find_orphans(providers, instances, set(state.resources)):
+        findings.append(
+            DriftFinding(
+                orphan.address,
+                orphan.kind,
+                "orphaned",
+                "owned by trainform on the provider but unknown to state "
+                "(adopt it with `trainform import` or delete it)",
+                orphan.instance,
+                instance_type=orphan.instance_type,
+            )
+        )
+    return DriftReport(state.lineage, state.serial, len(state.resources), findings, checked_at)
+
+
+def _declared(item: DesiredItem, changes: list[FieldChange]) -> dict[str, Any]:
+    """The declared value of each changed path where it differs from the applied one."""
+    declared = {}
+    for change in changes:
+        found, value = value_at(item.document, change.path)
+        if not found:
+            continue
+        if value != change.before:
+            declared[change.path] = value
+    return declared
+
+
+_STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def value_at(document: Any, path: str) -> tuple[bool, Any]:
+    """The value at a dotted path with [index] steps (`spec.pools[0].nominalQuota.cpu`)."""
+    node = document
+    for key, index in _STEP.findall(path):
+        if key:
+            if not isinstance(node, dict) or key not in node:
+                return False, None
+            node = node[key]
+        else:
+            position = int(index)
+            if not isinstance(node, list) or position >= len(node):
+                return False, None
+            node = node[position]
+    return True, node
 
 
 def _compute_instances(providers: ProviderSet) -> set[str]:

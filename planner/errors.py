@@ -4,6 +4,7 @@ PlannerError                 root of everything `planner` raises
 +-- GraphError               the resource graph cannot be built
     +-- DependencyCycleError     references form a cycle (addresses in order)
     +-- MissingReferenceError    a dependency names an address that is not in the graph
++-- AcknowledgementError     drift acknowledgements cannot be read (planner.drift_acknowledgements)
 """
 
 from __future__ import annotations

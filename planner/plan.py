@@ -23,6 +23,7 @@ from planner.errors import PlannerError
 from planner.jobs import JobContext, plan_job
 from planner.lockfile import LOCK_FILE, LockFile, pins_from_state, resolve_pins, stale_entries
 from planner.normalize import humanize
+from planner.orphans import orphan_findings
 from planner.plan_model import Action, Plan, PlanFinding, ResourceChange
 from planner.provider_checks import change_impacts, provider_problems
 from planner.refresh import Target, observe_all
@@ -164,6 +165,9 @@ def make_plan(
                 f"but the plan would {change.action.value} it: " + "; ".join(change.reasons)
             )
         changes.append(change)
+
+    if options.refresh and not options.destroy and not options.targets:
+        findings += orphan_findings(providers, desired, recorded)
 
     if not options.destroy and not options.allow_mass_delete:
         problems += delete_guard_problems(

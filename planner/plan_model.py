@@ -173,6 +173,12 @@ def _shown_field(change: FieldChange, masks: dict[str, str]) -> FieldChange:
     return FieldChange(change.path, before, after, change.forces_replacement)
 
 
+PLAN_ONLY_FINDINGS = frozenset({"not-reconciled", "not-submitted", "retry-backoff", "running-work"})
+"""Findings about the plan itself. Every other finding is something drift reports too (an
+orphan, a failed job, mutated data, a moved tag, a broken checkpoint...): unless it is
+acknowledged it makes `plan --detailed-exitcode` exit 2, as it makes drift exit 2."""
+
+
 @dataclass
 class PlanFinding:
     """Something the plan found that is not a change: data mutated, observe warnings."""
@@ -181,6 +187,12 @@ class PlanFinding:
     kind: str
     severity: str
     message: str
+    acknowledged: str = ""
+    """The reason of the valid drift acknowledgement that covers it (docs/drift.md)."""
+
+    @property
+    def is_drift(self) -> bool:
+        return self.kind not in PLAN_ONLY_FINDINGS and not self.acknowledged
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -188,7 +200,7 @@ class PlanFinding:
             "kind": self.kind,
             "severity": self.severity,
             "message": self.message,
-        }
+        } | ({"acknowledged": self.acknowledged} if self.acknowledged else {})
 
 
 @dataclass
@@ -215,6 +227,11 @@ class Plan:
     @property
     def has_changes(self) -> bool:
         return bool(self.actionable)
+
+    @property
+    def drift_findings(self) -> list[PlanFinding]:
+        """Findings that drift reports too, not acknowledged (exit 2 with --detailed-exitcode)."""
+        return [finding for finding in self.findings if finding.is_drift]
 
     def summary(self) -> dict[str, int]:
         counts = {action.value: 0 for action in Action}

@@ -85,6 +85,9 @@ class Observation:
     outputs: dict[str, Any] = field(default_factory=dict)
     status: dict[str, Any] = field(default_factory=dict)
     findings: tuple[Finding, ...] = ()
+    evidence: dict[str, Any] = field(default_factory=dict)
+    """Who and when the platform recorded for the last change of the live object (e.g.
+    `changedAt`, `changedBy`), where it keeps them; drift shows it on a modified finding."""
 
 
 @dataclass(frozen=True)

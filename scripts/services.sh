@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs the Debian packages of the servers the integration tests start themselves
-# (the OCI registry; munge, MariaDB and Slurm for scripts/slurm-cluster.sh). Needs root and
+# (the OCI registry; munge, MariaDB and Slurm for scripts/slurm-cluster.sh) and Chromium, the
+# headless browser the HTML drift report is checked in (driven by the `playwright` Python
+# package from the test extras, which never downloads a browser of its own). Needs root and
 # apt; elsewhere it says what is missing and goes on, and the tests that need a server skip
 # (or fail under CI=true).
 set -euo pipefail
-packages=(docker-registry slurmctld slurmd slurmdbd slurm-client munge mariadb-server)
+packages=(docker-registry slurmctld slurmd slurmdbd slurm-client munge mariadb-server chromium)
 missing=()
 for package in "${packages[@]}"; do
   dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")

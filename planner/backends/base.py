@@ -17,6 +17,7 @@ from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from planner.backends.drift_runs import DriftRuns
 from planner.backends.identity import Identity
 from planner.state import State, StateError
 
@@ -108,6 +109,10 @@ class StateBackend(ABC):
     @abstractmethod
     def read_audit(self) -> list[dict[str, Any]]:
         """Every audit record, in the order written."""
+
+    @abstractmethod
+    def drift_runs(self) -> DriftRuns:
+        """The bounded history of drift runs kept beside the state."""
 
     @abstractmethod
     def accept(self, reason: str) -> Identity:

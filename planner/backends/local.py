@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from planner.backends.base import LockInfo, StateBackend, StateLockedError
+from planner.backends.drift_runs import DriftRuns, FolderDriftRuns
 from planner.backends.identity import (
     AcceptRequest,
     Identity,
@@ -296,6 +297,9 @@ class LocalBackend(StateBackend):
             os.fsync(fd)
         finally:
             os.close(fd)
+
+    def drift_runs(self) -> DriftRuns:
+        return FolderDriftRuns(self.path.with_name(self.path.name + ".drift"))
 
     def read_audit(self) -> list[dict[str, Any]]:
         try:

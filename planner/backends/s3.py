@@ -9,6 +9,7 @@ Objects, all beside `key` in one versioned bucket:
     key.identity                                     lineage and serial last written here
     key.journal/<lineage>/<baseSerial>/<seq>.json    journal entries since that document
     key.probe/<uuid>                                 short-lived, written by the start-up probe
+    key.drift/<time_ns>-<random>.json                drift runs (planner.backends.drift_runs)
 
 Invariants:
 - The document is only ever written with If-Match (the ETag last read or written) or, when
@@ -36,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from planner.backends.base import LockInfo, StateBackend, StateLockedError
+from planner.backends.drift_runs import DriftRuns, PrefixDriftRuns
 from planner.backends.identity import (
     AcceptRequest,
     Identity,
@@ -361,6 +363,11 @@ class S3Backend(StateBackend):
             canonical_json(record).encode("utf-8"),
             f"cannot write an audit record of state {self.location}",
             IfNoneMatch="*",
+        )
+
+    def drift_runs(self) -> DriftRuns:
+        return PrefixDriftRuns(
+            self.bucket, f"{self.key}.drift/", self.location, self._check_endpoint
         )
 
     def read_audit(self) -> list[dict[str, Any]]:

@@ -1,48 +1,73 @@
 """Drift reports as text and JSON. A job's secret-looking values are shown masked
-(`specs.secrets.mask_value`) and the whole output is redacted."""
+(`specs.secrets.mask_value`, through planner.render.drift_view) and the whole output is
+redacted. The last line is always the summary (`No drift: ...` or `Drift: ...`)."""
 
 from __future__ import annotations
 
 import json
-from typing import Any
 
-from planner.drift import DriftFinding, DriftReport
-from planner.normalize import humanize
+from planner.drift_model import DriftReport
+from planner.render.drift_view import build_view, shown
 from planner.render.style import paint
-from specs.secrets import JOB_KINDS, mask_value, redact
-
-
-def _shown(finding: DriftFinding, path: str, value: Any) -> Any:
-    if finding.kind not in JOB_KINDS:
-        return value
-    name = path.rsplit(".", 1)[-1].split("[", 1)[0]
-    return mask_value(name, value)
+from specs.secrets import redact
 
 
 def render_drift_text(report: DriftReport, color: bool = False) -> str:
-    if not report.drifted:
-        return f"No drift: {report.checked} resources match what was applied.\n"
+    view = build_view(report)
     lines = []
-    for finding in report.findings:
-        head = paint(f"{finding.drift}", "red" if finding.drift != "pending" else "yellow", color)
-        lines.append(f"{head}: {finding.address} ({finding.provider}): {finding.message}")
-        for change in finding.changes:
-            before = _shown(finding, change.path, change.before)
-            after = _shown(finding, change.path, change.after)
-            lines.append(f"    ~ {change.path}: applied {humanize(before)}, live {humanize(after)}")
-    counts: dict[str, int] = {}
-    for finding in report.findings:
-        counts[finding.drift] = counts.get(finding.drift, 0) + 1
-    summary = ", ".join(f"{count} {kind}" for kind, count in sorted(counts.items()))
-    lines.append("")
-    lines.append(paint(f"Drift: {summary} (of {report.checked} resources checked).", "bold", color))
+    for instance in view.instances:
+        for resource in instance.resources:
+            for finding in resource.findings:
+                tone = "red" if finding.tone != "yellow" else "yellow"
+                head = paint(finding.drift, tone, color)
+                lines.append(f"{head}: {resource.address} ({instance.name}): {finding.message}")
+                for change in finding.changes:
+                    desired = f", desired {change.desired}" if change.desired is not None else ""
+                    lines.append(
+                        f"    ~ {change.path}: applied {change.applied}, live {change.live}"
+                        + desired
+                    )
+                for row in finding.objects:
+                    versions = f", version {row.version}" if row.version else ""
+                    when = f", modified {row.modified}" if row.modified else ""
+                    lines.append(f"    {row.change} {row.key}: ETag {row.etag}{versions}{when}")
+                if finding.evidence:
+                    shown_evidence = ", ".join(f"{k} {v}" for k, v in finding.evidence)
+                    lines.append(paint(f"    evidence: {shown_evidence}", "dim", color))
+                if finding.first_seen:
+                    since = f"    first seen {finding.first_seen}"
+                    lines.append(since + (" (new)" if finding.new else ""))
+                if finding.acknowledged:
+                    ack = finding.acknowledged
+                    lines.append(
+                        paint(
+                            f"    acknowledged until {ack['expires']}: {ack['reason']} "
+                            f"({ack['location']})",
+                            "cyan",
+                            color,
+                        )
+                    )
+                lines.append(f"    remedy: {finding.remedy}")
+    for entry in view.resolved:
+        lines.append(
+            paint("resolved", "green", color)
+            + f": {entry['address']} ({entry['provider']}): {entry['drift']} "
+            f"(first seen {entry['first_seen']})"
+        )
+    for sentence in view.expired:
+        lines.append(paint(f"expired acknowledgement: {sentence}", "yellow", color))
+    if lines:
+        lines.append("")
+    lines.append(paint(view.headline, "bold", color) if report.findings else view.headline)
     return redact("\n".join(lines) + "\n")
 
 
 def render_drift_json(report: DriftReport) -> str:
     data = report.to_json()
-    for finding, shown in zip(report.findings, data["findings"], strict=True):
-        for change, entry in zip(finding.changes, shown["changes"], strict=True):
-            entry["before"] = _shown(finding, change.path, entry["before"])
-            entry["after"] = _shown(finding, change.path, entry["after"])
+    for finding, entry in zip(report.findings, data["findings"], strict=True):
+        for change, item in zip(finding.changes, entry["changes"], strict=True):
+            item["before"] = shown(finding, change.path, item["before"])
+            item["after"] = shown(finding, change.path, item["after"])
+            if "desired" in item:
+                item["desired"] = shown(finding, change.path, item["desired"])
     return redact(json.dumps(data, indent=2, sort_keys=True) + "\n")

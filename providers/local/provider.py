@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import time
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, ClassVar
@@ -224,7 +225,10 @@ class LocalProvider(Provider):
                 observations[request.address] = self._observe_dataset(request, live, stored_outputs)
             else:
                 observations[request.address] = Observation(
-                    exists=True, live=live, outputs=_public(stored_outputs)
+                    exists=True,
+                    live=live,
+                    outputs=_public(stored_outputs),
+                    evidence=_written(row),
                 )
         return observations
 
@@ -267,6 +271,7 @@ class LocalProvider(Provider):
                             "expected": reference,
                             "found": current.digest,
                             "changes": changes,
+                            **_mutation_evidence(folder, changes),
                         },
                     )
                 )
@@ -412,6 +417,35 @@ def _job_observation(runs: list[RunStatus]) -> Observation:
     if not runs:
         return Observation(exists=False)
     return Observation(exists=True, live=None, status={"runs": [run_to_json(r) for r in runs]})
+
+
+def _mutation_evidence(folder: Path, changes: list[str]) -> dict[str, Any]:
+    """The files added, removed and changed, and when the newest of them was written (its
+    modification time: what a host filesystem records of a change)."""
+    split: dict[str, list[str]] = {"added": [], "removed": [], "changed": []}
+    for change in changes:
+        verb, _, name = change.partition(" ")
+        if verb in split:
+            split[verb].append(name)
+    times = []
+    for name in split["added"] + split["changed"]:
+        try:
+            times.append((folder / name).stat().st_mtime)
+        except OSError:
+            continue
+    evidence: dict[str, Any] = {verb: names for verb, names in split.items() if names}
+    if times:
+        evidence["modifiedAt"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(max(times)))
+    return evidence
+
+
+def _written(row: Any) -> dict[str, Any]:
+    """When the platform database last wrote the object, and by which manager."""
+    return {
+        "updatedAt": row["updated_at"],
+        "generation": row["generation"],
+        "manager": row["manager"],
+    }
 
 
 def digest_of(value: Any) -> str:

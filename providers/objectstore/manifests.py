@@ -17,6 +17,7 @@ import hashlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from providers.objectstore.client import provider_error
@@ -30,6 +31,8 @@ class ObjectEntry:
     size: int
     etag: str
     version_id: str = ""
+    last_modified: str = field(default="", compare=False)
+    """LastModified as listed (UTC, ISO 8601): evidence of when, never part of the digest."""
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,9 @@ class S3Manifest:
         )
 
     def differences(self, recorded: S3Manifest) -> list[dict[str, Any]]:
-        """Each object added, removed or changed since `recorded`, with its evidence."""
+        """Each object added, removed or changed since `recorded`, with its evidence: ETags
+        and sizes, and where the listing has them the version ids (the recorded one is the
+        previous version, still readable on a versioned bucket) and LastModified."""
         now = {o.path: o for o in self.objects}
         then = {o.path: o for o in recorded.objects}
         changes: list[dict[str, Any]] = []
@@ -95,6 +100,11 @@ class S3Manifest:
                     "newSize": new.size if new else None,
                 }
             )
+            if (old and old.version_id) or (new and new.version_id):
+                changes[-1]["oldVersionId"] = old.version_id if old else None
+                changes[-1]["newVersionId"] = new.version_id if new else None
+            if new is not None and new.last_modified:
+                changes[-1]["lastModified"] = new.last_modified
         return changes
 
 
@@ -132,11 +142,18 @@ def list_manifest(client: Any, bucket: str, prefix: str, versioned: bool) -> S3M
                         int(item["Size"]),
                         str(item["ETag"]).strip('"'),
                         _version_id(item) if versioned else "",
+                        _timestamp(item.get("LastModified")),
                     )
                 )
     except (BotoCoreError, ClientError) as exc:
         raise provider_error(exc, f"listing s3://{bucket}/{base}") from None
     return S3Manifest(tuple(sorted(entries)), requests)
+
+
+def _timestamp(value: Any) -> str:
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return ""
 
 
 def _version_id(item: dict[str, Any]) -> str:

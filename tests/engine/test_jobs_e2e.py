@@ -201,6 +201,8 @@ def test_mutated_dataset_is_reported_and_never_submitted(loop: Path) -> None:
     assert f"# {JOB} will be created" not in plan
     drift = tf(loop, "drift", ".", "--env", "ci")
     assert drift.returncode == 2 and "data-mutated" in drift.stdout
+    # plan and drift agree: the finding makes a detailed plan exit 2 too
+    assert tf(loop, "plan", ".", "--env", "ci", "--detailed-exitcode").returncode == 2
     assert tf(loop, "plan", ".", "--env", "ci", "--locked").returncode == 1
 
 
@@ -214,6 +216,8 @@ def test_failing_gate_is_visible_in_plan_status_drift_and_json(loop: Path) -> No
     assert report["evaluations"][0]["gate"] == "fail"
     plan = json.loads(ok(loop, "plan", ".", "--env", "ci", "--format", "json"))
     assert any(f["kind"] == "gate-fail" for f in plan["findings"])
+    assert not any(c["action"] != "no-op" for c in plan["changes"])
+    assert tf(loop, "plan", ".", "--env", "ci", "--detailed-exitcode").returncode == 2
     assert "FAIL" in ok(loop, "status", "--dir", ".", "--env", "ci")
     drift = tf(loop, "drift", ".", "--env", "ci", "--format", "json")
     assert drift.returncode == 2

@@ -675,3 +675,20 @@ def test_state_errors_are_state_errors() -> None:
     assert issubclass(S3StateError, StateError)
     assert issubclass(UnsafeEndpointError, S3StateError)
     assert issubclass(StateChangedError, S3StateError)
+
+
+# drift history -------------------------------------------------------------------------------
+
+
+def test_drift_runs_are_kept_under_a_prefix_with_bounded_retention(
+    s3_env: S3Server, bucket: str
+) -> None:
+    runs = open_backend(s3_env, bucket).drift_runs()
+    for number in range(4):
+        runs.append({"checkedAt": f"2026-05-0{number + 1}T09:00:00Z"}, keep=2)
+
+    again = open_backend(s3_env, bucket).drift_runs().read()
+
+    assert [run["checkedAt"] for run in again] == ["2026-05-03T09:00:00Z", "2026-05-04T09:00:00Z"]
+    kept = object_versions(s3_env, bucket, f"{KEY}.drift/")
+    assert len(kept) == 2 and all("VersionId" in v and "Size" in v for v in kept)

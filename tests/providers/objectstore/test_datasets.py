@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -164,17 +165,26 @@ def test_an_object_rewritten_under_a_recorded_version_is_data_mutated(corpus: Co
     assert evidence["location"] == f"s3://{corpus.bucket}/{VERSION_PREFIX}/"
     assert evidence["expected"] == corpus.marker()["outputs"]["versions"]["v1"]["manifestDigest"]
     assert evidence["found"] != evidence["expected"]
-    assert evidence["changes"] == [
-        {
-            "change": "changed",
-            "key": "part-001.txt",
-            "oldEtag": old,
-            "newEtag": new,
-            "oldSize": len(b"corpus record 1\n"),
-            "newSize": len(b"rewritten out of band\n"),
-        }
-    ]
+    (change,) = evidence["changes"]
+    assert {k: v for k, v in change.items() if not k.endswith(("VersionId", "Modified"))} == {
+        "change": "changed",
+        "key": "part-001.txt",
+        "oldEtag": old,
+        "newEtag": new,
+        "oldSize": len(b"corpus record 1\n"),
+        "newSize": len(b"rewritten out of band\n"),
+    }
     assert old != new
+    # who/when: the bucket keeps the previous version (readable by its id) and LastModified
+    assert change["oldVersionId"] and change["newVersionId"] != change["oldVersionId"]
+    previous = corpus.s3.get_object(
+        Bucket=corpus.bucket,
+        Key=f"{VERSION_PREFIX}/part-001.txt",
+        VersionId=change["oldVersionId"],
+    )
+    assert previous["Body"].read() == b"corpus record 1\n"
+    written = datetime.strptime(change["lastModified"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    assert abs(datetime.now(UTC) - written) < timedelta(minutes=5)
 
 
 def test_an_object_added_under_a_recorded_version_is_data_mutated(corpus: Corpus) -> None:
@@ -183,14 +193,17 @@ def test_an_object_added_under_a_recorded_version_is_data_mutated(corpus: Corpus
 
     (change,) = mutation(corpus)["changes"]
 
-    assert change == {
+    assert {k: v for k, v in change.items() if k != "lastModified"} == {
         "change": "added",
         "key": "part-003.txt",
         "oldEtag": None,
         "newEtag": new,
         "oldSize": None,
         "newSize": len(b"one more\n"),
+        "oldVersionId": None,
+        "newVersionId": change["newVersionId"],
     }
+    assert change["newVersionId"] and change["lastModified"].endswith("Z")
 
 
 def test_an_object_removed_under_a_recorded_version_is_data_mutated(corpus: Corpus) -> None:

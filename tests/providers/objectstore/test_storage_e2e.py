@@ -174,6 +174,7 @@ def test_datasets_on_s3_feed_the_job_and_a_mutation_is_caught(
     mutated = [f for f in json.loads(drift.stdout)["findings"] if f["drift"] == "data-mutated"]
     assert [f["address"] for f in mutated] == ["Dataset/tiny-corpus"]
     change = mutated[0]["evidence"]["changes"][0]
+    written = client.head_object(Bucket=bucket, Key=key)
     assert change == {
         "change": "changed",
         "key": "part-001.txt",
@@ -181,4 +182,8 @@ def test_datasets_on_s3_feed_the_job_and_a_mutation_is_caught(
         "newEtag": new,
         "oldSize": change["oldSize"],
         "newSize": len(b"rewritten"),
+        "oldVersionId": change["oldVersionId"],
+        "newVersionId": written["VersionId"],
+        "lastModified": written["LastModified"].strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
+    assert change["oldVersionId"] not in ("", None, written["VersionId"])

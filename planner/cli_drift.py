@@ -1,0 +1,127 @@
+"""The drift command: run a drift check (or list past runs) and pick a renderer.
+
+Exit 0 when nothing open drifted (acknowledged findings do not count), 2 when something
+did, 1 on error. `--out FILE` writes the report to FILE and prints the summary line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from planner.cli_options import (
+    TemplateInputs,
+    format_option,
+    policies_option,
+    spec_dir_argument,
+    template_options,
+)
+from planner.cli_output import open_or_exit
+from planner.drift_history import summarize_runs
+from planner.drift_model import DriftReport
+from planner.drift_run import check_drift
+from planner.render.drift_report import render_drift_html, render_drift_markdown
+from planner.render.drift_text import render_drift_json, render_drift_text
+from planner.render.drift_view import headline
+from planner.render.style import use_color
+
+EXIT_DRIFTED = 2
+
+
+def _rendered(report: DriftReport, output_format: str, color: bool) -> str:
+    if output_format == "json":
+        return render_drift_json(report)
+    if output_format == "markdown":
+        return render_drift_markdown(report)
+    if output_format == "html":
+        return render_drift_html(report)
+    return render_drift_text(report, color)
+
+
+def _write(path: Path, text: str) -> None:
+    partial = path.with_name(path.name + ".partial")
+    try:
+        partial.write_text(text, encoding="utf-8")
+        os.replace(partial, path)
+    except OSError as exc:
+        raise click.ClickException(
+            f"cannot write the drift report to {path}: {exc.strerror}"
+        ) from None
+
+
+def _history(spec_dir: str, inputs: TemplateInputs, output_format: str) -> None:
+    workspace = open_or_exit(spec_dir, inputs, output_format)
+    try:
+        runs = workspace.backend.drift_runs()
+        summaries = summarize_runs(runs.read())
+    finally:
+        workspace.providers.close()
+    if output_format == "json":
+        click.echo(json.dumps([s.to_json() for s in summaries], indent=2))
+        return
+    if not summaries:
+        click.echo(f"No drift runs recorded yet in {runs.location}.")
+        return
+    click.echo(
+        f"{'checked at':<21} {'serial':>6} {'checked':>7} {'open':>5} {'new':>4} "
+        f"{'resolved':>8} {'acknowledged':>12}"
+    )
+    for s in summaries:
+        click.echo(
+            f"{s.checked_at:<21} {s.serial:>6} {s.checked:>7} {s.open:>5} {s.new:>4} "
+            f"{s.resolved:>8} {s.acknowledged:>12}"
+        )
+
+
+@click.command()
+@spec_dir_argument
+@template_options
+@format_option("text", "json", "markdown", "html")
+@policies_option
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="Write the report to FILE (e.g. report.html) and print only the summary line.",
+)
+@click.option(
+    "--history", "list_history", is_flag=True, help="List the recorded drift runs and exit."
+)
+def drift(
+    spec_dir: str,
+    inputs: TemplateInputs,
+    output_format: str,
+    policies_path: Path | None,
+    out: Path | None,
+    list_history: bool,
+) -> None:
+    """Report what changed outside trainform: modified, missing, orphaned, data mutated,
+    failed jobs, broken checkpoints and evaluations, each with its evidence and remedy.
+
+    Every run is appended to a bounded history beside the state (see --history); findings
+    covered by acknowledgements.yaml in the trusted policies folder are shown but do not
+    count. Exit 0 when nothing open drifted, 2 when something did, 1 on error.
+    """
+    if list_history:
+        _history(spec_dir, inputs, output_format)
+        return
+    if out is not None and not out.absolute().parent.is_dir():
+        raise click.BadParameter(f"{out.parent} is not a folder", param_hint="--out")
+    workspace = open_or_exit(spec_dir, inputs, output_format)
+    try:
+        report = check_drift(workspace, policies_path)
+    finally:
+        workspace.providers.close()
+    if out is not None:
+        _write(out, _rendered(report, output_format, False))
+        click.echo(f"{headline(report)} Wrote the {output_format} report to {out}.")
+    else:
+        color = output_format == "text" and use_color()
+        click.echo(_rendered(report, output_format, color), nl=False, color=color)
+    if report.drifted:
+        sys.exit(EXIT_DRIFTED)
