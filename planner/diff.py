@@ -8,6 +8,7 @@ replacement when it falls under a replacement prefix.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -78,3 +79,46 @@ def diff_documents(
 
 def is_missing(value: Any) -> bool:
     return value is _MISSING
+
+
+_STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def value_at(document: Any, path: str) -> tuple[bool, Any]:
+    """The value at a dotted path with [index] steps (`spec.pools[0].nominalQuota.cpu`)."""
+    node = document
+    for key, index in _STEP.findall(path):
+        if key:
+            if not isinstance(node, dict) or key not in node:
+                return False, None
+            node = node[key]
+        else:
+            position = int(index)
+            if not isinstance(node, list) or position >= len(node):
+                return False, None
+            node = node[position]
+    return True, node
+
+
+def with_value_at(document: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    """`document` with the value at `path` set (created along the way), or removed when
+    `value` is the missing marker diff_documents reports for an absent field. Changes
+    `document` in place and returns it."""
+    steps = [key or int(index) for key, index in _STEP.findall(path)]
+    node: Any = document
+    for step, following in zip(steps, steps[1:], strict=False):
+        if isinstance(step, int):
+            node = node[step]
+        else:
+            node = node.setdefault(step, [] if isinstance(following, int) else {})
+    last = steps[-1]
+    if is_missing(value):
+        if isinstance(last, int):
+            del node[last]
+        else:
+            node.pop(last, None)
+    elif isinstance(last, int) and last == len(node):
+        node.append(value)
+    else:
+        node[last] = value
+    return document

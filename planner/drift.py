@@ -11,12 +11,11 @@ file:line of the spec, for its remedy. The model lives in planner.drift_model.
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime
 from typing import Any
 
 from planner.desired import DesiredItem
-from planner.diff import FieldChange, diff_documents
+from planner.diff import FieldChange, diff_documents, value_at
 from planner.drift_model import DriftFinding, DriftReport, utc_timestamp
 from planner.orphans import find_orphans
 from planner.refresh import Target, observe_all
@@ -137,25 +136,6 @@ def _declared(item: DesiredItem, changes: list[FieldChange]) -> dict[str, Any]:
         if value != change.before:
             declared[change.path] = value
     return declared
-
-
-_STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
-
-
-def value_at(document: Any, path: str) -> tuple[bool, Any]:
-    """The value at a dotted path with [index] steps (`spec.pools[0].nominalQuota.cpu`)."""
-    node = document
-    for key, index in _STEP.findall(path):
-        if key:
-            if not isinstance(node, dict) or key not in node:
-                return False, None
-            node = node[key]
-        else:
-            position = int(index)
-            if not isinstance(node, list) or position >= len(node):
-                return False, None
-            node = node[position]
-    return True, node
 
 
 def _compute_instances(providers: ProviderSet) -> set[str]:
