@@ -14,7 +14,13 @@ from planner.apply import ApplyResult, OutcomeStatus, apply_plan, check_fresh
 from planner.audit import audit_record, spec_commit
 from planner.backends.base import LockInfo, StateBackend
 from planner.backends.identity import AcceptRequest
-from planner.cli_options import TemplateInputs, format_option, spec_dir_argument, template_options
+from planner.cli_options import (
+    TemplateInputs,
+    format_option,
+    markdown_budget_option,
+    spec_dir_argument,
+    template_options,
+)
 from planner.cli_output import open_or_exit
 from planner.cli_policies import (
     check_policies,
@@ -30,7 +36,7 @@ from planner.plan import PlanOptions, make_plan
 from planner.plan_model import Plan, ResourceChange
 from planner.render.drift_text import render_drift_json, render_drift_text
 from planner.render.plan_json import render_plan_json
-from planner.render.plan_markdown import render_plan_markdown
+from planner.render.plan_markdown import DEFAULT_BUDGET, render_plan_markdown
 from planner.render.plan_text import render_plan_text
 from planner.render.style import use_color
 from planner.saved_plans import check_bindings, check_datasets, comparable_location
@@ -54,11 +60,11 @@ class AuditContext:
     plan_file: str | None = None
 
 
-def _render_plan(plan: Plan, output_format: str) -> str:
+def _render_plan(plan: Plan, output_format: str, budget: int = DEFAULT_BUDGET) -> str:
     if output_format == "json":
         return render_plan_json(plan)
     if output_format == "markdown":
-        return render_plan_markdown(plan)
+        return render_plan_markdown(plan, budget=budget)
     return render_plan_text(plan, use_color())
 
 
@@ -159,6 +165,7 @@ def _locked_plan(
 )
 @policies_option
 @format_option("text", "json", "markdown")
+@markdown_budget_option
 def plan(
     spec_dir: str,
     inputs: TemplateInputs,
@@ -172,6 +179,7 @@ def plan(
     detailed_exitcode: bool,
     policies_path: Path | None,
     output_format: str,
+    budget: int,
 ) -> None:
     """Show what apply would change to make the platform match the specs, and check it
     against the policies (exit 3 when a deny finding is not waived)."""
@@ -186,8 +194,10 @@ def plan(
     finally:
         workspace.providers.close()
     report = check_policies(workspace, result, policies_path)
-    rendered = _render_plan(result, output_format)
-    rendered = render_plan_with_policies(rendered, result, report.to_json(), output_format)
+    rendered = _render_plan(result, output_format, budget)
+    rendered = render_plan_with_policies(
+        rendered, result, report.to_json(), output_format, budget
+    )
     click.echo(rendered, nl=False, color=use_color())
     if out:
         result.state_location = comparable_location(workspace.backend.location)
@@ -457,11 +467,16 @@ def destroy(
 @click.command()
 @click.argument("plan_file", type=click.Path(exists=True, dir_okay=False))
 @format_option("text", "json", "markdown")
-def show(plan_file: str, output_format: str) -> None:
+@markdown_budget_option
+def show(plan_file: str, output_format: str, budget: int) -> None:
     """Show a saved plan."""
     saved, _ = Plan.from_file(plan_file)
     rendered = render_plan_with_policies(
-        _render_plan(saved, output_format), saved, saved_report(plan_file), output_format
+        _render_plan(saved, output_format, budget),
+        saved,
+        saved_report(plan_file),
+        output_format,
+        budget,
     )
     click.echo(rendered, nl=False, color=use_color())
 

@@ -87,3 +87,19 @@ def policies_option(func: F) -> F:
         "the base branch checkout in CI; never read from the change under review. Default: "
         "the policies section of trainform.yaml (for review: the base ref's).",
     )(func)
+
+
+def markdown_budget_option(func: F) -> F:
+    """--max-chars N: the size budget of Markdown output (plan, show)."""
+    from planner.render.plan_markdown import DEFAULT_BUDGET, MIN_BUDGET
+
+    return click.option(
+        "--max-chars",
+        "budget",
+        type=click.IntRange(min=MIN_BUDGET),
+        default=DEFAULT_BUDGET,
+        show_default=True,
+        metavar="N",
+        help="Markdown only: keep the output under N characters (a PR comment), leaving out "
+        "whole resource changes from the end and saying how many.",
+    )(func)

@@ -10,6 +10,7 @@ and deleted last (see `order_changes`).
 from __future__ import annotations
 
 import heapq
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
@@ -30,6 +31,7 @@ from planner.session import ProviderSet, config_as_data
 from planner.state import ResourceState, State
 from providers.base import DesiredResource, KindSchema, Observation, ObserveRequest
 from specs import SpecSet
+from specs.environments import state_location
 
 
 class PlanError(PlannerError):
@@ -186,6 +188,8 @@ def make_plan(
         changes=order_changes(changes),
         findings=sorted(findings, key=lambda f: (f.address, f.kind, f.message)),
         environment=specs.environment if specs else None,
+        spec_folder=os.path.normpath(str(specs.root)) if specs else "",
+        state_location=state_location(specs.config, specs.root) if specs else "",
         pins=(
             {
                 "code": dict(sorted(jobs.pins.code.items())),

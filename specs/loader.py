@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from specs.code_sources import check_code_sources
 from specs.data_sources import check_data_sources
 from specs.discovery import CONFIG_FILE, find_spec_files, refused_file
+from specs.environments import check_environments, environment_config
 from specs.errors import (
     MAX_DIAGNOSTICS_PER_FILE,
     Diagnostic,
@@ -174,6 +175,13 @@ def _load_specs(
     uncounted: dict[str, int] = {}
     config = _load_config(root, root_display, sources, diagnostics, uncounted)
     env_name, context = _template_context(config, environment, variables, var_files, diagnostics)
+    if config is not None:
+        config_display = _display(root_display, root / CONFIG_FILE, root)
+        isolation = check_environments(
+            config, root, lambda path, key: sources.locate(config_display, 0, path, key)
+        )
+        diagnostics += isolation
+        config = None if isolation else environment_config(config, env_name)
 
     resources: dict[str, Resource] = {}
     declared: set[tuple[str, str | None, str]] = set()
