@@ -6,16 +6,19 @@ fields of each provider instance's connection (`providers: {INSTANCE: {field: va
 (specs.loader) calls it once per load, after `check_environments` found no error.
 
 `check_environments` holds the rule that makes environments worth having: two
-environments never resolve to the same state location nor to the same provider endpoint,
-since applying one would then change what the other manages. What counts as an endpoint,
-per provider type (`endpoint_identity`):
+environments never resolve to the same state location nor to the same endpoint of a
+provider that owns what it writes, since applying one would then change what the other
+manages. What counts as an endpoint, per provider type (`endpoint_identity`):
 
 - local: the folder of its platform (`root`);
 - kubernetes: kubeconfig, context, namespacePrefix and namePrefix together (prefixes are how
   two trainform instances share a cluster without touching each other's objects);
-- slurm: slurm.conf and the cluster name;
-- objectstore: endpoint URL, region and credentials profile;
-- registry: URL and the credentials variable (the registry's permissions isolate them).
+- slurm: slurm.conf and the cluster name.
+
+Object stores and registries are data services that environments may share: datasets and
+images are immutable and pinned by digest, and what an environment writes there (checkpoint
+prefixes, promoted tags) is told apart by its specs. A state kept in an object store is
+still covered: by the state location.
 """
 
 from __future__ import annotations
@@ -87,7 +90,8 @@ def state_identity(config: RootConfig, root: Path) -> str:
 
 
 def endpoint_identity(instance: Any, root: Path) -> str:
-    """What a provider instance writes to; two instances with the same identity collide."""
+    """What a provider instance writes to; two instances with the same identity collide.
+    Empty for the shared data services (objectstore, registry)."""
     connection = instance.connection
     kind = instance.type
     if kind == "local":
@@ -101,12 +105,7 @@ def endpoint_identity(instance: Any, root: Path) -> str:
         )
     if kind == "slurm":
         return f"slurm cluster `{connection.cluster}` of {connection.conf}"
-    if kind == "objectstore":
-        return (
-            f"S3 endpoint {connection.endpoint_url or 'AWS'} (region `{connection.region}`, "
-            f"profile `{connection.profile}`)"
-        )
-    return f"registry {connection.url} (credentials from `{connection.username_env or ''}`)"
+    return ""
 
 
 def check_environments(config: RootConfig, root: Path, locate: ConfigLocator) -> list[Diagnostic]:
@@ -197,7 +196,7 @@ def _shared_targets(
     others = {endpoint_identity(p, root): p.name for p in theirs.providers}
     for instance in mine.providers:
         identity = endpoint_identity(instance, root)
-        if identity not in others:
+        if not identity or identity not in others:
             continue
         path = ("environments", name, "providers", instance.name)
         overridden = instance.name in declared.providers

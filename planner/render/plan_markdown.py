@@ -40,7 +40,9 @@ def code_span(text: str) -> str:
 def diff_lines(change: ResourceChange) -> list[str]:
     """The text rendering of a change with its markers moved to column 0."""
     lines = []
-    for line in render_change(change, color=False):
+    for shown in render_change(change, color=False):
+        # A key or reason holding a line break would start a line without its marker.
+        line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in shown)
         body = line.lstrip(" ")
         symbol, _, rest = body.partition(" ")
         if body.startswith("# "):

@@ -57,7 +57,7 @@ def _show(value: Any) -> str:
     """humanize(), with the common cases (plain words, numbers) answered inline."""
     kind = type(value)
     if kind is str and value and " " not in value and not value.isdigit():
-        return value if value.strip() == value else humanize(value)
+        return value if value.strip() == value and value.isprintable() else humanize(value)
     if kind is int or kind is float:
         return str(value)
     return humanize(value)

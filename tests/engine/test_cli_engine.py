@@ -39,7 +39,9 @@ def test_plan_exit_codes_and_saved_plans(quickstart: SpecFolder) -> None:
     assert json.loads(shown.stdout)["summary"]["create"] == 8
     assert shown.stdout == made.stdout
     markdown = trainform(quickstart, "show", "p.json", "--format", "markdown")
-    assert markdown.stdout.startswith("### trainform plan\n\n**Plan: 8 to create,")
+    assert markdown.stdout.startswith(
+        "### trainform plan: environment `dev`, folder `.`\n\n**Plan: 8 to create,"
+    )
 
     # A saved plan is applied only while the specs are what it was made from.
     quickstart.edit("specs/platform.yaml", "nominalQuota: {cpu: 2,", "nominalQuota: {cpu: 1,")

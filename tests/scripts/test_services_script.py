@@ -50,7 +50,9 @@ def _run(tmp_path: Path, *, apt_exit: int = 0) -> tuple[subprocess.CompletedProc
     return result, policy
 
 
-@pytest.mark.parametrize("apt_exit", [pytest.param(0, id="install-ok"), pytest.param(1, id="install-fails")])
+@pytest.mark.parametrize(
+    "apt_exit", [pytest.param(0, id="install-ok"), pytest.param(1, id="install-fails")]
+)
 def test_policy_rc_d_is_in_place_during_install_and_removed_after(
     tmp_path: Path, apt_exit: int
 ) -> None:

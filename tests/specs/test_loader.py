@@ -517,7 +517,10 @@ variables:
   source: from-config
 environments:
   dev: {variables: {steps: from-env, source: from-env}}
-  prod: {variables: {steps: from-prod, source: from-prod}}
+  prod:
+    variables: {steps: from-prod, source: from-prod}
+    state: {backend: local, path: .trainform/prod/state.json}
+    providers: {local: {root: .trainform/prod}}
 """
 
 
