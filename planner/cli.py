@@ -64,6 +64,8 @@ class LazyGroup(click.Group):
         "lineage": "planner.cli_runs:lineage",
         "usage": "planner.cli_runs:usage",
         "review": "planner.cli_review:review",
+        "init": "planner.cli_project:init",
+        "fmt": "planner.cli_project:fmt",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
