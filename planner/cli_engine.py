@@ -17,7 +17,9 @@ from planner.backends.identity import AcceptRequest
 from planner.cli_options import (
     TemplateInputs,
     format_option,
+    lock_timeout_option,
     markdown_budget_option,
+    no_color_option,
     spec_dir_argument,
     template_options,
 )
@@ -39,6 +41,7 @@ from planner.render.plan_json import render_plan_json
 from planner.render.plan_markdown import DEFAULT_BUDGET, render_plan_markdown
 from planner.render.plan_text import render_plan_text
 from planner.render.style import use_color
+from planner.render.words import plural
 from planner.saved_plans import check_bindings, check_datasets, comparable_location
 from planner.session import ProviderSet, config_from_data
 from planner.signals import graceful_stop, received
@@ -91,6 +94,7 @@ def _plan_options(
 def plan_options(func):  # type: ignore[no-untyped-def]
     func = click.option(
         "--target",
+        "-target",
         "targets",
         multiple=True,
         metavar="ADDRESS",
@@ -166,6 +170,8 @@ def _locked_plan(
 @policies_option
 @format_option("text", "json", "markdown")
 @markdown_budget_option
+@lock_timeout_option
+@no_color_option
 def plan(
     spec_dir: str,
     inputs: TemplateInputs,
@@ -226,7 +232,8 @@ def _print_event(kind: str, change: ResourceChange, detail: str) -> None:
         click.echo(f"{change.address}: {change.action.value} FAILED: {detail}", err=True)
 
 
-def _print_outcomes(result: ApplyResult) -> None:
+def _print_outcomes(result: ApplyResult, destroying: bool = False) -> None:
+    noun = "Destroy" if destroying else "Apply"
     if result.failed:
         click.echo("\nOutcome:")
         for outcome in result.outcomes:
@@ -245,10 +252,12 @@ def _print_outcomes(result: ApplyResult) -> None:
         )
     elif result.failed:
         click.echo(
-            f"\nApply failed: {applied} applied, {failed} failed, {skipped} skipped.", err=True
+            f"\n{noun} failed: {applied} applied, {failed} failed, {skipped} skipped.", err=True
         )
+    elif destroying:
+        click.echo(f"\nDestroy complete: {plural(applied, 'resource')} destroyed.")
     else:
-        click.echo(f"\nApply complete: {applied} changes applied.")
+        click.echo(f"\nApply complete: {plural(applied, 'change')} applied.")
 
 
 def _run_apply(
@@ -276,7 +285,7 @@ def _run_apply(
     finally:
         backend.unlock(info)
         providers.close()
-    _print_outcomes(result)
+    _print_outcomes(result, destroying=plan_to_apply.destroy)
     if result.failed:
         sys.exit(128 + (received() or 2) if result.interrupted else 1)
 
@@ -381,7 +390,7 @@ def _confirm(auto_approve: bool, verb: str) -> None:
         )
         != "yes"
     ):
-        click.echo("Apply cancelled.")
+        click.echo(f"{'Destroy' if verb.startswith('destroy') else 'Apply'} cancelled.")
         sys.exit(1)
 
 
@@ -398,6 +407,8 @@ def _confirm(auto_approve: bool, verb: str) -> None:
     help="Provider calls in flight at once.",
 )
 @policies_option
+@lock_timeout_option
+@no_color_option
 def apply(
     target: str,
     inputs: TemplateInputs,
@@ -444,6 +455,8 @@ def apply(
 @template_options
 @click.option("--auto-approve", is_flag=True, help="Skip the confirmation prompt.")
 @click.option("--parallelism", default=10, show_default=True, type=click.IntRange(1, 256))
+@lock_timeout_option
+@no_color_option
 def destroy(
     spec_dir: str,
     inputs: TemplateInputs,
@@ -468,6 +481,7 @@ def destroy(
 @click.argument("plan_file", type=click.Path(exists=True, dir_okay=False))
 @format_option("text", "json", "markdown")
 @markdown_budget_option
+@no_color_option
 def show(plan_file: str, output_format: str, budget: int) -> None:
     """Show a saved plan."""
     saved, _ = Plan.from_file(plan_file)
@@ -485,6 +499,7 @@ def show(plan_file: str, output_format: str, budget: int) -> None:
 @spec_dir_argument
 @template_options
 @format_option("text", "json")
+@no_color_option
 def drift(
     spec_dir: str,
     inputs: TemplateInputs,

@@ -21,6 +21,7 @@ from planner.cli_options import policies_option as policies_option  # re-exporte
 from planner.plan_model import Plan
 from planner.render.plan_markdown import DEFAULT_BUDGET, render_plan_markdown
 from planner.render.style import use_color
+from planner.render.words import plural
 from planner.workspace import Workspace
 from policies.engine import PolicyReport, evaluate_policies
 from policies.plan_file import saved_policy_report
@@ -66,8 +67,8 @@ def exit_if_denied(report: PolicyReport | dict[str, Any] | None) -> None:
     if parsed.denied:
         count = parsed.counts()["deny"]
         click.echo(
-            f"error: blocked by policy: {count} deny finding(s); fix them or add a waiver to "
-            "the trusted policies. Nothing was applied.",
+            f"error: blocked by policy: {plural(count, 'deny finding')}; fix them or add a "
+            "waiver to the trusted policies. Nothing was applied.",
             err=True,
         )
         sys.exit(EXIT_POLICY_DENIED)

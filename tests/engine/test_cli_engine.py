@@ -113,7 +113,7 @@ def test_state_commands_import_and_destroy(quickstart: SpecFolder) -> None:
     assert f"cannot import {QUOTA}: it is already in state" in twice.stderr
 
     destroyed = trainform(quickstart, "destroy", ".", "--auto-approve")
-    assert "Apply complete: 8 changes applied." in destroyed.stdout
+    assert "Destroy complete: 8 resources destroyed." in destroyed.stdout
     assert trainform(quickstart, "state", "list", ".").stdout == ""
     assert quickstart.rows_per_address() == {}
     assert (quickstart.root / "data" / "tiny-corpus" / "v1" / "part-000.txt").is_file()
