@@ -78,10 +78,12 @@ def _plan_options(
     destroy: bool,
     allow_mass_delete: bool,
     locked: bool = False,
+    replace: tuple[str, ...] = (),
 ) -> PlanOptions:
     return PlanOptions(
         refresh=refresh,
         targets=targets,
+        replace=replace,
         destroy=destroy,
         allow_mass_delete=allow_mass_delete,
         mass_delete_share=workspace.config.policies.mass_delete_share,
@@ -99,6 +101,15 @@ def plan_options(func):  # type: ignore[no-untyped-def]
         multiple=True,
         metavar="ADDRESS",
         help="Only this resource and what it depends on (repeatable).",
+    )(func)
+    func = click.option(
+        "--replace",
+        "-replace",
+        "replace",
+        multiple=True,
+        metavar="ADDRESS",
+        help="Re-create this resource although nothing changed; for a TrainingJob, start a "
+        "new run (repeatable).",
     )(func)
     func = click.option(
         "--refresh/--no-refresh",
@@ -176,6 +187,7 @@ def plan(
     spec_dir: str,
     inputs: TemplateInputs,
     targets: tuple[str, ...],
+    replace: tuple[str, ...],
     refresh: bool,
     locked: bool,
     allow_mass_delete: bool,
@@ -193,7 +205,9 @@ def plan(
     try:
         result = _locked_plan(
             workspace,
-            _plan_options(workspace, refresh, targets, destroy, allow_mass_delete, locked),
+            _plan_options(
+                workspace, refresh, targets, destroy, allow_mass_delete, locked, replace
+            ),
             "plan",
             take_lock,
         )
@@ -413,6 +427,7 @@ def apply(
     target: str,
     inputs: TemplateInputs,
     targets: tuple[str, ...],
+    replace: tuple[str, ...],
     refresh: bool,
     locked: bool,
     allow_mass_delete: bool,
@@ -424,12 +439,17 @@ def apply(
 
     Refused with exit 3 when policies deny (for FILE: the report saved with the plan)."""
     if os.path.isfile(target):
+        if targets or replace:
+            raise click.UsageError(
+                "--target and --replace shape a new plan; a saved plan is applied exactly as "
+                "it was made (pass them to `trainform plan -out` instead)"
+            )
         _apply_saved(target, inputs, parallelism)
         return
     workspace = open_or_exit(target, inputs, "text")
     fresh = _locked_plan(
         workspace,
-        _plan_options(workspace, refresh, targets, False, allow_mass_delete, locked),
+        _plan_options(workspace, refresh, targets, False, allow_mass_delete, locked, replace),
         "plan",
     )
     report = check_policies(workspace, fresh, policies_path)
