@@ -17,6 +17,7 @@ import click
 from planner.cli_options import (
     TemplateInputs,
     format_option,
+    no_color_option,
     policies_option,
     spec_dir_argument,
     template_options,
@@ -108,6 +109,7 @@ def _tenancy(specs: SpecSet, policies_path: Path | None) -> list[Diagnostic]:
 @template_options
 @policies_option
 @format_option("text", "json")
+@no_color_option
 def validate(
     spec_dir: str,
     inputs: TemplateInputs,
