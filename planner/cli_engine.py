@@ -205,9 +205,7 @@ def plan(
     try:
         result = _locked_plan(
             workspace,
-            _plan_options(
-                workspace, refresh, targets, destroy, allow_mass_delete, locked, replace
-            ),
+            _plan_options(workspace, refresh, targets, destroy, allow_mass_delete, locked, replace),
             "plan",
             take_lock,
         )
@@ -215,9 +213,7 @@ def plan(
         workspace.providers.close()
     report = check_policies(workspace, result, policies_path)
     rendered = _render_plan(result, output_format, budget)
-    rendered = render_plan_with_policies(
-        rendered, result, report.to_json(), output_format, budget
-    )
+    rendered = render_plan_with_policies(rendered, result, report.to_json(), output_format, budget)
     click.echo(rendered, nl=False, color=use_color())
     if out:
         result.state_location = comparable_location(workspace.backend.location)

@@ -41,7 +41,6 @@ def planned(result_stdout: str) -> dict[str, dict]:
     [
         pytest.param(["-var", "title=Research", "-target", "Project/research"], id="separate"),
         pytest.param(["-var=title=Research", "-target=Project/research"], id="equals"),
-        pytest.param(["--var", "title=Research", "--target", "Project/research"], id="double"),
     ],
 )
 def test_single_dash_spellings_are_aliases(folder: Path, args: list[str]) -> None:
