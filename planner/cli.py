@@ -26,6 +26,7 @@ from planner.cli_output import load_or_exit
 from planner.errors import PlannerError
 from planner.render.diagnostics import render_diagnostics_json, render_diagnostics_text
 from planner.render.style import use_color
+from planner.render.words import plural
 from planner.signals import exit_code_for
 from planner.signals import install as install_signal_handlers
 from providers.errors import ProviderError
@@ -135,7 +136,8 @@ def validate(
     if diagnostics:
         click.echo(render_diagnostics_text(diagnostics, None, use_color()), color=use_color())
     click.echo(
-        f"Success: {len(specs.resources)} resources in {len(specs.files)} files are valid"
+        f"Success: {plural(len(specs.resources), 'resource')} in "
+        f"{plural(len(specs.files), 'file')} {'is' if len(specs.resources) == 1 else 'are'} valid"
         + (f" (environment {specs.environment})." if specs.environment else ".")
     )
 

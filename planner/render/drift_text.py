@@ -9,6 +9,7 @@ from typing import Any
 from planner.drift import DriftFinding, DriftReport
 from planner.normalize import humanize
 from planner.render.style import paint
+from planner.render.words import plural
 from specs.secrets import JOB_KINDS, mask_value, redact
 
 
@@ -21,7 +22,8 @@ def _shown(finding: DriftFinding, path: str, value: Any) -> Any:
 
 def render_drift_text(report: DriftReport, color: bool = False) -> str:
     if not report.drifted:
-        return f"No drift: {report.checked} resources match what was applied.\n"
+        agrees = "matches" if report.checked == 1 else "match"
+        return f"No drift: {plural(report.checked, 'resource')} {agrees} what was applied.\n"
     lines = []
     for finding in report.findings:
         head = paint(f"{finding.drift}", "red" if finding.drift != "pending" else "yellow", color)
@@ -35,7 +37,9 @@ def render_drift_text(report: DriftReport, color: bool = False) -> str:
         counts[finding.drift] = counts.get(finding.drift, 0) + 1
     summary = ", ".join(f"{count} {kind}" for kind, count in sorted(counts.items()))
     lines.append("")
-    lines.append(paint(f"Drift: {summary} (of {report.checked} resources checked).", "bold", color))
+    lines.append(
+        paint(f"Drift: {summary} (of {plural(report.checked, 'resource')} checked).", "bold", color)
+    )
     return redact("\n".join(lines) + "\n")
 
 

@@ -45,7 +45,7 @@ def test_ignored_and_hidden_files_are_not_read_as_specs(tmp_path: Path) -> None:
     )
     ignored = run_cli("validate", "specs", cwd=tmp_path)
     assert ignored.returncode == 0, ignored.stdout
-    assert "1 resources in 1 files" in ignored.stdout or "1 resource in 1 file" in ignored.stdout
+    assert "Success: 1 resource in 1 file is valid" in ignored.stdout
 
 
 def test_init_writes_a_folder_that_validates_and_keeps_existing_files(tmp_path: Path) -> None:
