@@ -21,7 +21,7 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
-from specs.discovery import CONFIG_FILE, display_path, find_spec_files
+from specs.discovery import CONFIG_FILE, display_path, find_spec_files, missing_config
 from specs.errors import Diagnostic, Location, Severity
 from specs.yamlio import parse_file
 
@@ -105,9 +105,12 @@ def format_folder(folder: str) -> FormatResult:
     root = Path(folder)
     root_display = os.path.normpath(folder)
     result = FormatResult()
+    config = root / CONFIG_FILE
+    if not config.exists() and not config.is_symlink():
+        result.problems.append(missing_config(root_display))
+        return result
     files, refused = find_spec_files(root, root_display)
     result.problems += refused
-    config = root / CONFIG_FILE
     if config.is_file() and not config.is_symlink():
         files.insert(0, config)
     for path in files:

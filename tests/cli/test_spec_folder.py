@@ -16,7 +16,7 @@ NOT_A_SPEC = "services:\n  web: {image: nginx}\n"  # docker-compose: no kind, no
 
 def test_a_folder_without_trainform_yaml_is_refused(tmp_path: Path) -> None:
     write_tree(tmp_path / "specs", {"project.yaml": PROJECT})
-    for command in ("validate", "plan"):
+    for command in ("validate", "plan", "fmt"):
         result = run_cli(command, "specs", cwd=tmp_path)
         assert result.returncode == 1, command
         output = result.stdout + result.stderr
