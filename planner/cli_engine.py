@@ -164,7 +164,7 @@ def _locked_plan(
     type=click.Path(dir_okay=False),
     help="Save the plan to FILE for `trainform apply FILE`.",
 )
-@click.option("--destroy", is_flag=True, help="Plan to delete everything in state.")
+@click.option("--destroy", "-destroy", is_flag=True, help="Plan to delete everything in state.")
 @click.option(
     "--lock/--no-lock",
     "take_lock",
@@ -175,6 +175,7 @@ def _locked_plan(
 )
 @click.option(
     "--detailed-exitcode",
+    "-detailed-exitcode",
     is_flag=True,
     help="Exit 0 when there are no changes, 2 when there are, 1 on error (3: denied by policy).",
 )
@@ -408,9 +409,10 @@ def _confirm(auto_approve: bool, verb: str) -> None:
 @click.argument("target", default=".", type=click.Path(exists=True))
 @template_options
 @plan_options
-@click.option("--auto-approve", is_flag=True, help="Skip the confirmation prompt.")
+@click.option("--auto-approve", "-auto-approve", is_flag=True, help="Skip the confirmation prompt.")
 @click.option(
     "--parallelism",
+    "-parallelism",
     default=10,
     show_default=True,
     type=click.IntRange(1, 256),
@@ -469,8 +471,10 @@ def apply(
 @click.command()
 @spec_dir_argument
 @template_options
-@click.option("--auto-approve", is_flag=True, help="Skip the confirmation prompt.")
-@click.option("--parallelism", default=10, show_default=True, type=click.IntRange(1, 256))
+@click.option("--auto-approve", "-auto-approve", is_flag=True, help="Skip the confirmation prompt.")
+@click.option(
+    "--parallelism", "-parallelism", default=10, show_default=True, type=click.IntRange(1, 256)
+)
 @lock_timeout_option
 @no_color_option
 def destroy(

@@ -1,8 +1,9 @@
 """Options shared by several commands, declared once.
 
 Terraform's single-dash spellings are accepted beside the double-dash ones (`-var`,
-`-var-file`, `-target`, `-replace`, `-out`, `-no-color`, `-lock-timeout`), so commands
-copied from Terraform habits work unchanged.
+`-var-file`, `-target`, `-replace`, `-out`, `-destroy`, `-detailed-exitcode`,
+`-auto-approve`, `-parallelism`, `-no-color`, `-lock-timeout`; some are declared with
+their commands in planner.cli_engine), so commands typed from Terraform habit work.
 """
 
 from __future__ import annotations

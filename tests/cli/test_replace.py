@@ -21,7 +21,7 @@ def test_replace_recreates_an_unchanged_object_and_the_next_plan_is_empty(
     assert run_cli("apply", str(folder), "--auto-approve").returncode == 0
     assert run_cli("plan", str(folder), "--detailed-exitcode").returncode == 0
 
-    shown = run_cli("plan", str(folder), "-replace", "Project/research", "--detailed-exitcode")
+    shown = run_cli("plan", str(folder), "-replace", "Project/research", "-detailed-exitcode")
     assert shown.returncode == 2, shown.stderr
     assert "# Project/research must be replaced" in shown.stdout
     assert "reason: replacement requested with --replace" in shown.stdout

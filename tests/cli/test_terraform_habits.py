@@ -104,7 +104,7 @@ def test_apply_and_destroy_say_what_they_did_in_correct_words(folder: Path) -> N
     assert "Apply complete: 1 change applied." in one.stdout
     two = run_cli("apply", str(folder), "-var", "title=R", "--auto-approve")
     assert "Apply complete: 1 change applied." in two.stdout  # only research was left
-    gone = run_cli("destroy", str(folder), "-var", "title=R", "--auto-approve")
+    gone = run_cli("destroy", str(folder), "-var", "title=R", "-auto-approve", "-parallelism=2")
     assert gone.returncode == 0, gone.stderr
     assert "Destroy complete: 2 resources destroyed." in gone.stdout
     assert "Apply" not in gone.stdout.split("will be deleted")[-1]
