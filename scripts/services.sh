@@ -24,6 +24,8 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 if [ ! -e "$policy_rc_d" ]; then
   trap 'rm -f -- "$policy_rc_d"' EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM HUP
   printf '#!/bin/sh\nexit 101\n' > "$policy_rc_d"
   chmod +x -- "$policy_rc_d"
 fi

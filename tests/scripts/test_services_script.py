@@ -69,3 +69,19 @@ def test_an_existing_policy_rc_d_is_left_untouched(tmp_path: Path) -> None:
     result, _ = _run(tmp_path)
     assert result.returncode == 0, result.stderr
     assert policy.read_text() == "#!/bin/sh\nexit 0\n"
+
+
+def test_policy_rc_d_is_removed_when_the_install_is_interrupted(tmp_path: Path) -> None:
+    _fake_tools(tmp_path / "bin", apt_exit=0)
+    (tmp_path / "bin" / "apt-get").write_text("#!/bin/sh\nkill -TERM $PPID\nsleep 0.2\n")
+    policy = tmp_path / "policy-rc.d"
+    env = {
+        **os.environ,
+        "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}",
+        "TRAINFORM_POLICY_RC_D": str(policy),
+    }
+    result = subprocess.run(
+        ["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=30, check=False
+    )
+    assert result.returncode == 143
+    assert not policy.exists()
