@@ -86,6 +86,10 @@ variables:
   trackingUri: https://mlflow.example.com
 environments:
   staging:
+    state: {backend: s3, bucket: bench-trainform-state, key: staging/state.json, provider: s3}
+    providers:
+      gke: {context: gke_bench_staging}
+      hpc: {cluster: hpc-staging, conf: /etc/slurm-staging/slurm.conf}
     variables:
       checkpointBucket: ckpt-staging
       trackingExperiment: staging

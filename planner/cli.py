@@ -17,6 +17,7 @@ import click
 from planner.cli_options import (
     TemplateInputs,
     format_option,
+    no_color_option,
     policies_option,
     spec_dir_argument,
     template_options,
@@ -25,6 +26,7 @@ from planner.cli_output import load_or_exit
 from planner.errors import PlannerError
 from planner.render.diagnostics import render_diagnostics_json, render_diagnostics_text
 from planner.render.style import use_color
+from planner.render.words import plural
 from planner.signals import exit_code_for
 from planner.signals import install as install_signal_handlers
 from providers.errors import ProviderError
@@ -64,6 +66,8 @@ class LazyGroup(click.Group):
         "lineage": "planner.cli_runs:lineage",
         "usage": "planner.cli_runs:usage",
         "review": "planner.cli_review:review",
+        "init": "planner.cli_project:init",
+        "fmt": "planner.cli_project:fmt",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -106,6 +110,7 @@ def _tenancy(specs: SpecSet, policies_path: Path | None) -> list[Diagnostic]:
 @template_options
 @policies_option
 @format_option("text", "json")
+@no_color_option
 def validate(
     spec_dir: str,
     inputs: TemplateInputs,
@@ -131,7 +136,8 @@ def validate(
     if diagnostics:
         click.echo(render_diagnostics_text(diagnostics, None, use_color()), color=use_color())
     click.echo(
-        f"Success: {len(specs.resources)} resources in {len(specs.files)} files are valid"
+        f"Success: {plural(len(specs.resources), 'resource')} in "
+        f"{plural(len(specs.files), 'file')} {'is' if len(specs.resources) == 1 else 'are'} valid"
         + (f" (environment {specs.environment})." if specs.environment else ".")
     )
 

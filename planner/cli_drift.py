@@ -16,6 +16,7 @@ import click
 from planner.cli_options import (
     TemplateInputs,
     format_option,
+    no_color_option,
     policies_option,
     spec_dir_argument,
     template_options,
@@ -81,6 +82,7 @@ def _history(spec_dir: str, inputs: TemplateInputs, output_format: str) -> None:
 @spec_dir_argument
 @template_options
 @format_option("text", "json", "markdown", "html")
+@no_color_option
 @policies_option
 @click.option(
     "--out",

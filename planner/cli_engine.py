@@ -14,7 +14,15 @@ from planner.apply import ApplyResult, OutcomeStatus, apply_plan, check_fresh
 from planner.audit import audit_record, spec_commit
 from planner.backends.base import LockInfo, StateBackend
 from planner.backends.identity import AcceptRequest
-from planner.cli_options import TemplateInputs, format_option, spec_dir_argument, template_options
+from planner.cli_options import (
+    TemplateInputs,
+    format_option,
+    lock_timeout_option,
+    markdown_budget_option,
+    no_color_option,
+    spec_dir_argument,
+    template_options,
+)
 from planner.cli_output import open_or_exit
 from planner.cli_policies import (
     check_policies,
@@ -29,9 +37,10 @@ from planner.lockfile import LockFile
 from planner.plan import PlanOptions, make_plan
 from planner.plan_model import Plan, ResourceChange
 from planner.render.plan_json import render_plan_json
-from planner.render.plan_markdown import render_plan_markdown
+from planner.render.plan_markdown import DEFAULT_BUDGET, render_plan_markdown
 from planner.render.plan_text import render_plan_text
 from planner.render.style import use_color
+from planner.render.words import plural
 from planner.saved_plans import check_bindings, check_datasets, comparable_location
 from planner.session import ProviderSet, config_from_data
 from planner.signals import graceful_stop, received
@@ -53,11 +62,11 @@ class AuditContext:
     plan_file: str | None = None
 
 
-def _render_plan(plan: Plan, output_format: str) -> str:
+def _render_plan(plan: Plan, output_format: str, budget: int = DEFAULT_BUDGET) -> str:
     if output_format == "json":
         return render_plan_json(plan)
     if output_format == "markdown":
-        return render_plan_markdown(plan)
+        return render_plan_markdown(plan, budget=budget)
     return render_plan_text(plan, use_color())
 
 
@@ -68,10 +77,12 @@ def _plan_options(
     destroy: bool,
     allow_mass_delete: bool,
     locked: bool = False,
+    replace: tuple[str, ...] = (),
 ) -> PlanOptions:
     return PlanOptions(
         refresh=refresh,
         targets=targets,
+        replace=replace,
         destroy=destroy,
         allow_mass_delete=allow_mass_delete,
         mass_delete_share=workspace.config.policies.mass_delete_share,
@@ -84,10 +95,20 @@ def _plan_options(
 def plan_options(func):  # type: ignore[no-untyped-def]
     func = click.option(
         "--target",
+        "-target",
         "targets",
         multiple=True,
         metavar="ADDRESS",
         help="Only this resource and what it depends on (repeatable).",
+    )(func)
+    func = click.option(
+        "--replace",
+        "-replace",
+        "replace",
+        multiple=True,
+        metavar="ADDRESS",
+        help="Re-create this resource although nothing changed; for a TrainingJob, start a "
+        "new run (repeatable).",
     )(func)
     func = click.option(
         "--refresh/--no-refresh",
@@ -142,7 +163,7 @@ def _locked_plan(
     type=click.Path(dir_okay=False),
     help="Save the plan to FILE for `trainform apply FILE`.",
 )
-@click.option("--destroy", is_flag=True, help="Plan to delete everything in state.")
+@click.option("--destroy", "-destroy", is_flag=True, help="Plan to delete everything in state.")
 @click.option(
     "--lock/--no-lock",
     "take_lock",
@@ -153,6 +174,7 @@ def _locked_plan(
 )
 @click.option(
     "--detailed-exitcode",
+    "-detailed-exitcode",
     is_flag=True,
     help="Exit 0 when there are no changes and no drift findings, 2 when there are (a finding "
     "drift also reports: orphaned, retries-exhausted, data-mutated, tag-moved...; not one "
@@ -160,10 +182,14 @@ def _locked_plan(
 )
 @policies_option
 @format_option("text", "json", "markdown")
+@markdown_budget_option
+@lock_timeout_option
+@no_color_option
 def plan(
     spec_dir: str,
     inputs: TemplateInputs,
     targets: tuple[str, ...],
+    replace: tuple[str, ...],
     refresh: bool,
     locked: bool,
     allow_mass_delete: bool,
@@ -173,6 +199,7 @@ def plan(
     detailed_exitcode: bool,
     policies_path: Path | None,
     output_format: str,
+    budget: int,
 ) -> None:
     """Show what apply would change to make the platform match the specs, and check it
     against the policies (exit 3 when a deny finding is not waived)."""
@@ -180,7 +207,7 @@ def plan(
     try:
         result = _locked_plan(
             workspace,
-            _plan_options(workspace, refresh, targets, destroy, allow_mass_delete, locked),
+            _plan_options(workspace, refresh, targets, destroy, allow_mass_delete, locked, replace),
             "plan",
             take_lock,
         )
@@ -188,8 +215,8 @@ def plan(
         workspace.providers.close()
     acknowledge_plan(workspace, result, policies_path)
     report = check_policies(workspace, result, policies_path)
-    rendered = _render_plan(result, output_format)
-    rendered = render_plan_with_policies(rendered, result, report.to_json(), output_format)
+    rendered = _render_plan(result, output_format, budget)
+    rendered = render_plan_with_policies(rendered, result, report.to_json(), output_format, budget)
     click.echo(rendered, nl=False, color=use_color())
     if out:
         result.state_location = comparable_location(workspace.backend.location)
@@ -218,7 +245,8 @@ def _print_event(kind: str, change: ResourceChange, detail: str) -> None:
         click.echo(f"{change.address}: {change.action.value} FAILED: {detail}", err=True)
 
 
-def _print_outcomes(result: ApplyResult) -> None:
+def _print_outcomes(result: ApplyResult, destroying: bool = False) -> None:
+    noun = "Destroy" if destroying else "Apply"
     if result.failed:
         click.echo("\nOutcome:")
         for outcome in result.outcomes:
@@ -237,10 +265,12 @@ def _print_outcomes(result: ApplyResult) -> None:
         )
     elif result.failed:
         click.echo(
-            f"\nApply failed: {applied} applied, {failed} failed, {skipped} skipped.", err=True
+            f"\n{noun} failed: {applied} applied, {failed} failed, {skipped} skipped.", err=True
         )
+    elif destroying:
+        click.echo(f"\nDestroy complete: {plural(applied, 'resource')} destroyed.")
     else:
-        click.echo(f"\nApply complete: {applied} changes applied.")
+        click.echo(f"\nApply complete: {plural(applied, 'change')} applied.")
 
 
 def _run_apply(
@@ -268,7 +298,7 @@ def _run_apply(
     finally:
         backend.unlock(info)
         providers.close()
-    _print_outcomes(result)
+    _print_outcomes(result, destroying=plan_to_apply.destroy)
     if result.failed:
         sys.exit(128 + (received() or 2) if result.interrupted else 1)
 
@@ -373,7 +403,7 @@ def _confirm(auto_approve: bool, verb: str) -> None:
         )
         != "yes"
     ):
-        click.echo("Apply cancelled.")
+        click.echo(f"{'Destroy' if verb.startswith('destroy') else 'Apply'} cancelled.")
         sys.exit(1)
 
 
@@ -381,19 +411,23 @@ def _confirm(auto_approve: bool, verb: str) -> None:
 @click.argument("target", default=".", type=click.Path(exists=True))
 @template_options
 @plan_options
-@click.option("--auto-approve", is_flag=True, help="Skip the confirmation prompt.")
+@click.option("--auto-approve", "-auto-approve", is_flag=True, help="Skip the confirmation prompt.")
 @click.option(
     "--parallelism",
+    "-parallelism",
     default=10,
     show_default=True,
     type=click.IntRange(1, 256),
     help="Provider calls in flight at once.",
 )
 @policies_option
+@lock_timeout_option
+@no_color_option
 def apply(
     target: str,
     inputs: TemplateInputs,
     targets: tuple[str, ...],
+    replace: tuple[str, ...],
     refresh: bool,
     locked: bool,
     allow_mass_delete: bool,
@@ -405,12 +439,17 @@ def apply(
 
     Refused with exit 3 when policies deny (for FILE: the report saved with the plan)."""
     if os.path.isfile(target):
+        if targets or replace:
+            raise click.UsageError(
+                "--target and --replace shape a new plan; a saved plan is applied exactly as "
+                "it was made (pass them to `trainform plan -out` instead)"
+            )
         _apply_saved(target, inputs, parallelism)
         return
     workspace = open_or_exit(target, inputs, "text")
     fresh = _locked_plan(
         workspace,
-        _plan_options(workspace, refresh, targets, False, allow_mass_delete, locked),
+        _plan_options(workspace, refresh, targets, False, allow_mass_delete, locked, replace),
         "plan",
     )
     report = check_policies(workspace, fresh, policies_path)
@@ -434,8 +473,12 @@ def apply(
 @click.command()
 @spec_dir_argument
 @template_options
-@click.option("--auto-approve", is_flag=True, help="Skip the confirmation prompt.")
-@click.option("--parallelism", default=10, show_default=True, type=click.IntRange(1, 256))
+@click.option("--auto-approve", "-auto-approve", is_flag=True, help="Skip the confirmation prompt.")
+@click.option(
+    "--parallelism", "-parallelism", default=10, show_default=True, type=click.IntRange(1, 256)
+)
+@lock_timeout_option
+@no_color_option
 def destroy(
     spec_dir: str,
     inputs: TemplateInputs,
@@ -459,10 +502,16 @@ def destroy(
 @click.command()
 @click.argument("plan_file", type=click.Path(exists=True, dir_okay=False))
 @format_option("text", "json", "markdown")
-def show(plan_file: str, output_format: str) -> None:
+@markdown_budget_option
+@no_color_option
+def show(plan_file: str, output_format: str, budget: int) -> None:
     """Show a saved plan."""
     saved, _ = Plan.from_file(plan_file)
     rendered = render_plan_with_policies(
-        _render_plan(saved, output_format), saved, saved_report(plan_file), output_format
+        _render_plan(saved, output_format, budget),
+        saved,
+        saved_report(plan_file),
+        output_format,
+        budget,
     )
     click.echo(rendered, nl=False, color=use_color())

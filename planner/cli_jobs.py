@@ -16,6 +16,7 @@ from planner.lockfile import LOCK_FILE, resolve_pins
 from planner.render.platform_text import render_platform_text
 from planner.render.status_text import render_status_json, render_status_text
 from planner.render.style import use_color
+from planner.render.words import plural
 from planner.status import job_status, matching_jobs
 from planner.usage import platform_view
 from planner.workspace import Workspace
@@ -41,8 +42,9 @@ def lock(spec_dir: str, inputs: TemplateInputs) -> None:
         return
     path.write_text(text, encoding="utf-8")
     click.echo(
-        f"Wrote {path}: {len(pins.images)} image(s), {len(pins.datasets)} dataset "
-        f"version(s), {len(pins.code)} code location(s). Commit it."
+        f"Wrote {path}: {plural(len(pins.images), 'image')}, "
+        f"{plural(len(pins.datasets), 'dataset version')}, "
+        f"{plural(len(pins.code), 'code location')}. Commit it."
     )
 
 

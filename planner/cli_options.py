@@ -1,4 +1,10 @@
-"""Options shared by several commands, declared once."""
+"""Options shared by several commands, declared once.
+
+Terraform's single-dash spellings are accepted beside the double-dash ones (`-var`,
+`-var-file`, `-target`, `-replace`, `-out`, `-destroy`, `-detailed-exitcode`,
+`-auto-approve`, `-parallelism`, `-no-color`, `-lock-timeout`; some are declared with
+their commands in planner.cli_engine), so commands typed from Terraform habit work.
+"""
 
 from __future__ import annotations
 
@@ -43,6 +49,7 @@ def template_options(func: F) -> F:
 
     wrapped: F = click.option(
         "--var-file",
+        "-var-file",
         "var_files",
         multiple=True,
         type=click.Path(exists=True, dir_okay=False),
@@ -50,6 +57,7 @@ def template_options(func: F) -> F:
     )(command)
     wrapped = click.option(
         "--var",
+        "-var",
         "variables",
         multiple=True,
         metavar="NAME=VALUE",
@@ -86,4 +94,67 @@ def policies_option(func: F) -> F:
         help="Trusted policy folder (holding policies.yaml, tenancy settings included), e.g. "
         "the base branch checkout in CI; never read from the change under review. Default: "
         "the policies section of trainform.yaml (for review: the base ref's).",
+    )(func)
+
+
+def markdown_budget_option(func: F) -> F:
+    """--max-chars N: the size budget of Markdown output (plan, show)."""
+    from planner.render.plan_markdown import DEFAULT_BUDGET, MIN_BUDGET
+
+    return click.option(
+        "--max-chars",
+        "budget",
+        type=click.IntRange(min=MIN_BUDGET),
+        default=DEFAULT_BUDGET,
+        show_default=True,
+        metavar="N",
+        help="Markdown only: keep the output under N characters (a PR comment), leaving out "
+        "whole resource changes from the end and saying how many.",
+    )(func)
+
+
+def _no_color(context: click.Context, parameter: click.Parameter, value: bool) -> None:
+    if value:
+        import os
+
+        os.environ["NO_COLOR"] = "1"  # planner.render.style.use_color reads it
+
+
+def no_color_option(func: F) -> F:
+    """--no-color (-no-color): plain output even on a terminal, as NO_COLOR=1 does."""
+    return click.option(
+        "--no-color",
+        "-no-color",
+        is_flag=True,
+        expose_value=False,
+        is_eager=True,
+        callback=_no_color,
+        help="No colour in the output, even on a terminal (same as NO_COLOR=1).",
+    )(func)
+
+
+def _lock_timeout(context: click.Context, parameter: click.Parameter, value: str) -> None:
+    from planner.backends.base import StateBackend
+    from specs.quantity import Duration
+
+    try:
+        seconds = float(value) if value.replace(".", "", 1).isdigit() else Duration(value).seconds
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r} is not a duration (e.g. 30s, 5m, 1h30m, or seconds)"
+        ) from None
+    StateBackend.lock_timeout = float(seconds)
+
+
+def lock_timeout_option(func: F) -> F:
+    """--lock-timeout DURATION (-lock-timeout): wait that long for a held state lock."""
+    return click.option(
+        "--lock-timeout",
+        "-lock-timeout",
+        default="0s",
+        show_default=True,
+        metavar="DURATION",
+        expose_value=False,
+        callback=_lock_timeout,
+        help="How long to keep retrying when another run holds the state lock (30s, 5m).",
     )(func)

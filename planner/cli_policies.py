@@ -19,7 +19,9 @@ import click
 
 from planner.cli_options import policies_option as policies_option  # re-exported
 from planner.plan_model import Plan
+from planner.render.plan_markdown import DEFAULT_BUDGET, render_plan_markdown
 from planner.render.style import use_color
+from planner.render.words import plural
 from planner.workspace import Workspace
 from policies.engine import PolicyReport, evaluate_policies
 from policies.plan_file import saved_policy_report
@@ -38,17 +40,21 @@ def check_policies(workspace: Workspace, plan: Plan, policies_path: Path | None)
 
 
 def render_plan_with_policies(
-    rendered_plan: str, plan: Plan, report: dict[str, Any] | None, output_format: str
+    rendered_plan: str,
+    plan: Plan,
+    report: dict[str, Any] | None,
+    output_format: str,
+    budget: int = DEFAULT_BUDGET,
 ) -> str:
-    """The plan in `output_format` with the policy findings added (JSON: a `policies` key)."""
+    """The plan in `output_format` with the policy findings added (JSON: a `policies` key;
+    Markdown: a section after the counts, the whole within `budget` characters)."""
     if report is None:
         return rendered_plan
     if output_format == "json":
         return json.dumps({**plan.to_json(), "policies": report}, indent=2, sort_keys=True) + "\n"
     parsed = PolicyReport.from_json(report)
     if output_format == "markdown":
-        section = render_findings_markdown(parsed)
-        return rendered_plan + ("\n" + section if section else "")
+        return render_plan_markdown(plan, render_findings_markdown(parsed), budget)
     section = render_findings_text(parsed, use_color())
     return rendered_plan + ("\n" + section if section else "")
 
@@ -61,8 +67,8 @@ def exit_if_denied(report: PolicyReport | dict[str, Any] | None) -> None:
     if parsed.denied:
         count = parsed.counts()["deny"]
         click.echo(
-            f"error: blocked by policy: {count} deny finding(s); fix them or add a waiver to "
-            "the trusted policies. Nothing was applied.",
+            f"error: blocked by policy: {plural(count, 'deny finding')}; fix them or add a "
+            "waiver to the trusted policies. Nothing was applied.",
             err=True,
         )
         sys.exit(EXIT_POLICY_DENIED)

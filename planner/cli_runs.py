@@ -21,6 +21,7 @@ from planner.cli_output import open_or_exit
 from planner.desired import build_desired
 from planner.lineage import Lineage, LineageError, find_lineage
 from planner.render.status_text import clock
+from planner.render.words import plural
 from planner.state import State
 from planner.status import matching_jobs, observe_jobs, read_log_now
 from planner.usage import UsageReport, usage_report
@@ -176,7 +177,7 @@ def render_lineage_text(found: Lineage, indent: str = "") -> str:
     lines = [
         f"{indent}{data['address']} run {data['runId']}"
         + ("" if data["current"] else " (earlier run)")
-        + f": {data['phase']}, {data['attempts']} attempt(s)"
+        + f": {data['phase']}, {plural(data['attempts'], 'attempt')}"
     ]
     pad = indent + "  "
     image = data.get("image") or {}

@@ -11,6 +11,7 @@ from planner.cli_options import TemplateInputs, spec_dir_argument, template_opti
 from planner.cli_output import load_or_exit, open_or_exit
 from planner.errors import PlannerError
 from planner.importing import import_resource
+from planner.render.words import plural
 from planner.state import State
 from planner.workspace import make_backend
 from specs import load_specs
@@ -103,7 +104,7 @@ def state_restore(generation: int, spec_dir: str) -> None:
         backend.unlock(info)
     click.echo(
         f"Restored backup {generation}: lineage {restored.lineage} serial {restored.serial}, "
-        f"{len(restored.resources)} resources."
+        f"{plural(len(restored.resources), 'resource')}."
         + (f" The replaced state is kept as {kept}." if kept else "")
         + " Run `trainform plan` to see what differs from the platform."
     )

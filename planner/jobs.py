@@ -45,6 +45,8 @@ class JobContext:
     runs_of: Callable[[str], list[dict[str, Any]] | None]
     mutated: dict[str, set[str]] = field(default_factory=dict)
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
+    replace: frozenset[str] = frozenset()
+    """Jobs to start a new run of although their inputs are unchanged (--replace)."""
 
 
 def _seconds(text: str | None) -> int | None:
@@ -241,10 +243,17 @@ def plan_job(
 ) -> tuple[ResourceChange, list[PlanFinding]]:
     """The next step for one job, with its reasons, and what the plan should point out."""
     provider = item.providers[0]
-    inputs = identity_inputs(item, ctx)
-    run_id = run_id_of(inputs)
     recorded = previous.outputs.get(provider, {}) if previous else {}
     current = recorded.get("runId")
+    inputs = identity_inputs(item, ctx)
+    # A run asked for with --replace counts as one more input (`rerun`), kept in state so
+    # the plans after it keep the new run's id.
+    rerun = (recorded.get("inputs") or {}).get("rerun", 0)
+    if current is not None and item.address in ctx.replace:
+        rerun += 1
+    if rerun:
+        inputs["rerun"] = rerun
+    run_id = run_id_of(inputs)
     history = list(recorded.get("history", []))
     findings: list[PlanFinding] = []
     blocked = _blocked(item, ctx)
@@ -290,6 +299,8 @@ def plan_job(
             return hold(blocked)
         reasons = _input_changes(recorded.get("inputs"), inputs)
         reasons = [f"{r}: a reproducibility input changed, so this is a new run" for r in reasons]
+        if item.address in ctx.replace:
+            reasons = ["a new run requested with --replace"]
         reasons.append(f"run {current} and its checkpoints stay in history")
         launch = training_launch(item, ctx, run_id, 1, None)
         job = base_job(1, launch=launch.to_json(), cancel=current, history=history + [current])

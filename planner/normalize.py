@@ -47,7 +47,8 @@ def humanize(value: Any) -> str:
             if number % size == 0:
                 return f"{number // size}{suffix}"
     if isinstance(value, str):
-        return value if value and value.strip() == value and " " not in value else repr(value)
+        plain = value and value.strip() == value and " " not in value and value.isprintable()
+        return value if plain else repr(value)  # control characters never reach a terminal
     if value is None:
         return "null"
     if isinstance(value, bool):

@@ -10,6 +10,7 @@ and deleted last (see `order_changes`).
 from __future__ import annotations
 
 import heapq
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
@@ -31,6 +32,7 @@ from planner.session import ProviderSet, config_as_data
 from planner.state import ResourceState, State
 from providers.base import DesiredResource, KindSchema, Observation, ObserveRequest
 from specs import SpecSet
+from specs.environments import state_location
 
 
 class PlanError(PlannerError):
@@ -50,6 +52,8 @@ def tool_version() -> str:
 class PlanOptions:
     refresh: bool = True
     targets: tuple[str, ...] = ()
+    replace: tuple[str, ...] = ()
+    """Addresses to re-create (a new run, for a job) although nothing changed (--replace)."""
     destroy: bool = False
     allow_mass_delete: bool = False
     mass_delete_share: float = 0.5
@@ -128,6 +132,11 @@ def make_plan(
         desired = {a: d for a, d in desired.items() if a in keep}
         recorded = {a: r for a, r in recorded.items() if a in keep}
 
+    for address in options.replace:
+        if address not in desired:
+            problems.append(f"--replace {address}: no such resource in the specs")
+        elif address not in recorded:
+            problems.append(f"--replace {address}: not created yet, so there is nothing to replace")
     problems += provider_problems(
         specs, desired, providers, lambda item: _desired_resource(item, recorded)
     )
@@ -155,6 +164,8 @@ def make_plan(
             change = _change_for(
                 address, item, previous, schema, seen, options.refresh, options.destroy
             )
+            if item is not None and previous is not None and address in options.replace:
+                change = _forced_replace(change, item, previous, schema)
             if item is not None and change.action is Action.UPDATE and options.refresh:
                 impacts = change_impacts(providers, names, _desired_resource(item, recorded), seen)
                 change.reasons.extend(impacts)
@@ -190,6 +201,8 @@ def make_plan(
         changes=order_changes(changes),
         findings=sorted(findings, key=lambda f: (f.address, f.kind, f.message)),
         environment=specs.environment if specs else None,
+        spec_folder=os.path.normpath(str(specs.root)) if specs else "",
+        state_location=state_location(specs.config, specs.root) if specs else "",
         pins=(
             {
                 "code": dict(sorted(jobs.pins.code.items())),
@@ -231,7 +244,9 @@ def _job_context(
                 return list(observation.status.get("runs", []))
         return None
 
-    return JobContext(desired, pins, Path(specs.root), runs_of, mutated)
+    return JobContext(
+        desired, pins, Path(specs.root), runs_of, mutated, replace=frozenset(options.replace)
+    )
 
 
 def _desired_resource(item: DesiredItem, recorded: dict[str, ResourceState]) -> DesiredResource:
@@ -406,6 +421,33 @@ def _change_for(
         changes,
         before=base,
         **common,
+    )
+
+
+def _forced_replace(
+    change: ResourceChange, item: DesiredItem, previous: ResourceState, schema: KindSchema
+) -> ResourceChange:
+    """`change` turned into a replace because --replace named its address."""
+    reason = "replacement requested with --replace"
+    if change.action in (Action.REPLACE, Action.CREATE):
+        change.reasons.append(reason)
+        return change
+    return ResourceChange(
+        change.address,
+        change.kind,
+        Action.REPLACE,
+        item.providers,
+        [*change.reasons, reason],
+        change.changes,
+        before=change.before if change.before is not None else previous.spec,
+        after=item.document,
+        after_hash=item.spec_hash,
+        dependencies=item.dependencies,
+        previous_dependencies=previous.dependencies,
+        replace_order=schema.replace_order.value,
+        known_after_apply=list(schema.computed),
+        location=item.location,
+        applied=change.applied,
     )
 
 

@@ -218,6 +218,7 @@ class Plan:
     findings: list[PlanFinding] = field(default_factory=list)
     environment: str | None = None
     state_location: str = ""
+    spec_folder: str = ""
     pins: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -256,6 +257,8 @@ class Plan:
             "findings": [finding.to_json() for finding in self.findings],
             "config": self.config,
             "environment": self.environment,
+            "specFolder": self.spec_folder,
+            "stateLocation": self.state_location,
             "pins": self.pins,
         }
         return body
@@ -313,6 +316,7 @@ class Plan:
                 findings=[PlanFinding(**f) for f in data["findings"]],
                 environment=data.get("environment"),
                 state_location=str(data.get("stateLocation") or ""),
+                spec_folder=str(data.get("specFolder") or ""),
                 pins=dict(data.get("pins") or {}),
             )
             return plan, Path(data["specRoot"])

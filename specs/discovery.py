@@ -1,6 +1,8 @@
 """Finding the spec files of a spec folder without reading anything that is not a spec.
 
 `find_spec_files` walks the folder itself (no `os.walk`): hidden entries are skipped,
+entries matching `.trainformignore` at the root (gitignore syntax; an ignored folder is not
+entered, so nothing below it can be re-included) are skipped,
 links to folders are never descended (so a loop of links cannot hang the walk, and a
 folder linked from inside is read where it really is), and the walk keeps its own stack
 (a deep tree cannot exhaust recursion). A spec file or folder that is a symbolic link
@@ -16,11 +18,59 @@ import os
 import stat
 from pathlib import Path
 
+import pathspec
+
 from specs.confinement import PathEscape, is_special, is_within, real_path
 from specs.errors import Diagnostic, Location, Severity
 
 CONFIG_FILE = "trainform.yaml"
+IGNORE_FILE = ".trainformignore"
 SPEC_SUFFIXES = (".yaml", ".yml")
+MAX_IGNORE_BYTES = 64 * 1024
+
+
+def missing_config(root_display: str) -> Diagnostic:
+    """The error for a spec folder without trainform.yaml at its root."""
+    return Diagnostic(
+        Severity.ERROR,
+        "missing-config",
+        f"{root_display} is not a spec folder: it has no {CONFIG_FILE} at its root",
+        Location(os.path.join(root_display, CONFIG_FILE), 1, 1),
+        expected=f"{CONFIG_FILE} (providers, state backend, environments) at the root",
+        found="no such file",
+        detail=f"run `trainform init {root_display}` to write a starting {CONFIG_FILE} and "
+        f"{IGNORE_FILE}, or give the folder that holds {CONFIG_FILE}",
+    )
+
+
+def ignore_rules(root: Path, real_root: Path) -> tuple[pathspec.PathSpec | None, list[Diagnostic]]:
+    """The patterns of `.trainformignore` at the root (None when there is none)."""
+    path = root / IGNORE_FILE
+    if not path.exists() and not path.is_symlink():
+        return None, []
+    display = IGNORE_FILE
+    problem = unsafe_entry(path, real_root)
+    if problem is not None:
+        return None, [refusal(problem, display)]
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_IGNORE_BYTES + 1)
+        text = data.decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, [_ignore_problem(display, f"cannot be read as UTF-8 text ({exc})")]
+    if len(data) > MAX_IGNORE_BYTES:
+        return None, [_ignore_problem(display, f"is larger than {MAX_IGNORE_BYTES} bytes")]
+    return pathspec.GitIgnoreSpec.from_lines(text.splitlines()), []
+
+
+def _ignore_problem(display: str, summary: str) -> Diagnostic:
+    return Diagnostic(
+        Severity.ERROR,
+        "invalid-ignore-file",
+        f"{display} {summary}",
+        Location(display, 1, 1),
+        expected="gitignore patterns, one a line",
+    )
 
 
 def display_path(root_display: str, path: Path, root: Path) -> str:
@@ -107,7 +157,7 @@ def find_spec_files(root: Path, root_display: str) -> tuple[list[Path], list[Dia
     """Spec files under `root` in a stable order, and a diagnostic per refused entry."""
     real_root = real_path(root)
     found: list[Path] = []
-    refused: list[Diagnostic] = []
+    ignored, refused = ignore_rules(root, real_root)
     pending = [root]
     while pending:
         folder = pending.pop()
@@ -121,6 +171,10 @@ def find_spec_files(root: Path, root_display: str) -> tuple[list[Path], list[Dia
             if name.startswith("."):
                 continue
             path = Path(entry.path)
+            if ignored is not None:
+                relative = path.relative_to(root).as_posix()
+                if ignored.match_file(relative + "/" if entry.is_dir() else relative):
+                    continue
             is_spec = name.endswith(SPEC_SUFFIXES) and not (folder == root and name == CONFIG_FILE)
             if entry.is_symlink():
                 try:

@@ -100,7 +100,7 @@ class SpecLoadError(SpecError):
         errors = [d for d in self.diagnostics if d.severity is Severity.ERROR]
         first = errors[0] if errors else None
         where = f" ({first.location}: {first.summary})" if first and first.location else ""
-        return f"cannot load specs: {len(errors)} error(s){where}"
+        return f"cannot load specs: {_plural(len(errors), 'error')}{where}"
 
 
 MAX_DIAGNOSTICS_PER_FILE = 100
@@ -139,8 +139,8 @@ def cap_per_file(
             Diagnostic(
                 Severity.ERROR if error else Severity.WARNING,
                 "too-many-diagnostics",
-                f"{'at least ' if uncounted.get(file) else ''}{more:,} more problem(s) in this "
-                "file not shown",
+                f"{'at least ' if uncounted.get(file) else ''}{_plural(more, 'more problem')} "
+                "in this file not shown",
                 last.location if last is not None and last.location else Location(file),
                 expected=f"at most {limit} diagnostics shown per file",
                 found=f"{len(group) + uncounted.get(file, 0):,}"
@@ -154,9 +154,13 @@ def cap_per_file(
                 Diagnostic(
                     Severity.ERROR,
                     "too-many-diagnostics",
-                    f"{count:,} problem(s) in this file not shown",
+                    f"{_plural(count, 'problem')} in this file not shown",
                     Location(file),
                     expected=f"at most {limit} diagnostics shown per file",
                 )
             )
     return result
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count:,} {word}" if count == 1 else f"{count:,} {word}s"

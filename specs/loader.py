@@ -18,7 +18,8 @@ from pydantic import ValidationError
 
 from specs.code_sources import check_code_sources
 from specs.data_sources import check_data_sources
-from specs.discovery import CONFIG_FILE, find_spec_files, refused_file
+from specs.discovery import CONFIG_FILE, find_spec_files, missing_config, refused_file
+from specs.environments import check_environments, environment_config
 from specs.errors import (
     MAX_DIAGNOSTICS_PER_FILE,
     Diagnostic,
@@ -174,6 +175,13 @@ def _load_specs(
     uncounted: dict[str, int] = {}
     config = _load_config(root, root_display, sources, diagnostics, uncounted)
     env_name, context = _template_context(config, environment, variables, var_files, diagnostics)
+    if config is not None:
+        config_display = _display(root_display, root / CONFIG_FILE, root)
+        isolation = check_environments(
+            config, root, lambda path, key: sources.locate(config_display, 0, path, key)
+        )
+        diagnostics += isolation
+        config = None if isolation else environment_config(config, env_name)
 
     resources: dict[str, Resource] = {}
     declared: set[tuple[str, str | None, str]] = set()
@@ -242,8 +250,9 @@ def _load_config(
     uncounted: dict[str, int] | None = None,
 ) -> RootConfig | None:
     path = root / CONFIG_FILE
-    if not path.exists():
-        return RootConfig(api_version="trainform/v1")
+    if not path.exists() and not path.is_symlink():
+        diagnostics.append(missing_config(root_display))
+        return None
     display = _display(root_display, path, root)
     refused = refused_file(path, root, display)
     if refused is not None:

@@ -91,9 +91,28 @@ class StateBackend(ABC):
     def compact(self, state: State) -> None:
         """Write `state` as the new state document atomically and empty the journal."""
 
-    @abstractmethod
+    lock_timeout: float = 0.0
+    """Seconds `lock` keeps retrying a lock another run holds (`--lock-timeout`); set for
+    the whole process by the CLI, as Terraform's -lock-timeout."""
+
     def lock(self, operation: str) -> LockInfo:
-        """Take the exclusive lock or raise StateLockedError naming the holder."""
+        """Take the exclusive lock, waiting up to `lock_timeout` seconds for a holder to
+        release it; then raise StateLockedError naming the holder."""
+        deadline = time.monotonic() + self.lock_timeout
+        pause = 0.1
+        while True:
+            try:
+                return self.take_lock(operation)
+            except StateLockedError:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise
+                time.sleep(min(pause, left))
+                pause = min(pause * 2, 2.0)
+
+    @abstractmethod
+    def take_lock(self, operation: str) -> LockInfo:
+        """Take the exclusive lock at once or raise StateLockedError naming the holder."""
 
     @abstractmethod
     def unlock(self, info: LockInfo) -> None: ...

@@ -133,7 +133,9 @@ def check_identity(
         if recorded is not None:
             what.append(f"lineage {recorded.lineage} serial {recorded.serial} was last written")
         if backups:
-            what.append(f"{len(backups)} backup generation(s) exist")
+            what.append(
+                f"{len(backups)} backup generation{' exists' if len(backups) == 1 else 's exist'}"
+            )
         if journal_exists:
             what.append("a journal exists")
         lineage = recorded.lineage if recorded else (backups[0][1] if backups else "")

@@ -324,7 +324,7 @@ class LocalBackend(StateBackend):
         except (json.JSONDecodeError, TypeError, UnicodeDecodeError):
             return LockInfo("unknown", "unknown", "unknown", 0, "unknown", "unknown")
 
-    def lock(self, operation: str) -> LockInfo:
+    def take_lock(self, operation: str) -> LockInfo:
         self.lock_path.parent.mkdir(parents=True, exist_ok=True)
         info = LockInfo.create(operation)
         try:
@@ -332,7 +332,7 @@ class LocalBackend(StateBackend):
         except FileExistsError:
             held = self._read_lock()
             if held is None:
-                return self.lock(operation)
+                return self.take_lock(operation)
             raise StateLockedError(held) from None
         with os.fdopen(fd, "w") as handle:
             handle.write(json.dumps(info.to_json()))

@@ -400,7 +400,7 @@ class S3Backend(StateBackend):
         except (json.JSONDecodeError, TypeError, UnicodeDecodeError):
             return LockInfo("unknown", "unknown", "unknown", 0, "unknown", "unknown"), version
 
-    def lock(self, operation: str) -> LockInfo:
+    def take_lock(self, operation: str) -> LockInfo:
         self._check_endpoint()
         info = LockInfo.create(operation)
         body = json.dumps(info.to_json()).encode("utf-8")

@@ -16,6 +16,7 @@ from typing import Any
 from planner.diff import is_missing
 from planner.drift_model import SEVERITIES, DriftFinding, DriftReport
 from planner.normalize import humanize
+from planner.render.words import plural
 from specs.secrets import JOB_KINDS, mask_value
 
 SYMBOL = {"modified": "~", "missing": "-", "data-missing": "-", "orphaned": "+", "pending": "~"}
@@ -175,14 +176,16 @@ def _finding_view(finding: DriftFinding) -> FindingView:
 
 
 def headline(report: DriftReport) -> str:
+    checked = plural(report.checked, "resource")
     if not report.findings:
-        return f"No drift: {report.checked} resources match what was applied."
+        agrees = "matches" if report.checked == 1 else "match"
+        return f"No drift: {checked} {agrees} what was applied."
     parts = [f"{count} {kind}" for kind, count in report.counts()["kind"].items()]
     acknowledged = len(report.findings) - len(report.open_findings)
     if acknowledged:
         parts.append(f"{acknowledged} acknowledged")
     lead = "Drift" if report.drifted else "No open drift"
-    return f"{lead}: {', '.join(parts)} (of {report.checked} resources checked)."
+    return f"{lead}: {', '.join(parts)} (of {checked} checked)."
 
 
 def build_view(report: DriftReport) -> DriftView:

@@ -7,6 +7,7 @@ import json
 import networkx as nx
 
 from planner.graph import creation_order, graph_as_data
+from planner.render.words import plural
 
 
 def render_graph_text(graph: nx.DiGraph) -> str:
@@ -17,7 +18,8 @@ def render_graph_text(graph: nx.DiGraph) -> str:
             needs = sorted(graph.predecessors(address))
             suffix = f"  <- {', '.join(needs)}" if needs else ""
             lines.append(f"  {address}{suffix}")
-    lines.append(f"{graph.number_of_nodes()} resources, {graph.number_of_edges()} dependencies")
+    nodes, edges = graph.number_of_nodes(), graph.number_of_edges()
+    lines.append(f"{plural(nodes, 'resource')}, {plural(edges, 'dependency', 'dependencies')}")
     return "\n".join(lines) + "\n"
 
 

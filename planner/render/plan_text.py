@@ -57,7 +57,7 @@ def _show(value: Any) -> str:
     """humanize(), with the common cases (plain words, numbers) answered inline."""
     kind = type(value)
     if kind is str and value and " " not in value and not value.isdigit():
-        return value if value.strip() == value else humanize(value)
+        return value if value.strip() == value and value.isprintable() else humanize(value)
     if kind is int or kind is float:
         return str(value)
     return humanize(value)
@@ -109,8 +109,16 @@ def summary_line(plan: Plan) -> str:
     return text + (", " + ", ".join(extra) if extra else "") + "."
 
 
+def header_line(plan: Plan) -> str:
+    """Which target a plan is for: environment, spec folder and state location."""
+    return (
+        f"Environment: {plan.environment or '(none)'}, spec folder: {plan.spec_folder or '.'}, "
+        f"state: {plan.state_location or '(unknown)'}"
+    )
+
+
 def render_plan_text(plan: Plan, color: bool = False) -> str:
-    lines: list[str] = []
+    lines: list[str] = [paint(header_line(plan), "dim", color), ""]
     if plan.has_changes:
         lines.append("trainform will perform the following actions:")
         lines.append("")

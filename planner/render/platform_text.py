@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from planner.render.status_text import clock
+from planner.render.words import plural
 from planner.usage import PlatformView
 
 
@@ -18,7 +19,7 @@ def render_platform_text(view: PlatformView) -> str:
     if not data["pools"]:
         lines.append("  (none)")
     for pool in data["pools"]:
-        lines.append(f"  {pool['pool']} ({pool['provider']}, {pool['nodes']} node(s))")
+        lines.append(f"  {pool['pool']} ({pool['provider']}, {plural(pool['nodes'], 'node')})")
         lines.append(f"    capacity: {_amounts(pool['capacity'])}")
         lines.append(f"    nominal:  {_amounts(pool['nominal'])}")
         lines.append(f"    in use:   {_amounts(pool['inUse'])}")

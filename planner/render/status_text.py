@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from planner.render.style import paint
+from planner.render.words import plural
 from planner.status import JobReport
 from planner.timeline import human_duration
 from specs.secrets import redact
@@ -58,8 +59,9 @@ def render_status_text(reports: list[JobReport], color: bool = False) -> str:
             lines += [f"    | {line}" for line in report.last_lines]
         for old in report.history:
             lines.append(
-                f"  history:     {old['runId']}: {old['phase']}, {old['attempts']} "
-                f"attempt(s), checkpoints: {', '.join(old['checkpoints']) or 'none'}"
+                f"  history:     {old['runId']}: {old['phase']}, "
+                f"{plural(old['attempts'], 'attempt')}, "
+                f"checkpoints: {', '.join(old['checkpoints']) or 'none'}"
             )
             if old.get("delivery") and old.get("timeline"):
                 lines.append("               " + delivery_text(old["delivery"]))
@@ -89,7 +91,7 @@ def attempt_lines(entry: dict[str, Any], color: bool) -> list[str]:
     if entry.get("resumedFrom"):
         lost = []
         if entry.get("lostSteps") is not None:
-            lost.append(f"{entry['lostSteps']} step(s)")
+            lost.append(plural(entry["lostSteps"], "step"))
         if entry.get("lostSeconds") is not None:
             lost.append(human_duration(entry["lostSeconds"]))
         lines.append(
@@ -99,7 +101,7 @@ def attempt_lines(entry: dict[str, Any], color: bool) -> list[str]:
         )
     elif entry["attempt"] > 1 and entry.get("lostSteps") is not None:
         lines.append(
-            f"         started over: lost {entry['lostSteps']} step(s), "
+            f"         started over: lost {plural(entry['lostSteps'], 'step')}, "
             f"{human_duration(entry.get('lostSeconds'))}"
         )
     line = f"         submitted {clock(entry.get('submittedAt'))}"
@@ -130,7 +132,7 @@ def attempt_lines(entry: dict[str, Any], color: bool) -> list[str]:
 
 def delivery_text(cycle: dict[str, Any]) -> str:
     return (
-        f"{cycle['attempts']} attempt(s): waited {human_duration(cycle['waitedSeconds'])}"
+        f"{plural(cycle['attempts'], 'attempt')}: waited {human_duration(cycle['waitedSeconds'])}"
         + (
             f" (+ retry backoff {human_duration(cycle['backoffSeconds'])})"
             if cycle.get("backoffSeconds")
@@ -140,7 +142,7 @@ def delivery_text(cycle: dict[str, Any]) -> str:
         f"ran {human_duration(cycle['ranSeconds'])} "
         f"(effective {human_duration(cycle['effectiveSeconds'])}, "
         f"re-running lost steps {human_duration(cycle['rerunSeconds'])}, "
-        f"{cycle['lostSteps']} step(s) lost)"
+        f"{plural(cycle['lostSteps'], 'step')} lost)"
     )
 
 

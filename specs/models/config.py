@@ -175,8 +175,20 @@ Variable = str | int | float | bool | None | list[Any] | dict[str, Any]
 
 
 class Environment(SpecModel):
+    """An isolated target: its variables, and where it differs from the shared settings."""
+
     variables: dict[str, Variable] = Field(
         default_factory=dict, description="Template variables of this environment."
+    )
+    state: StateBackend | None = Field(
+        default=None,
+        description="This environment's own state backend, replacing `state` (two "
+        "environments never share a state location).",
+    )
+    providers: dict[ResourceName, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Connection fields per provider instance, laid over the instance's "
+        "`connection` for this environment (two environments never share an endpoint).",
     )
 
 

@@ -39,7 +39,9 @@ def test_plan_exit_codes_and_saved_plans(quickstart: SpecFolder) -> None:
     assert json.loads(shown.stdout)["summary"]["create"] == 8
     assert shown.stdout == made.stdout
     markdown = trainform(quickstart, "show", "p.json", "--format", "markdown")
-    assert markdown.stdout.startswith("### trainform plan\n\n**Plan: 8 to create,")
+    assert markdown.stdout.startswith(
+        "### trainform plan: environment `dev`, folder `.`\n\n**Plan: 8 to create,"
+    )
 
     # A saved plan is applied only while the specs are what it was made from.
     quickstart.edit("specs/platform.yaml", "nominalQuota: {cpu: 2,", "nominalQuota: {cpu: 1,")
@@ -111,7 +113,7 @@ def test_state_commands_import_and_destroy(quickstart: SpecFolder) -> None:
     assert f"cannot import {QUOTA}: it is already in state" in twice.stderr
 
     destroyed = trainform(quickstart, "destroy", ".", "--auto-approve")
-    assert "Apply complete: 8 changes applied." in destroyed.stdout
+    assert "Destroy complete: 8 resources destroyed." in destroyed.stdout
     assert trainform(quickstart, "state", "list", ".").stdout == ""
     assert quickstart.rows_per_address() == {}
     assert (quickstart.root / "data" / "tiny-corpus" / "v1" / "part-000.txt").is_file()

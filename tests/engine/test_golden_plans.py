@@ -7,12 +7,13 @@ or its platform database are then changed. `pytest --update-golden` rewrites the
 files from the current output; review the diff before committing it.
 
 Kept stable: specs are loaded from inside the copy (`specs/platform.yaml:20:1`, not an
-absolute path), prior state gets a fixed lineage, and the tool version is pinned, so a
-release does not rewrite every case.
+absolute path), prior state gets a fixed lineage, the tool version is pinned, so a
+release does not rewrite every case, and the state location is shown relative to the copy.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,6 +103,7 @@ def test_plan_matches_golden(
     finally:
         folder.close()
     plan.tool_version = TOOL_VERSION
+    plan.state_location = os.path.relpath(plan.state_location)  # not the temporary folder
 
     for name, render in RENDERERS.items():
         check_golden(CASES_DIR / case / name, render(plan), update_golden)

@@ -62,7 +62,7 @@ def wait(folder: Path) -> dict:
 
 
 def attempts(folder: Path) -> list[sqlite3.Row]:
-    connection = sqlite3.connect(folder / ".trainform" / "platform.db")
+    connection = sqlite3.connect(folder / ".trainform" / "ci" / "platform.db")  # --env ci
     connection.row_factory = sqlite3.Row
     try:
         return list(connection.execute("SELECT * FROM attempts ORDER BY submitted_at, id"))

@@ -74,7 +74,7 @@ def test_plan_is_denied_with_file_line_and_exits_3(tmp_path: Path) -> None:
     assert "deny[pool-capacity] Queue/team-a" in denied.stdout
     assert "--> platform.yaml:12:27" in denied.stdout
     assert "field:  spec.pools[0].nominalQuota.gpu" in denied.stdout
-    assert "blocked by policy: 1 deny finding(s)" in denied.stderr
+    assert "blocked by policy: 1 deny finding;" in denied.stderr
 
     as_json = trainform(root, "plan", "specs", "--format", "json", code=3)
     report = json.loads(as_json.stdout)["policies"]

@@ -16,6 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.helpers import REPO, run_cli
 from tests.policies.review.fixture import commit, git
@@ -96,13 +97,11 @@ def make_repository(root: Path) -> Path:
 def offline(repo: Path) -> None:
     """Make `plan` runnable here: local state; no Slurm jobs (see the module docstring)."""
     config = repo / "trainform.yaml"
-    text = re.sub(
-        r"^state:\n(?:  .*\n|\n)*?(?=\S)",
-        "state:\n  backend: local\n  path: .state/state.json\n\n",
-        config.read_text(encoding="utf-8"),
-        flags=re.MULTILINE,
-    )
-    config.write_text(text, encoding="utf-8")
+    document = yaml.safe_load(config.read_text(encoding="utf-8"))
+    document["state"] = {"backend": "local", "path": ".state/state.json"}
+    for name, environment in document["environments"].items():
+        environment["state"] = {"backend": "local", "path": f".state/{name}.json"}
+    config.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
     (repo / "teams" / "alignment" / "reward-model.yaml").unlink()
     (repo / "teams" / "eval-team" / "judge.yaml").unlink()
 

@@ -150,7 +150,7 @@ def test_diagnostics_are_capped_at_one_hundred_per_file(tmp_path: Path) -> None:
     assert code == 1
     found = codes(output)
     assert found.count("unknown-reference") == 100
-    assert "error[too-many-diagnostics]: 50 more problem(s) in this file not shown" in output
+    assert "error[too-many-diagnostics]: 50 more problems in this file not shown" in output
     assert "other.yaml:1:1" in output  # other files keep their own diagnostics
 
 

@@ -25,7 +25,7 @@ def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[Files],
     monkeypatch.chdir(tmp_path)
 
     def make(files: Files) -> str:
-        write_tree(tmp_path / "specs", files)
+        write_tree(tmp_path / "specs", {"trainform.yaml": "apiVersion: trainform/v1\n", **files})
         return "specs"
 
     return make
@@ -517,7 +517,10 @@ variables:
   source: from-config
 environments:
   dev: {variables: {steps: from-env, source: from-env}}
-  prod: {variables: {steps: from-prod, source: from-prod}}
+  prod:
+    variables: {steps: from-prod, source: from-prod}
+    state: {backend: local, path: .trainform/prod/state.json}
+    providers: {local: {root: .trainform/prod}}
 """
 
 

@@ -335,7 +335,7 @@ def _check_commands(folder: Path, run: RunStatus, first: Any, second: Any, lost:
     assert report["delivery"]["attempts"] == 2 and report["delivery"]["lostSteps"] == 1
     text = ok(folder, "status", "worker")
     assert "#1   failed (node-failure: killed by signal 9 (SIGKILL))" in text
-    assert "resumed from step-0004 (step 4), lost 1 step(s)" in text
+    assert "resumed from step-0004 (step 4), lost 1 step" in text
 
     log = ok(folder, "logs", "worker", "--attempt", "1")
     assert "blocking until killed" in log and "step 6\n" not in log
