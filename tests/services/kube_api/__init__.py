@@ -1,6 +1,6 @@
 """A fake Kubernetes API server, faithful on the wire, for the Kubernetes/Kueue provider's tests.
 
-`start_kube_api(folder, crd_folder=CRD_FOLDER, defaults=False, schema=False)` starts it in a
+`start_kube_api(folder, crd_folder=CRD_FOLDER, defaults=True, schema=True)` starts it in a
 background thread on 127.0.0.1 (plain HTTP, no auth) and returns a `KubeAPI`: `url`,
 `configuration()` (a kubernetes.client.Configuration), `kubeconfig` (a file), the request
 log (`requests`, `count()`, `reset_requests()`), `fail()` (injected faults, faults.py),
@@ -11,16 +11,17 @@ Secret, Node, ResourceQuota, Pod (and its `log` subresource, whose text tests se
 apiextensions.k8s.io/v1 CustomResourceDefinition; and every kind of the CRDs it is seeded
 with (by default Kueue's, tests/reference/kueue-crds). The kubernetes Python client, its
 DynamicClient and watch, and kubectl (get, apply, apply --server-side, diff, delete, wait)
-work against it. `defaults=True, schema=True` is the closest to a real cluster.
+work against it. It is strict by default (`defaults=True, schema=True`, the closest to a
+real cluster); a test that needs the lax mode (no defaulting, no schema) asks for it.
 
 Known gaps (a real cluster differs here):
 - no admission webhooks or controllers (no Kueue: nothing is admitted, no status is
   written; nothing schedules, no pods run, no garbage collection of dependents:
   `propagationPolicy` is accepted and ignored); deleting a Namespace deletes its objects at
   once (the answer shows it Terminating); a CRD deleted takes its objects along;
-- unless started with `schema=True`: no CRD schema pruning, validation or CEL rules
+- when started with `schema=False`: no CRD schema pruning, validation or CEL rules
   (unknown fields are kept, `fieldValidation` is ignored) and no Job immutability (see
-  schemas.py, cel.py, validation.py); unless started with `defaults=True`: no defaulting
+  schemas.py, cel.py, validation.py); with `defaults=False`: no defaulting
   (CRD schema defaults and Job/Pod defaults only, see defaults.py); other built-in specs
   are never validated; no conversion between a CRD's versions (all see the same fields);
 - field ownership is simplified (see fields.py): list-map and set items of CRD schemas are
@@ -47,16 +48,15 @@ __all__ = ["KubeAPI", "RequestRecord", "start_kube_api", "CRD_FOLDER"]
 def start_kube_api(
     folder: Path | None = None,
     crd_folder: Path | None = CRD_FOLDER,
-    defaults: bool = False,
-    schema: bool = False,
+    defaults: bool = True,
+    schema: bool = True,
 ) -> KubeAPI:
     """Start a fake API server; its kubeconfig is written to `folder` (a temp dir if None).
 
     `crd_folder`: the CRDs to install (None: none, as on a cluster without Kueue).
     `defaults`: fill in schema and built-in defaults like a real server (see defaults.py).
     `schema`: prune undeclared fields and validate custom resources against their CRD
-    schemas like a real server (see schemas.py). `defaults=True, schema=True` is the
-    closest to a real cluster.
+    schemas like a real server (see schemas.py). Both are on unless a test turns them off.
     """
     where = folder if folder is not None else Path(tempfile.mkdtemp(prefix="kube-api-"))
     api = KubeAPI(where, crd_folder, defaults, schema)

@@ -412,7 +412,7 @@ def _apply(
         )
     applied = _check_body(target, body, target.name)
     if store.schema:
-        schemas.prune(target.type, target.version, applied, query)
+        schemas.refuse_undeclared(target.type, target.version, applied)
     if applied["metadata"].get("managedFields"):
         raise errors.bad_request("metadata.managedFields must be nil")
     with store.lock:

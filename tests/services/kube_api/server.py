@@ -58,7 +58,7 @@ class KubeAPI:
     """A running fake API server: its URL, store, request log, and client configuration."""
 
     def __init__(
-        self, folder: Path, crd_folder: Path | None, defaults: bool = False, schema: bool = False
+        self, folder: Path, crd_folder: Path | None, defaults: bool = True, schema: bool = True
     ) -> None:
         self.crd_folder = crd_folder
         self.faults = Faults()
@@ -274,7 +274,7 @@ class Handler(BaseHTTPRequestHandler):
                     f"Internal error occurred: {type(error).__name__}: {error}",
                 ).status(),
             )
-        warnings = ['299 - "' + w.replace('"', '\\"') + '"' for w in schemas.end()]
+        warnings = [_warning_header(w) for w in schemas.end()]
         if warnings:
             headers["Warning"] = ", ".join(filter(None, [headers.get("Warning"), *warnings]))
         if fault is not None:  # carried out; now lose the answer
@@ -439,6 +439,13 @@ class Handler(BaseHTTPRequestHandler):
         if method == "DELETE" and not target.subresource:
             return 200, deletion.delete(store, target, query, _decode_optional(raw, content_type))
         raise errors.method_not_allowed()
+
+
+def _warning_header(text: str) -> str:
+    """A `Warning: 299 - "..."` value; header values are Latin-1, so other characters are
+    escaped (a field named in a warning may be any JSON string)."""
+    quoted = text.replace("\\", "\\\\").replace('"', '\\"')
+    return '299 - "' + quoted.encode("ascii", "backslashreplace").decode("ascii") + '"'
 
 
 def _decode(raw: bytes, content_type: str) -> Any:
