@@ -25,3 +25,15 @@ def kube_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeAPI]:
         yield api
     finally:
         api.stop()
+
+
+@pytest.fixture
+def kueue(kube_api: KubeAPI) -> Iterator[KubeAPI]:  # noqa: F811 - the session fixture
+    """The shared server with the Kueue stand-in running for one test (kueue.py)."""
+    kube_api.kueue.errors.clear()
+    kube_api.kueue.start()
+    try:
+        yield kube_api
+    finally:
+        kube_api.kueue.stop()
+    assert kube_api.kueue.errors == [], "the server refused the Kueue stand-in's writes"

@@ -33,6 +33,7 @@ from tests.services.kube_api import (
 )
 from tests.services.kube_api.errors import ApiError
 from tests.services.kube_api.faults import Fault, Faults
+from tests.services.kube_api.kueue import KueueController
 from tests.services.kube_api.resources import CRD_TYPE, Catalog, build_catalog
 from tests.services.kube_api.seeding import seed
 from tests.services.kube_api.store import Store
@@ -67,6 +68,7 @@ class KubeAPI:
         self.store.defaults, self.store.schema = defaults, schema
         seed(self.store, crd_folder)
         self.stopping = threading.Event()  # ends open watches
+        self.kueue = KueueController(self)  # off until a test starts it (kueue.py)
         self.folder = folder
         self._catalog: tuple[tuple[int, int], Catalog] | None = None
         self._log: list[RequestRecord] = []
@@ -263,6 +265,8 @@ class Handler(BaseHTTPRequestHandler):
                 )
             schemas.begin()
             code, body = self._route(method, parsed.path, query, raw, content_type, headers)
+            if method != "GET" and code < 400 and self.api.kueue.running:
+                self.api.kueue.reconcile()  # what the controller would do next, before answering
         except ApiError as error:
             code, body = error.code, error.status()
         except Exception as error:  # noqa: BLE001 - a bug answers 500 like a real server would
