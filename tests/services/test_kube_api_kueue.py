@@ -311,3 +311,6 @@ def test_the_quota_tree_follows_kueues_resource_node_arithmetic() -> None:
     assert (tree.potential("a", key), tree.potential("b", key)) == (6, 12)
     tree.add_usage("a", key, 5)
     assert (tree.available("a", key), tree.available("b", key)) == (1, 7)
+    fresh = Tree([queue("a", 4, borrowingLimit=2), queue("b", 8, lendingLimit=4)], [])
+    fresh.add_usage("b", key, 6)  # 4 of it stays below b's lending limit: 2 reach the cohort
+    assert (fresh.available("a", key), fresh.cohorts["c"].usage[key]) == (6, 2)
