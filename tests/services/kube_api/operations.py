@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from tests.services.kube_api import errors, fields, schemas
+from tests.services.kube_api import admission, errors, fields, schemas
 from tests.services.kube_api.defaults import apply_defaults
 from tests.services.kube_api.patch import json_patch, merge_patch, strategic_merge_patch
 from tests.services.kube_api.resources import CRD_TYPE, NAMESPACE_TYPE
@@ -202,6 +202,7 @@ def create(store: Store, target: Target, body: Any, query: Query, agent: str) ->
             apply_defaults(target.type, target.version, obj, creating=True)
         if store.schema:
             schemas.validate(target.type, target.version, obj)
+        admission.admit(store, target, obj)
         metadata["managedFields"] = fields.record_update(
             None,
             obj,
@@ -431,6 +432,7 @@ def _apply(
                 apply_defaults(target.type, target.version, obj, creating=True)
             if store.schema:
                 schemas.validate(target.type, target.version, obj)
+            admission.admit(store, target, obj)
             skip = {"status"} if target.type.status_subresource else set()
             config = {k: v for k, v in applied.items() if k not in skip}
             _, managed = fields.apply(

@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from tests.services.kube_api import (
+    admission,
     deletion,
     discovery,
     errors,
@@ -265,8 +266,10 @@ class Handler(BaseHTTPRequestHandler):
                 )
             schemas.begin()
             code, body = self._route(method, parsed.path, query, raw, content_type, headers)
-            if method != "GET" and code < 400 and self.api.kueue.running:
-                self.api.kueue.reconcile()  # what the controller would do next, before answering
+            if method != "GET" and code < 400:
+                if self.api.kueue.running:
+                    self.api.kueue.reconcile()  # what the controller would do next
+                admission.refresh(self.api.store)  # the quota controller's status.used
         except ApiError as error:
             code, body = error.code, error.status()
         except Exception as error:  # noqa: BLE001 - a bug answers 500 like a real server would
