@@ -125,3 +125,83 @@ def test_a_priority_class_scoped_quota_counts_only_pods_of_that_class(
         core.create_namespaced_pod(namespace, pod("high-2", {"cpu": "1"}, priorityClassName=high))
     assert caught.value.status == 403
     assert used(api, namespace) == {"pods": "1"}
+
+
+KUEUE, V = "kueue.x-k8s.io", "v1beta2"
+
+
+def local_queue(name: str, finalizers: list[str] | None = None) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "finalizers": finalizers or []}
+    return {
+        "apiVersion": f"{KUEUE}/{V}",
+        "kind": "LocalQueue",
+        "metadata": metadata,
+        "spec": {"clusterQueue": "cq"},
+    }
+
+
+def test_a_terminating_object_may_lose_finalizers_but_not_gain_one(
+    api: client.ApiClient, namespace: str
+) -> None:
+    custom = client.CustomObjectsApi(api)
+    custom.create_namespaced_custom_object(
+        KUEUE, V, namespace, "localqueues", local_queue("lq", ["a.io/x"])
+    )
+    marked = custom.delete_namespaced_custom_object(KUEUE, V, namespace, "localqueues", "lq")
+    again = custom.delete_namespaced_custom_object(KUEUE, V, namespace, "localqueues", "lq")
+    assert again["metadata"]["resourceVersion"] == marked["metadata"]["resourceVersion"]
+    changed = custom.patch_namespaced_custom_object(
+        KUEUE, V, namespace, "localqueues", "lq", {"spec": {"stopPolicy": "Hold"}}
+    )
+    assert changed["spec"]["stopPolicy"] == "Hold"  # other fields may still change
+    with pytest.raises(ApiException) as caught:
+        custom.patch_namespaced_custom_object(
+            KUEUE,
+            V,
+            namespace,
+            "localqueues",
+            "lq",
+            {"metadata": {"finalizers": ["a.io/x", "b.io/y"]}},
+        )
+    body = json.loads(caught.value.body)
+    assert (caught.value.status, body["details"]["causes"][0]) == (
+        422,
+        {
+            "reason": "FieldValueForbidden",
+            "field": "metadata.finalizers",
+            "message": "Forbidden: no new finalizers can be added if the object is being "
+            'deleted, found new finalizers []string{"b.io/y"}',
+        },
+    )
+
+
+def test_a_namespace_stays_terminating_while_an_object_in_it_has_finalizers(
+    api: client.ApiClient, namespace: str
+) -> None:
+    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    custom.create_namespaced_custom_object(
+        KUEUE, V, namespace, "localqueues", local_queue("held", ["a.io/x"])
+    )
+    custom.create_namespaced_custom_object(KUEUE, V, namespace, "localqueues", local_queue("free"))
+    core.delete_namespace(namespace)
+    assert core.read_namespace(namespace).status.phase == "Terminating"
+    names = [
+        i["metadata"]["name"]
+        for i in custom.list_namespaced_custom_object(KUEUE, V, namespace, "localqueues")["items"]
+    ]
+    assert names == ["held"]
+    with pytest.raises(ApiException) as caught:
+        custom.create_namespaced_custom_object(
+            KUEUE, V, namespace, "localqueues", local_queue("late")
+        )
+    assert refusal(caught.value) == (
+        403,
+        "Forbidden",
+        f"unable to create new content in namespace {namespace} because it is being terminated",
+    )
+    custom.patch_namespaced_custom_object(
+        KUEUE, V, namespace, "localqueues", "held", {"metadata": {"finalizers": None}}
+    )
+    with pytest.raises(ApiException) as gone:
+        core.read_namespace(namespace)
+    assert gone.value.status == 404

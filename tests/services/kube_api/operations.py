@@ -106,8 +106,39 @@ def _check_body(target: Target, body: Any, name: str | None) -> dict[str, Any]:
 
 
 def _require_namespace(store: Store, target: Target) -> None:
-    if target.type.namespaced and store.get("", "namespaces", "", target.namespace or "") is None:
+    if not target.type.namespaced:
+        return
+    found = store.get("", "namespaces", "", target.namespace or "")
+    if found is None:
         raise errors.not_found("", "namespaces", target.namespace or "")
+    if found["metadata"].get("deletionTimestamp"):
+        raise errors.ApiError(
+            403,
+            "Forbidden",
+            f"unable to create new content in namespace {target.namespace} because it is "
+            f"being terminated",
+            {"name": target.namespace, "kind": "namespaces"},
+        )
+
+
+def _no_new_finalizers(target: Target, old: dict[str, Any], new: dict[str, Any]) -> None:
+    """A terminating object may lose finalizers, never gain one (ValidateObjectMetaUpdate)."""
+    if not old["metadata"].get("deletionTimestamp"):
+        return
+    before = set(old["metadata"].get("finalizers") or [])
+    added = [f for f in new["metadata"].get("finalizers") or [] if f not in before]
+    if not added:
+        return
+    listed = "[]string{" + ", ".join(json.dumps(f) for f in added) + "}"
+    problem = (
+        "Forbidden: no new finalizers can be added if the object is being deleted, "
+        f"found new finalizers {listed}"
+    )
+    error = errors.invalid(
+        target.type.kind, target.type.group, new["metadata"]["name"], "metadata.finalizers", problem
+    )
+    error.details["causes"][0]["reason"] = "FieldValueForbidden"  # type: ignore[index]
+    raise error
 
 
 def _prepare_create(target: Target, obj: dict[str, Any]) -> None:
@@ -238,6 +269,7 @@ def _finish_update(
         else:
             new.pop("status", None)
     validate(target.type, new)
+    _no_new_finalizers(target, old, new)
     if store.defaults:
         apply_defaults(target.type, target.version, new, creating=False)
     if store.schema:

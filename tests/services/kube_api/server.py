@@ -269,6 +269,7 @@ class Handler(BaseHTTPRequestHandler):
             if method != "GET" and code < 400:
                 if self.api.kueue.running:
                     self.api.kueue.reconcile()  # what the controller would do next
+                deletion.sweep_namespaces(self.api.store)  # the namespace controller
                 admission.refresh(self.api.store)  # the quota controller's status.used
         except ApiError as error:
             code, body = error.code, error.status()
