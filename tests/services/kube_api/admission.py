@@ -22,6 +22,7 @@ PriorityClass through `scopeSelector`.
 
 from __future__ import annotations
 
+import copy
 from fractions import Fraction
 from typing import Any
 
@@ -190,7 +191,9 @@ def admit(store: Store, target: Target, obj: dict[str, Any]) -> None:
     if not namespace or not target.type.namespaced:
         return
     group, plural = target.type.group, target.type.plural
-    quotas = store.items("", "resourcequotas", namespace)
+    quotas = sorted(
+        store.peek("", "resourcequotas", namespace), key=lambda q: q["metadata"]["name"]
+    )
     name = obj["metadata"].get("name", "")
     what = f"{plural}.{group}" if group else plural
     details = (
@@ -234,17 +237,24 @@ def admit(store: Store, target: Target, obj: dict[str, Any]) -> None:
 
 
 def refresh(store: Store) -> None:
-    """Write `status.hard` and `status.used` of the ResourceQuotas of every namespace
-    written to since the last call, where the figures moved."""
+    """Write `status.hard` and `status.used` of the ResourceQuotas that count something
+    written since the last call (or were written themselves), where the figures moved."""
     with store.lock:
         touched, store.touched = store.touched, set()
-        for namespace in sorted(touched - {""}):
-            for quota in store.items("", "resourcequotas", namespace):
+        kinds_by_namespace: dict[str, set[tuple[str, str]]] = {}
+        for namespace, group, plural in touched:
+            if namespace:
+                kinds_by_namespace.setdefault(namespace, set()).add((group, plural))
+        for namespace, kinds in sorted(kinds_by_namespace.items()):
+            for quota in store.peek("", "resourcequotas", namespace):
                 hard = (quota.get("spec") or {}).get("hard") or {}
+                if ("", "resourcequotas") not in kinds and not kinds & _sources(hard):
+                    continue
                 used = {k: _show(k, v) for k, v in sorted(_used(store, quota).items())}
                 status = {"hard": dict(sorted(hard.items())), "used": used}
                 if quota.get("status") != status:
-                    quota["status"] = status
-                    quota["metadata"]["resourceVersion"] = store.next_revision()
-                    store.put("", "resourcequotas", quota)
+                    changed = copy.deepcopy(quota)
+                    changed["status"] = status
+                    changed["metadata"]["resourceVersion"] = store.next_revision()
+                    store.put("", "resourcequotas", changed)
         store.touched.clear()

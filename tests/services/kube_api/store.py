@@ -41,7 +41,8 @@ class Store:
         self.defaults = False  # a server option: fill in defaults (see defaults.py)
         self.schema = False  # a server option: prune and validate by CRD schemas (schemas.py)
         self._objects: dict[tuple[str, str], dict[Key, dict[str, Any]]] = {}
-        self.touched: set[str] = set()  # namespaces written since the last quota refresh
+        # (namespace, group, plural) written since the last quota refresh (admission.py)
+        self.touched: set[tuple[str, str, str]] = set()
         self._events: list[Event] = []
         self._event_revisions: list[int] = []
 
@@ -56,7 +57,7 @@ class Store:
             return copy.deepcopy(found) if found is not None else None
 
     def _record(self, kind: str, group: str, plural: str, obj: dict[str, Any]) -> None:
-        self.touched.add(obj["metadata"].get("namespace", ""))
+        self.touched.add((obj["metadata"].get("namespace", ""), group, plural))
         revision = int(obj["metadata"]["resourceVersion"])
         self._events.append(Event(revision, kind, group, plural, copy.deepcopy(obj)))
         self._event_revisions.append(revision)
