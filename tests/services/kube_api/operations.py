@@ -22,13 +22,18 @@ from typing import Any
 
 import yaml
 
-from tests.services.kube_api import admission, errors, fields, schemas
+from tests.services.kube_api import admission, errors, fields, kueue_webhooks, schemas
 from tests.services.kube_api.defaults import apply_defaults
 from tests.services.kube_api.patch import json_patch, merge_patch, strategic_merge_patch
 from tests.services.kube_api.resources import CRD_TYPE, NAMESPACE_TYPE
 from tests.services.kube_api.store import Store
 from tests.services.kube_api.target import Query, Target, present
-from tests.services.kube_api.validation import check_name, check_update, validate
+from tests.services.kube_api.validation import (
+    check_name,
+    check_update,
+    no_new_finalizers,
+    validate,
+)
 
 
 def is_dry_run(query: Query, body: dict[str, Any] | None = None) -> bool:
@@ -105,6 +110,12 @@ def _check_body(target: Target, body: Any, name: str | None) -> dict[str, Any]:
     return body
 
 
+def _webhooks(target: Target, obj: dict[str, Any]) -> None:
+    """The validating webhooks a Kueue installation registers for its kinds."""
+    if target.type.custom and target.type.group == "kueue.x-k8s.io":
+        kueue_webhooks.validate(target.type.kind, obj)
+
+
 def _require_namespace(store: Store, target: Target) -> None:
     if not target.type.namespaced:
         return
@@ -119,26 +130,6 @@ def _require_namespace(store: Store, target: Target) -> None:
             f"being terminated",
             {"name": target.namespace, "kind": "namespaces"},
         )
-
-
-def _no_new_finalizers(target: Target, old: dict[str, Any], new: dict[str, Any]) -> None:
-    """A terminating object may lose finalizers, never gain one (ValidateObjectMetaUpdate)."""
-    if not old["metadata"].get("deletionTimestamp"):
-        return
-    before = set(old["metadata"].get("finalizers") or [])
-    added = [f for f in new["metadata"].get("finalizers") or [] if f not in before]
-    if not added:
-        return
-    listed = "[]string{" + ", ".join(json.dumps(f) for f in added) + "}"
-    problem = (
-        "Forbidden: no new finalizers can be added if the object is being deleted, "
-        f"found new finalizers {listed}"
-    )
-    error = errors.invalid(
-        target.type.kind, target.type.group, new["metadata"]["name"], "metadata.finalizers", problem
-    )
-    error.details["causes"][0]["reason"] = "FieldValueForbidden"  # type: ignore[index]
-    raise error
 
 
 def _prepare_create(target: Target, obj: dict[str, Any]) -> None:
@@ -233,6 +224,7 @@ def create(store: Store, target: Target, body: Any, query: Query, agent: str) ->
             apply_defaults(target.type, target.version, obj, creating=True)
         if store.schema:
             schemas.validate(target.type, target.version, obj)
+            _webhooks(target, obj)
         admission.admit(store, target, obj)
         metadata["managedFields"] = fields.record_update(
             None,
@@ -269,12 +261,14 @@ def _finish_update(
         else:
             new.pop("status", None)
     validate(target.type, new)
-    _no_new_finalizers(target, old, new)
+    no_new_finalizers(target.type, old, new)
     if store.defaults:
         apply_defaults(target.type, target.version, new, creating=False)
     if store.schema:
         schemas.validate(target.type, target.version, new, old)
         check_update(target.type, old, new)
+        if target.subresource != "status":
+            _webhooks(target, new)
     metadata = new["metadata"]
     for key in (
         "uid",
@@ -464,6 +458,7 @@ def _apply(
                 apply_defaults(target.type, target.version, obj, creating=True)
             if store.schema:
                 schemas.validate(target.type, target.version, obj)
+                _webhooks(target, obj)
             admission.admit(store, target, obj)
             skip = {"status"} if target.type.status_subresource else set()
             config = {k: v for k, v in applied.items() if k not in skip}
