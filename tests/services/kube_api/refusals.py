@@ -1,0 +1,467 @@
+"""Objects a real API server with Kueue installed refuses, one `Refusal` per case, each with
+a stable id so that other suites (trainform's plan checks) can reuse the same cases.
+
+Each case is taken from a rule of the real thing: the Kueue CRD schemas and their CEL rules
+(tests/reference/kueue-crds), Kueue's validating webhooks (pkg/webhooks), the apiserver's
+built-in validation (PriorityClass, the Go decoder's int32 fields) or server-side apply.
+`obj` is the object as a client would send it; `prior` (optional) is created first, and
+`obj` is then sent as an update (for transition rules). `code` is the HTTP status the
+server answers and `expect` a fragment of its message. tests/services/test_kube_api_refusals.py
+asserts that the fake server refuses every case as described.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+KUEUE = "kueue.x-k8s.io/v1beta2"
+QUANTITY = (  # the quantity pattern of the Kueue CRDs
+    "^(\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|"
+    "([eE](\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))))?$"
+)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    id: str
+    obj: dict[str, Any]
+    code: int
+    expect: str
+    prior: dict[str, Any] | None = None
+    apply: bool = False  # sent as server-side apply instead of a create/update
+    source: str = ""  # where the rule lives
+    query: dict[str, str] = field(default_factory=dict)
+
+
+def _resource(name: str, nominal: Any, **limits: Any) -> dict[str, Any]:
+    return {"name": name, "nominalQuota": nominal, **limits}
+
+
+def cluster_queue(**spec: Any) -> dict[str, Any]:
+    """A valid ClusterQueue (one group: cpu and nvidia.com/gpu on flavor `h100`) with `spec`."""
+    base = {
+        "namespaceSelector": {},
+        "resourceGroups": [
+            {
+                "coveredResources": ["cpu", "nvidia.com/gpu"],
+                "flavors": [
+                    {
+                        "name": "h100",
+                        "resources": [_resource("cpu", 64), _resource("nvidia.com/gpu", 8)],
+                    }
+                ],
+            }
+        ],
+    }
+    base.update(spec)
+    return {
+        "apiVersion": KUEUE,
+        "kind": "ClusterQueue",
+        "metadata": {"name": "refused"},
+        "spec": base,
+    }
+
+
+def _with_resources(
+    *resources: dict[str, Any], covered: list[str] | None = None, **spec: Any
+) -> dict[str, Any]:
+    names = covered if covered is not None else [r["name"] for r in resources]
+    group = {"coveredResources": names, "flavors": [{"name": "h100", "resources": list(resources)}]}
+    return cluster_queue(resourceGroups=[group], **spec)
+
+
+def _groups(*groups: tuple[list[str], list[str]]) -> dict[str, Any]:
+    built = [
+        {
+            "coveredResources": covered,
+            "flavors": [
+                {"name": f, "resources": [_resource(r, 1) for r in covered]} for f in flavors
+            ],
+        }
+        for covered, flavors in groups
+    ]
+    return cluster_queue(resourceGroups=built)
+
+
+def resource_flavor(**spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": KUEUE,
+        "kind": "ResourceFlavor",
+        "metadata": {"name": "refused"},
+        "spec": spec,
+    }
+
+
+def topology(levels: list[str]) -> dict[str, Any]:
+    return {
+        "apiVersion": KUEUE,
+        "kind": "Topology",
+        "metadata": {"name": "refused"},
+        "spec": {"levels": [{"nodeLabel": level} for level in levels]},
+    }
+
+
+def local_queue(cluster_queue_name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": KUEUE,
+        "kind": "LocalQueue",
+        "metadata": {"name": "refused", "namespace": "default"},
+        "spec": {"clusterQueue": cluster_queue_name},
+    }
+
+
+def priority_class(name: str, value: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": value,
+    }
+
+
+def job(**spec: Any) -> dict[str, Any]:
+    template = {
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "x:1"}]}
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "refused", "namespace": "default"},
+        "spec": {"suspend": True, "template": template, **spec},
+    }
+
+
+def _many_flavors(count: int) -> dict[str, Any]:
+    group = {
+        "coveredResources": ["cpu"],
+        "flavors": [{"name": f"f{i}", "resources": [_resource("cpu", 1)]} for i in range(count)],
+    }
+    return cluster_queue(resourceGroups=[group])
+
+
+def _hostname_moved() -> dict[str, Any]:
+    return topology(["kubernetes.io/hostname", "cloud.google.com/gce-topology-block"])
+
+
+_CRD, _CEL, _WEBHOOK, _BUILTIN = (
+    "Kueue CRD schema",
+    "Kueue CRD CEL rule",
+    "Kueue webhook",
+    "apiserver",
+)
+_LONG_LABELS = {f"k{i}": "v" for i in range(9)}
+_TOLERATIONS = [{"key": f"k{i}", "operator": "Exists", "effect": "NoSchedule"} for i in range(9)]
+
+CASES: list[Refusal] = [
+    Refusal(
+        "cq-nominal-quota-not-a-quantity",
+        _with_resources(_resource("cpu", "lots")),
+        422,
+        f"in body should match '{QUANTITY}'",
+        source=_CRD,
+    ),
+    Refusal(
+        "cq-nominal-quota-beyond-int64",
+        _with_resources(_resource("cpu", 2**63)),
+        422,
+        "must be of type integer-or-string",
+        source=_CRD,
+    ),
+    Refusal(
+        "cq-duplicate-flavor",
+        _groups((["cpu"], ["h100", "h100"])),
+        422,
+        'Duplicate value: map[string]interface {}{"name":"h100"}',
+        source=_CRD,
+    ),
+    Refusal(
+        "cq-duplicate-resource-in-flavor",
+        _with_resources(_resource("cpu", 1), _resource("cpu", 2), covered=["cpu", "memory"]),
+        422,
+        'Duplicate value: map[string]interface {}{"name":"cpu"}',
+        source=_CRD,
+    ),
+    Refusal(
+        "cq-flavor-resources-count-mismatch",
+        _with_resources(_resource("cpu", 1), covered=["cpu", "memory"]),
+        422,
+        "flavors must have the same number of resources as the coveredResources",
+        source=_CEL,
+    ),
+    Refusal(
+        "cq-more-than-64-flavors", _many_flavors(65), 422, "must have at most 64 items", source=_CRD
+    ),
+    Refusal(
+        "cq-more-than-16-resource-groups",
+        cluster_queue(
+            resourceGroups=[
+                {
+                    "coveredResources": [f"r{i}"],
+                    "flavors": [{"name": f"f{i}", "resources": [_resource(f"r{i}", 1)]}],
+                }
+                for i in range(17)
+            ]
+        ),
+        422,
+        "must have at most 16 items",
+        source=_CRD,
+    ),
+    Refusal(
+        "cq-invalid-flavor-name",
+        _groups((["cpu"], ["H100"])),
+        422,
+        "spec.resourceGroups[0].flavors[0].name in body should match",
+        source=_CRD,
+    ),
+    Refusal(
+        "cq-unknown-queueing-strategy",
+        cluster_queue(queueingStrategy="Fastest"),
+        422,
+        'Unsupported value: "Fastest"',
+        source=_CRD,
+    ),
+    Refusal(
+        "cq-unknown-stop-policy",
+        cluster_queue(stopPolicy="Pause"),
+        422,
+        'Unsupported value: "Pause"',
+        source=_CRD,
+    ),
+    Refusal(
+        "cq-borrowing-limit-without-cohort",
+        _with_resources(_resource("cpu", 4, borrowingLimit=2)),
+        422,
+        "borrowingLimit must be nil when cohort is empty",
+        source=_CEL,
+    ),
+    Refusal(
+        "cq-fungibility-preference-without-try-next-flavor",
+        cluster_queue(
+            flavorFungibility={
+                "whenCanBorrow": "MayStopSearch",
+                "whenCanPreempt": "TryNextFlavor",
+                "preference": "BorrowingOverPreemption",
+            }
+        ),
+        422,
+        "preference can only be set when both whenCanBorrow and whenCanPreempt are TryNextFlavor",
+        source=_CEL,
+    ),
+    Refusal(
+        "cq-borrow-within-cohort-without-reclaim",
+        cluster_queue(
+            preemption={
+                "reclaimWithinCohort": "Never",
+                "borrowWithinCohort": {"policy": "LowerPriority"},
+            }
+        ),
+        422,
+        "reclaimWithinCohort=Never and borrowWithinCohort.Policy!=Never",
+        source=_CEL,
+    ),
+    Refusal(
+        "cq-lending-limit-without-cohort",
+        _with_resources(_resource("cpu", 4, lendingLimit=2)),
+        403,
+        'resources[0].lendingLimit: Invalid value: "2": must be nil when cohort is empty',
+        source=_WEBHOOK,
+    ),
+    Refusal(
+        "cq-lending-limit-over-nominal",
+        _with_resources(_resource("cpu", 4, lendingLimit=6), cohortName="c"),
+        403,
+        "must be less than or equal to the nominalQuota",
+        source=_WEBHOOK,
+    ),
+    Refusal(
+        "cq-negative-nominal-quota",
+        _with_resources(_resource("cpu", "-1")),
+        403,
+        'nominalQuota: Invalid value: "-1": must be greater than or equal to 0',
+        source=_WEBHOOK,
+    ),
+    Refusal(
+        "cq-resource-order-mismatch",
+        _with_resources(_resource("memory", 1), _resource("cpu", 1), covered=["cpu", "memory"]),
+        403,
+        "must match the name in coveredResources",
+        source=_WEBHOOK,
+    ),
+    Refusal(
+        "cq-resource-in-two-groups",
+        _groups((["cpu"], ["a"]), (["cpu"], ["b"])),
+        403,
+        'spec.resourceGroups[1].coveredResources[0]: Duplicate value: "cpu"',
+        source=_WEBHOOK,
+    ),
+    Refusal(
+        "cq-flavor-in-two-groups",
+        _groups((["cpu"], ["a"]), (["memory"], ["a"])),
+        403,
+        'spec.resourceGroups[1].flavors[0].name: Duplicate value: "a"',
+        source=_WEBHOOK,
+    ),
+    Refusal(
+        "cq-invalid-resource-name",
+        _with_resources(_resource("nvidia gpu", 1)),
+        403,
+        'coveredResources[0]: Invalid value: "nvidia gpu"',
+        source=_WEBHOOK,
+    ),
+    Refusal(
+        "cq-undeclared-field-apply",
+        cluster_queue(cohort="v1beta1-field"),
+        500,
+        ".spec.cohort: field not declared in schema",
+        apply=True,
+        source="server-side apply",
+    ),
+    Refusal(
+        "cq-undeclared-field-strict-create",
+        cluster_queue(cohort="v1beta1-field"),
+        400,
+        'strict decoding error: unknown field "spec.cohort"',
+        query={"fieldValidation": "Strict"},
+        source=_CRD,
+    ),
+    Refusal(
+        "rf-more-than-8-node-labels",
+        resource_flavor(nodeLabels=_LONG_LABELS),
+        422,
+        "should have at most 8 properties",
+        source=_CRD,
+    ),
+    Refusal(
+        "rf-more-than-8-tolerations",
+        resource_flavor(tolerations=_TOLERATIONS),
+        422,
+        "must have at most 8 items",
+        source=_CRD,
+    ),
+    Refusal(
+        "rf-toleration-without-key-not-exists",
+        resource_flavor(tolerations=[{"operator": "Equal", "value": "x"}]),
+        422,
+        "operator must be Exists when 'key' is empty",
+        source=_CEL,
+    ),
+    Refusal(
+        "rf-toleration-seconds-without-no-execute",
+        resource_flavor(
+            tolerations=[
+                {"key": "k", "operator": "Exists", "effect": "NoSchedule", "tolerationSeconds": 5}
+            ]
+        ),
+        422,
+        "effect must be 'NoExecute' when 'tolerationSeconds' is set",
+        source=_CEL,
+    ),
+    Refusal(
+        "rf-taint-unknown-effect",
+        resource_flavor(nodeTaints=[{"key": "k", "value": "v", "effect": "Sometimes"}]),
+        422,
+        "supported taint effect values",
+        source=_CEL,
+    ),
+    Refusal(
+        "rf-topology-without-node-labels",
+        resource_flavor(topologyName="default", nodeLabels={}),
+        422,
+        "at least one nodeLabel is required when topology is set",
+        source=_CEL,
+    ),
+    Refusal(
+        "rf-invalid-node-label-key",
+        resource_flavor(nodeLabels={"bad key": "v"}),
+        403,
+        'spec.nodeLabels: Invalid value: "bad key"',
+        source=_WEBHOOK,
+    ),
+    Refusal(
+        "rf-duplicate-taint",
+        resource_flavor(
+            nodeTaints=[
+                {"key": "k", "value": "a", "effect": "NoSchedule"},
+                {"key": "k", "value": "b", "effect": "NoSchedule"},
+            ]
+        ),
+        403,
+        "taints must be unique by key and effect pair",
+        source=_WEBHOOK,
+    ),
+    Refusal(
+        "topology-more-than-16-levels",
+        topology([f"level-{i}" for i in range(17)]),
+        422,
+        "must have at most 16 items",
+        source=_CRD,
+    ),
+    Refusal(
+        "topology-hostname-not-lowest",
+        _hostname_moved(),
+        422,
+        "the kubernetes.io/hostname label can only be used at the lowest level of topology",
+        source=_CEL,
+    ),
+    Refusal(
+        "topology-duplicate-levels",
+        topology(["block", "block"]),
+        422,
+        "must be unique",
+        source=_CEL,
+    ),
+    Refusal(
+        "lq-cluster-queue-changed",
+        local_queue("other"),
+        422,
+        "field is immutable",
+        prior=local_queue("first"),
+        source=_CEL,
+    ),
+    Refusal(
+        "pc-value-over-user-maximum",
+        priority_class("refused-high", 1_000_000_001),
+        422,
+        "maximum allowed value of a user defined priority is 1000000000",
+        source=_BUILTIN,
+    ),
+    Refusal(
+        "pc-system-prefix",
+        priority_class("system-trainform", 10),
+        422,
+        "priority class names with 'system-' prefix are reserved for system use only",
+        source=_BUILTIN,
+    ),
+    Refusal(
+        "pc-value-beyond-int32",
+        priority_class("refused-overflow", 2**31),
+        400,
+        "cannot unmarshal number 2147483648 into Go struct field PriorityClass.value of type int32",
+        source=_BUILTIN,
+    ),
+    Refusal(
+        "pc-value-changed",
+        priority_class("refused-changed", 20),
+        422,
+        "value: Forbidden: may not be changed in an update.",
+        prior=priority_class("refused-changed", 10),
+        source=_BUILTIN,
+    ),
+    Refusal(
+        "job-parallelism-beyond-int32",
+        job(parallelism=2**31),
+        400,
+        "of type int32",
+        source=_BUILTIN,
+    ),
+]
+
+
+def by_id(case_id: str) -> Refusal:
+    """One case, for suites that reuse them (a copy: tests may change it)."""
+    for case in CASES:
+        if case.id == case_id:
+            return copy.deepcopy(case)
+    raise KeyError(case_id)
