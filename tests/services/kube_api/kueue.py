@@ -265,6 +265,12 @@ class KueueController:
         queues = {q["metadata"]["name"]: q for q in self._items(KUEUE, "clusterqueues")}
         tree = Tree(list(queues.values()), self._items(KUEUE, "cohorts"))
         flavors = {f["metadata"]["name"]: f for f in self._items(KUEUE, "resourceflavors")}
+        levels = {
+            t["metadata"]["name"]: [
+                level.get("nodeLabel") for level in (t.get("spec") or {}).get("levels") or []
+            ]
+            for t in self._items(KUEUE, "topologies")
+        }
         workloads = self._items(KUEUE, "workloads")
         for workload in workloads:
             admission = (workload.get("status") or {}).get("admission") or {}
@@ -297,7 +303,7 @@ class KueueController:
             if queue_name_ in blocked:
                 continue  # StrictFIFO: behind a head that does not fit
             queue = queues[queue_name_]
-            outcome = assign(workload, queue, flavors, tree)
+            outcome = assign(workload, queue, flavors, tree, levels)
             if not outcome.fits:
                 self._pending(workload, "Pending", outcome.message)
                 if (queue.get("spec") or {}).get(

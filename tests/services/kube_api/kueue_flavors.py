@@ -5,16 +5,22 @@ requests, the flavors of the ClusterQueue's resource group covering that resourc
 order. A flavor is skipped when its ResourceFlavor is missing ("flavor x not found"), when
 its nodeTaints are not tolerated ("untolerated taint k=v:NoSchedule in flavor x") or when
 the pod's nodeSelector, restricted to the flavor's label keys, does not match its
-nodeLabels ("flavor x doesn't match node affinity"). Then each resource of the group must
-fit: beyond the most the queue could ever get it is "insufficient quota for r in flavor
-x, previously considered podsets requests (a) + current podset request (b) > maximum
-capacity (c)"; beyond what is unused now "insufficient unused quota for r in flavor x, n
-more needed" (the stand-in does not preempt, so that waits too). A flavor that fits within
-the queue's own quota is taken at once; one that needs borrowing is taken at once under
-`whenCanBorrow: MayStopSearch` and only if no later flavor fits without borrowing under
-`TryNextFlavor`. A queue with a `pods` resource counts one per pod. The failure message
-is Kueue's: "couldn't assign flavors to pod set main: " and the sorted reasons.
-Not modelled: node affinity terms, preemption, partial admission, topology placement.
+nodeLabels ("flavor x doesn't match node affinity"), or when the pod set and the flavor
+disagree on topology-aware scheduling (a pod set with a topology request needs a flavor
+with a topologyName whose Topology has the requested level: 'Flavor "x" does not support
+TopologyAwareScheduling'; one without a request is kept off topology flavors: 'Flavor "x"
+supports only TopologyAwareScheduling', unless every flavor of the queue has a topology).
+Then each resource of the group must fit: beyond the most the queue could ever get it is
+"insufficient quota for r in flavor x, previously considered podsets requests (a) +
+current podset request (b) > maximum capacity (c)"; beyond what is unused now
+"insufficient unused quota for r in flavor x, n more needed" (the stand-in does not
+preempt, so that waits too). A flavor that fits within the queue's own quota is taken at
+once; one that needs borrowing is taken at once under `whenCanBorrow: MayStopSearch` and
+only if no later flavor fits without borrowing under `TryNextFlavor`. A queue with a
+`pods` resource counts one per pod. The failure message is Kueue's: "couldn't assign
+flavors to pod set main: " and the sorted reasons.
+Not modelled: node affinity terms, preemption, partial admission, placing pods in
+topology domains (nodes are not modelled: a topology request that matches is admitted).
 """
 
 from __future__ import annotations
@@ -75,6 +81,36 @@ def _flavor_problem(name: str, flavor: dict[str, Any] | None, pod_spec: dict[str
     return ""
 
 
+def _topology_problem(
+    name: str,
+    flavor: dict[str, Any],
+    pod_set: dict[str, Any],
+    queue: dict[str, Any],
+    flavors: dict[str, dict[str, Any]],
+    levels: dict[str, list[str]],
+) -> str:
+    """Kueue's checkPodSetAndFlavorMatchForTAS: topology pod sets go to topology flavors,
+    others stay off them, unless every flavor of the queue has a topology (TAS implied)."""
+    request = pod_set.get("topologyRequest")
+    names = [f["name"] for g in _groups(queue) for f in g.get("flavors") or []]
+    tas_only = all(((flavors.get(n) or {}).get("spec") or {}).get("topologyName") for n in names)
+    topology = (flavor.get("spec") or {}).get("topologyName")
+    if request is None and tas_only:
+        return ""
+    if request is not None:
+        if not topology:
+            return f'Flavor "{name}" does not support TopologyAwareScheduling'
+        if topology not in levels:
+            return f'Flavor "{name}" information missing in TAS cache'
+        level = request.get("required") or request.get("preferred")
+        if level and level not in levels[topology]:
+            return f'Flavor "{name}" does not contain the requested level'
+        return ""
+    if topology:
+        return f'Flavor "{name}" supports only TopologyAwareScheduling'
+    return ""
+
+
 def _groups(queue: dict[str, Any]) -> list[dict[str, Any]]:
     return list((queue.get("spec") or {}).get("resourceGroups") or [])
 
@@ -85,6 +121,7 @@ def _pod_set(
     flavors: dict[str, dict[str, Any]],
     tree: Tree,
     taken: dict[tuple[str, str], int],
+    levels: dict[str, list[str]],
 ) -> tuple[dict[str, str], list[str]]:
     """Flavors per resource for one pod set, or the reasons none fits (usage in `taken`)."""
     name = queue["metadata"]["name"]
@@ -109,6 +146,10 @@ def _pod_set(
         for flavor in group.get("flavors") or []:
             flavor_name = flavor["name"]
             problem = _flavor_problem(flavor_name, flavors.get(flavor_name), pod_spec)
+            if not problem:
+                problem = _topology_problem(
+                    flavor_name, flavors[flavor_name], pod_set, queue, flavors, levels
+                )
             if problem:
                 reasons.append(problem)
                 continue
@@ -161,11 +202,14 @@ def assign(
     queue: dict[str, Any],
     flavors: dict[str, dict[str, Any]],
     tree: Tree,
+    levels: dict[str, list[str]] | None = None,
 ) -> Assignment:
+    """Flavors for every pod set of `workload` in `queue`; `levels`: the node labels of each
+    Topology object by name (for pod sets that request topology-aware scheduling)."""
     result = Assignment()
     taken: dict[tuple[str, str], int] = {}
     for pod_set in (workload.get("spec") or {}).get("podSets") or []:
-        chosen, reasons = _pod_set(pod_set, queue, flavors, tree, taken)
+        chosen, reasons = _pod_set(pod_set, queue, flavors, tree, taken, levels or {})
         if reasons:
             name = pod_set.get("name", "main")
             result.message = f"couldn't assign flavors to pod set {name}: " + ", ".join(

@@ -4,7 +4,9 @@
   owner kind, its name and a short hash of name, kind and group; cut to fit 253 chars).
 - `workload_for`: the v1beta2 Workload a queued Job gets: owned by the Job (controller
   reference), labelled with the Job's uid, one pod set `main` of `parallelism` pods (fewer
-  when fewer completions remain) with the pod template, the queue name and the priority.
+  when fewer completions remain) with the pod template (and a topologyRequest from its
+  `kueue.x-k8s.io/podset-{required,preferred,unconstrained}-topology` annotation), the
+  queue name and the priority.
 - `pod_requests`: one pod's requests as the scheduler counts them (each container's
   requests, its limits where a request is missing; the largest init container wins when it
   asks more; plus the pod overhead).
@@ -50,15 +52,37 @@ def pod_count(job: dict[str, Any]) -> int:
     return max(0, min(parallelism, int(completions) - done))
 
 
+TOPOLOGY_ANNOTATIONS = {
+    "kueue.x-k8s.io/podset-required-topology": "required",
+    "kueue.x-k8s.io/podset-preferred-topology": "preferred",
+}
+UNCONSTRAINED_ANNOTATION = "kueue.x-k8s.io/podset-unconstrained-topology"
+
+
+def topology_request(template: dict[str, Any]) -> dict[str, Any] | None:
+    """The pod set's topologyRequest, from the pod template's Kueue TAS annotations."""
+    annotations = (template.get("metadata") or {}).get("annotations") or {}
+    for annotation, key in TOPOLOGY_ANNOTATIONS.items():
+        if annotation in annotations:
+            return {key: annotations[annotation]}
+    if annotations.get(UNCONSTRAINED_ANNOTATION, "").lower() == "true":
+        return {"unconstrained": True}
+    return None
+
+
 def workload_for(
     job: dict[str, Any], priority: int | None, priority_class: dict[str, str] | None
 ) -> dict[str, Any]:
     metadata = job["metadata"]
     template = copy.deepcopy((job.get("spec") or {}).get("template") or {})
     template.setdefault("metadata", {})
+    pod_set: dict[str, Any] = {"name": "main", "count": pod_count(job), "template": template}
+    request = topology_request(template)
+    if request is not None:
+        pod_set["topologyRequest"] = request
     spec: dict[str, Any] = {
         "active": True,
-        "podSets": [{"name": "main", "count": pod_count(job), "template": template}],
+        "podSets": [pod_set],
         "queueName": queue_name(job),
     }
     if priority_class is not None:
