@@ -314,3 +314,60 @@ def test_the_quota_tree_follows_kueues_resource_node_arithmetic() -> None:
     fresh = Tree([queue("a", 4, borrowingLimit=2), queue("b", 8, lendingLimit=4)], [])
     fresh.add_usage("b", key, 6)  # 4 of it stays below b's lending limit: 2 reach the cohort
     assert (fresh.available("a", key), fresh.cohorts["c"].usage[key]) == (6, 2)
+
+
+def test_a_job_created_running_with_a_queue_name_is_suspended_by_kueues_webhook(
+    cluster: Cluster,
+) -> None:
+    body = {
+        "metadata": {"name": "eager", "labels": {"kueue.x-k8s.io/queue-name": "nowhere"}},
+        "spec": {
+            "suspend": False,
+            "template": {
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "m", "image": "x:1"}]}
+            },
+        },
+    }
+    created = cluster.batch.create_namespaced_job(cluster.namespace, body)
+    assert created.spec.suspend is True
+
+
+def test_topology_requests_go_to_topology_flavors_and_plain_jobs_stay_off_them(
+    cluster: Cluster,
+) -> None:
+    topology = unique("topo")
+    body = {"apiVersion": f"{KUEUE}/{V}", "kind": "Topology", "metadata": {"name": topology}}
+    body["spec"] = {"levels": [{"nodeLabel": "rack"}, {"nodeLabel": "kubernetes.io/hostname"}]}
+    cluster.custom.create_cluster_custom_object(KUEUE, V, "topologies", body)
+    tas = cluster.flavor(unique("tas"), nodeLabels={"pool": "tas"}, topologyName=topology)
+    plain = cluster.flavor(unique("plain"))
+    cq, lq = unique("cq"), unique("lq")
+    cluster.cluster_queue(cq, {tas: {"cpu": 8, GPU: 8}, plain: {"cpu": 8, GPU: 0}})
+    cluster.local_queue(lq, cq)
+    cluster.job("plain", lq, gpus=1)
+    assert cluster.state("plain") == (
+        "False/Pending",
+        f'couldn\'t assign flavors to pod set main: Flavor "{tas}" supports only '
+        f"TopologyAwareScheduling, insufficient quota for {GPU} in flavor {plain}, previously "
+        f"considered podsets requests (0) + current podset request (1) > maximum capacity (0)",
+    )
+    job = {
+        "metadata": {"name": "placed", "labels": {"kueue.x-k8s.io/queue-name": lq}},
+        "spec": {
+            "suspend": True,
+            "template": {
+                "metadata": {"annotations": {"kueue.x-k8s.io/podset-required-topology": "rack"}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {"name": "m", "image": "x:1", "resources": {"limits": {GPU: "2"}}}
+                    ],
+                },
+            },
+        },
+    }
+    cluster.batch.create_namespaced_job(cluster.namespace, job)
+    assert cluster.workload("placed")["spec"]["podSets"][0]["topologyRequest"] == {
+        "required": "rack"
+    }
+    assert cluster.state("placed")[0] == "True/QuotaReserved"

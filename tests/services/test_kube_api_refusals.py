@@ -56,15 +56,24 @@ def _send(
         return error.code, json.loads(error.read())
 
 
+def _overlay(stored: Any, wanted: Any) -> Any:
+    """`stored` with every field `wanted` sets (objects merged, other values replaced)."""
+    if not isinstance(stored, dict) or not isinstance(wanted, dict):
+        return json.loads(json.dumps(wanted))
+    merged = dict(stored)
+    for key, value in wanted.items():
+        merged[key] = _overlay(stored.get(key), value)
+    return merged
+
+
 def _attempt(api: KubeAPI, case: Refusal) -> tuple[int, dict[str, Any]]:
     collection = _collection(case.obj)
     name = case.obj["metadata"]["name"]
     query = "?" + urllib.parse.urlencode(case.query) if case.query else ""
-    if case.prior is not None:
+    if case.prior is not None:  # an update: the stored object with the case's fields
         code, created = _send(api, "POST", collection, case.prior)
         assert code == 201, created
-        body = json.loads(json.dumps(case.obj))
-        body["metadata"]["resourceVersion"] = created["metadata"]["resourceVersion"]
+        body = _overlay(created, case.obj)
         return _send(api, "PUT", f"{collection}/{name}{query}", body)
     if case.apply:
         path = f"{collection}/{name}?fieldManager=refusals"
@@ -75,11 +84,13 @@ def _attempt(api: KubeAPI, case: Refusal) -> tuple[int, dict[str, Any]]:
 @pytest.mark.parametrize("case", [pytest.param(c, id=c.id) for c in CASES])
 def test_the_server_refuses_what_a_real_one_refuses(server: KubeAPI, case: Refusal) -> None:
     before = server.snapshot()
-    code, body = _attempt(server, case)
+    try:
+        code, body = _attempt(server, case)
+        created = server.snapshot() - before
+    finally:
+        server.delete_created_since(before)
     assert (code, body.get("kind")) == (case.code, "Status"), body
     assert case.expect in body["message"], body["message"]
-    created = server.snapshot() - before
-    server.delete_created_since(before)
     assert len(created) == (1 if case.prior is not None else 0)  # only the prior object
 
 

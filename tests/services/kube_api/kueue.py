@@ -329,8 +329,8 @@ class KueueController:
             self._write(KUEUE, "workloads", workload, "status")
 
     def _pending(self, workload: dict[str, Any], reason: str, message: str) -> None:
-        condition(workload, "QuotaReserved", "False", reason, message)
-        self._write(KUEUE, "workloads", workload, "status")
+        if condition(workload, "QuotaReserved", "False", reason, message):
+            self._write(KUEUE, "workloads", workload, "status")
 
     def _start_jobs(self) -> None:
         flavors = {f["metadata"]["name"]: f for f in self._items(KUEUE, "resourceflavors")}

@@ -144,7 +144,8 @@ def is_true(obj: dict[str, Any], kind: str) -> bool:
     return found is not None and found.get("status") == "True"
 
 
-def condition(obj: dict[str, Any], kind: str, status: str, reason: str, message: str) -> None:
+def condition(obj: dict[str, Any], kind: str, status: str, reason: str, message: str) -> bool:
+    """Set the condition; True if anything about it changed."""
     conditions = obj.setdefault("status", {}).setdefault("conditions", [])
     generation = obj["metadata"].get("generation", 1)
     wanted = {
@@ -156,8 +157,11 @@ def condition(obj: dict[str, Any], kind: str, status: str, reason: str, message:
     }
     for item in conditions:
         if item.get("type") == kind:
+            if all(item.get(k) == v for k, v in wanted.items()):
+                return False
             if item.get("status") != status:
                 item["lastTransitionTime"] = fields.now()
             item.update(wanted)
-            return
+            return True
     conditions.append({**wanted, "lastTransitionTime": fields.now()})
+    return True

@@ -110,12 +110,6 @@ def _check_body(target: Target, body: Any, name: str | None) -> dict[str, Any]:
     return body
 
 
-def _webhooks(target: Target, obj: dict[str, Any]) -> None:
-    """The validating webhooks a Kueue installation registers for its kinds."""
-    if target.type.custom and target.type.group == "kueue.x-k8s.io":
-        kueue_webhooks.validate(target.type.kind, obj)
-
-
 def _require_namespace(store: Store, target: Target) -> None:
     if not target.type.namespaced:
         return
@@ -219,12 +213,13 @@ def create(store: Store, target: Target, body: Any, query: Query, agent: str) ->
         ):
             raise errors.already_exists(target.type.group, target.type.plural, metadata["name"])
         _prepare_create(target, obj)
+        kueue_webhooks.mutate(store, target, obj)
         validate(target.type, obj)
         if store.defaults:
             apply_defaults(target.type, target.version, obj, creating=True)
         if store.schema:
             schemas.validate(target.type, target.version, obj)
-            _webhooks(target, obj)
+            kueue_webhooks.check(store, target, obj)
         admission.admit(store, target, obj)
         metadata["managedFields"] = fields.record_update(
             None,
@@ -268,7 +263,7 @@ def _finish_update(
         schemas.validate(target.type, target.version, new, old)
         check_update(target.type, old, new)
         if target.subresource != "status":
-            _webhooks(target, new)
+            kueue_webhooks.check(store, target, new, old)
     metadata = new["metadata"]
     for key in (
         "uid",
@@ -453,12 +448,13 @@ def _apply(
             _require_namespace(store, target)
             obj = copy.deepcopy(applied)  # defaults and server fields stay out of `config`
             _prepare_create(target, obj)
+            kueue_webhooks.mutate(store, target, obj)
             validate(target.type, obj)
             if store.defaults:
                 apply_defaults(target.type, target.version, obj, creating=True)
             if store.schema:
                 schemas.validate(target.type, target.version, obj)
-                _webhooks(target, obj)
+                kueue_webhooks.check(store, target, obj)
             admission.admit(store, target, obj)
             skip = {"status"} if target.type.status_subresource else set()
             config = {k: v for k, v in applied.items() if k not in skip}

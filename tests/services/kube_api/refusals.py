@@ -133,6 +133,24 @@ def job(**spec: Any) -> dict[str, Any]:
     }
 
 
+def labelled_job(
+    labels: dict[str, str], annotations: dict[str, str] | None = None, **spec: Any
+) -> dict[str, Any]:
+    """A Job with metadata labels and pod template annotations."""
+    made = job(**spec)
+    made["metadata"]["labels"] = labels
+    if annotations:
+        made["spec"]["template"]["metadata"] = {"annotations": annotations}
+    return made
+
+
+_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
+_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
+_QUEUE = "kueue.x-k8s.io/queue-name"
+_MAX_EXEC = "kueue.x-k8s.io/max-exec-time-seconds"
+_PRIORITY = "kueue.x-k8s.io/priority-class"
+
+
 def _many_flavors(count: int) -> dict[str, Any]:
     group = {
         "coveredResources": ["cpu"],
@@ -448,6 +466,59 @@ CASES: list[Refusal] = [
         "value: Forbidden: may not be changed in an update.",
         prior=priority_class("refused-changed", 10),
         source=_BUILTIN,
+    ),
+    Refusal(
+        "job-invalid-queue-name",
+        labelled_job({_QUEUE: "Team_Queue"}),
+        403,
+        'admission webhook "vjob.kb.io" denied the request: '
+        'metadata.labels[kueue.x-k8s.io/queue-name]: Invalid value: "Team_Queue"',
+        source=_WEBHOOK,
+    ),
+    Refusal(
+        "job-max-exec-time-not-positive",
+        labelled_job({_QUEUE: "q", _MAX_EXEC: "0"}),
+        403,
+        "metadata.labels[kueue.x-k8s.io/max-exec-time-seconds]: Invalid value: 0: "
+        "should be greater than 0",
+        source=_WEBHOOK,
+    ),
+    Refusal(
+        "job-max-exec-time-not-a-number",
+        labelled_job({_QUEUE: "q", _MAX_EXEC: "1h"}),
+        403,
+        'strconv.Atoi: parsing "1h": invalid syntax',
+        source=_WEBHOOK,
+    ),
+    Refusal(
+        "job-two-topology-annotations",
+        labelled_job({_QUEUE: "q"}, {_REQUIRED: "kubernetes.io/hostname", _PREFERRED: "rack"}),
+        403,
+        "must not contain more than one topology annotation",
+        source=_WEBHOOK,
+    ),
+    Refusal(
+        "job-topology-level-not-a-label",
+        labelled_job({_QUEUE: "q"}, {_REQUIRED: "rack level"}),
+        403,
+        "spec.template.metadata.annotations[kueue.x-k8s.io/podset-required-topology]",
+        source=_WEBHOOK,
+    ),
+    Refusal(
+        "job-priority-class-label-changed",
+        labelled_job({_QUEUE: "q", _PRIORITY: "high"}),
+        403,
+        'metadata.labels[kueue.x-k8s.io/priority-class]: Invalid value: "high": field is immutable',
+        prior=labelled_job({_QUEUE: "q", _PRIORITY: "low"}),
+        source=_WEBHOOK,
+    ),
+    Refusal(
+        "job-queue-name-changed-while-running",
+        labelled_job({_QUEUE: "q"}, suspend=False),
+        403,
+        'metadata.labels[kueue.x-k8s.io/queue-name]: Invalid value: "q": field is immutable',
+        prior=labelled_job({}, suspend=False),
+        source=_WEBHOOK,
     ),
     Refusal(
         "job-parallelism-beyond-int32",
