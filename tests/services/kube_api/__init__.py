@@ -14,16 +14,30 @@ DynamicClient and watch, and kubectl (get, apply, apply --server-side, diff, del
 work against it. It is strict by default (`defaults=True, schema=True`, the closest to a
 real cluster); a test that needs the lax mode (no defaulting, no schema) asks for it.
 
+What it refuses, as a real server with Kueue installed does (refusals.py lists cases):
+CRD schemas (types, int64 bounds, the quantity pattern of int-or-string fields, enum,
+pattern, lengths, item and property counts, list-map/set uniqueness, unknown fields: 400
+with `fieldValidation=Strict`, 500 on server-side apply) and CEL rules (schemas.py,
+cel.py); Kueue's validating webhooks (kueue_webhooks.py); ResourceQuota admission, with
+`status.used` kept up to date (admission.py); ObjectMeta, ConfigMap/Secret size, Job and
+PriorityClass rules and int32 fields of built-ins (validation.py); finalizers: a
+terminating object gains none, a namespace waits for objects with finalizers and refuses
+creates meanwhile (deletion.py). `api.kueue.start()` (or the `kueue` fixture) runs a
+Kueue controller stand-in (kueue.py): Workloads for queued Jobs, admission by flavor quota
+with cohort borrowing, Kueue's messages, finalizers and queue status.
+
 Known gaps (a real cluster differs here):
-- no admission webhooks or controllers (no Kueue: nothing is admitted, no status is
-  written; nothing schedules, no pods run, no garbage collection of dependents:
-  `propagationPolicy` is accepted and ignored); deleting a Namespace deletes its objects at
-  once (the answer shows it Terminating); a CRD deleted takes its objects along;
-- when started with `schema=False`: no CRD schema pruning, validation or CEL rules
-  (unknown fields are kept, `fieldValidation` is ignored) and no Job immutability (see
-  schemas.py, cel.py, validation.py); with `defaults=False`: no defaulting
-  (CRD schema defaults and Job/Pod defaults only, see defaults.py); other built-in specs
-  are never validated; no conversion between a CRD's versions (all see the same fields);
+- no controllers but the opt-in Kueue stand-in: nothing schedules, no pods run, no Job
+  controller, no garbage collection of dependents (`propagationPolicy` is accepted and
+  ignored; the Kueue stand-in deletes the Workloads of deleted Jobs); a CRD deleted takes
+  its objects along; no Priority admission plugin (an unknown priorityClassName passes);
+- when started with `schema=False`: no CRD schema pruning, validation, CEL rules or
+  webhooks (unknown fields are kept, `fieldValidation` is ignored) and no Job
+  immutability; with `defaults=False`: no defaulting (CRD schema defaults and Job/Pod
+  defaults only, see defaults.py); other built-in specs are not validated (pod specs,
+  tolerations, resource names); `format` (int32, date-time) is not checked on custom
+  resources, as the apiextensions validator does not check it on integers either; no
+  conversion between a CRD's versions (all see the same fields);
 - field ownership is simplified (see fields.py): list-map and set items of CRD schemas are
   tracked by key (`k:`/`v:`), but lists of built-in kinds (containers, ...) are atomic;
 - strategic merge patch on built-ins is approximated (see patch.py); on custom resources it
