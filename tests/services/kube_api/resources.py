@@ -1,6 +1,6 @@
 """The kinds the fake API server serves: a few built-ins and every CustomResourceDefinition.
 
-Built-ins (core v1 Namespace, ResourceQuota, Pod; batch/v1 Job; scheduling.k8s.io/v1
+Built-ins (core v1 Namespace, ResourceQuota, Pod, Service; batch/v1 Job; scheduling.k8s.io/v1
 PriorityClass; apiextensions.k8s.io/v1 CustomResourceDefinition) are listed here. Custom kinds
 are not: `catalog()` derives them from the CRD objects in the store, which `start_kube_api`
 seeds from tests/reference/kueue-crds/*.yaml, so group, versions, plural, kind, scope and the
@@ -92,6 +92,17 @@ BUILTINS: tuple[ResourceType, ...] = (
         "", ("v1",), "configmaps", "configmap", "ConfigMap", True, False, short_names=("cm",)
     ),
     ResourceType("", ("v1",), "secrets", "secret", "Secret", True, False),
+    ResourceType(
+        "",
+        ("v1",),
+        "services",
+        "service",
+        "Service",
+        True,
+        True,
+        short_names=("svc",),
+        categories=("all",),
+    ),
     ResourceType("", ("v1",), "nodes", "node", "Node", False, True, short_names=("no",)),
     ResourceType(
         "batch", ("v1",), "jobs", "job", "Job", True, True, categories=("all",), generation=True

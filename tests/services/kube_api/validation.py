@@ -231,6 +231,17 @@ def check_update(resource: ResourceType, old: dict[str, Any], new: dict[str, Any
                 name = new["metadata"].get("name", "")
                 raise _forbidden(resource, name, field, "may not be changed in an update.")
         return
+    if resource.kind == "Service" and not resource.group:
+        before, after = old.get("spec") or {}, new.get("spec") or {}
+        if "clusterIP" in after and before.get("clusterIP") != after.get("clusterIP"):
+            name = new["metadata"].get("name", "")
+            raise _invalid(
+                resource,
+                name,
+                "spec.clusterIPs[0]",
+                f'Invalid value: []string{{"{after.get("clusterIP")}"}}: may not change once set',
+            )
+        return
     if resource.kind != "Job" or resource.group != "batch":
         return
     before, after = old.get("spec") or {}, new.get("spec") or {}
