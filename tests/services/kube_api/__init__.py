@@ -6,8 +6,8 @@ background thread on 127.0.0.1 (plain HTTP, no auth) and returns a `KubeAPI`: `u
 log (`requests`, `count()`, `reset_requests()`), `fail()` (injected faults, faults.py),
 `reset()`, `snapshot()`/`delete_created_since()`, `store`, `stop()`. It serves discovery
 (/version, /api, /apis, ..., /openapi/v3 for kubectl), core v1 Namespace, ConfigMap,
-Secret, Node, ResourceQuota, Pod (and its `log` subresource, whose text tests set with
-`set_pod_log`, logs.py); batch/v1 Job; scheduling.k8s.io/v1 PriorityClass;
+Secret, Node, ResourceQuota, Service, Pod (and its `log` subresource, whose text tests
+set with `set_pod_log`, logs.py); batch/v1 Job; scheduling.k8s.io/v1 PriorityClass;
 apiextensions.k8s.io/v1 CustomResourceDefinition; and every kind of the CRDs it is seeded
 with (by default Kueue's, tests/reference/kueue-crds). The kubernetes Python client, its
 DynamicClient and watch, and kubectl (get, apply, apply --server-side, diff, delete, wait)
@@ -20,7 +20,8 @@ pattern, lengths, item and property counts, list-map/set uniqueness, unknown fie
 with `fieldValidation=Strict`, 500 on server-side apply) and CEL rules (schemas.py,
 cel.py); Kueue's validating webhooks (kueue_webhooks.py); ResourceQuota admission, with
 `status.used` kept up to date (admission.py); ObjectMeta, ConfigMap/Secret size, Job and
-PriorityClass rules and int32 fields of built-ins (validation.py); finalizers: a
+PriorityClass rules and int32 fields of built-ins (validation.py); pod specs of Pods and
+Job templates (podspec.py); finalizers: a
 terminating object gains none, a namespace waits for objects with finalizers and refuses
 creates meanwhile (deletion.py). `api.kueue.start()` (or the `kueue` fixture) runs a
 Kueue controller stand-in (kueue.py): Workloads for queued Jobs, admission by flavor quota
@@ -34,10 +35,11 @@ Known gaps (a real cluster differs here):
 - when started with `schema=False`: no CRD schema pruning, validation, CEL rules or
   webhooks (unknown fields are kept, `fieldValidation` is ignored) and no Job
   immutability; with `defaults=False`: no defaulting (CRD schema defaults and Job/Pod
-  defaults only, see defaults.py); other built-in specs are not validated (pod specs,
-  tolerations, resource names); `format` (int32, date-time) is not checked on custom
-  resources, as the apiextensions validator does not check it on integers either; no
-  conversion between a CRD's versions (all see the same fields);
+  defaults only, see defaults.py); other built-in specs are validated only in part
+  (podspec.py: no volumes, probes, security contexts, affinity terms); `format` (int32,
+  date-time) is not checked on custom resources, as the apiextensions validator does not
+  check it on integers either; no conversion between a CRD's versions (all see the same
+  fields); with `schema=False` no pod spec validation either;
 - field ownership is simplified (see fields.py): list-map and set items of CRD schemas are
   tracked by key (`k:`/`v:`), but lists of built-in kinds (containers, ...) are atomic;
 - strategic merge patch on built-ins is approximated (see patch.py); on custom resources it

@@ -22,7 +22,14 @@ from typing import Any
 
 import yaml
 
-from tests.services.kube_api import admission, errors, fields, kueue_webhooks, schemas
+from tests.services.kube_api import (
+    admission,
+    errors,
+    fields,
+    kueue_webhooks,
+    podspec,
+    schemas,
+)
 from tests.services.kube_api.defaults import apply_defaults
 from tests.services.kube_api.patch import json_patch, merge_patch, strategic_merge_patch
 from tests.services.kube_api.resources import CRD_TYPE, NAMESPACE_TYPE
@@ -219,6 +226,7 @@ def create(store: Store, target: Target, body: Any, query: Query, agent: str) ->
             apply_defaults(target.type, target.version, obj, creating=True)
         if store.schema:
             schemas.validate(target.type, target.version, obj)
+            podspec.validate(target.type, obj)
             kueue_webhooks.check(store, target, obj)
         admission.admit(store, target, obj)
         metadata["managedFields"] = fields.record_update(
@@ -261,6 +269,7 @@ def _finish_update(
         apply_defaults(target.type, target.version, new, creating=False)
     if store.schema:
         schemas.validate(target.type, target.version, new, old)
+        podspec.validate(target.type, new)
         check_update(target.type, old, new)
         if target.subresource != "status":
             kueue_webhooks.check(store, target, new, old)
@@ -454,6 +463,7 @@ def _apply(
                 apply_defaults(target.type, target.version, obj, creating=True)
             if store.schema:
                 schemas.validate(target.type, target.version, obj)
+                podspec.validate(target.type, obj)
                 kueue_webhooks.check(store, target, obj)
             admission.admit(store, target, obj)
             skip = {"status"} if target.type.status_subresource else set()

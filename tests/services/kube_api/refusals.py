@@ -151,6 +151,17 @@ _MAX_EXEC = "kueue.x-k8s.io/max-exec-time-seconds"
 _PRIORITY = "kueue.x-k8s.io/priority-class"
 
 
+def job_pod(**pod: Any) -> dict[str, Any]:
+    """A Job whose pod template spec has `pod` merged in."""
+    made = job()
+    made["spec"]["template"]["spec"].update(pod)
+    return made
+
+
+def _container(**resources: Any) -> list[dict[str, Any]]:
+    return [{"name": "main", "image": "x:1", "resources": resources}]
+
+
 def _many_flavors(count: int) -> dict[str, Any]:
     group = {
         "coveredResources": ["cpu"],
@@ -519,6 +530,66 @@ CASES: list[Refusal] = [
         'metadata.labels[kueue.x-k8s.io/queue-name]: Invalid value: "q": field is immutable',
         prior=labelled_job({}, suspend=False),
         source=_WEBHOOK,
+    ),
+    Refusal(
+        "job-toleration-key-invalid",
+        job_pod(tolerations=[{"key": "gpu type", "operator": "Exists"}]),
+        422,
+        'spec.template.spec.tolerations[0].key: Invalid value: "gpu type"',
+        source=_BUILTIN,
+    ),
+    Refusal(
+        "job-toleration-exists-with-value",
+        job_pod(tolerations=[{"key": "k", "operator": "Exists", "value": "v"}]),
+        422,
+        "value must be empty when `operator` is 'Exists'",
+        source=_BUILTIN,
+    ),
+    Refusal(
+        "job-toleration-seconds-without-no-execute",
+        job_pod(
+            tolerations=[
+                {"key": "k", "operator": "Exists", "effect": "NoSchedule", "tolerationSeconds": 30}
+            ]
+        ),
+        422,
+        "effect must be 'NoExecute' when `tolerationSeconds` is set",
+        source=_BUILTIN,
+    ),
+    Refusal(
+        "job-node-selector-invalid-key",
+        job_pod(nodeSelector={"pool name": "a"}),
+        422,
+        'spec.template.spec.nodeSelector: Invalid value: "pool name"',
+        source=_BUILTIN,
+    ),
+    Refusal(
+        "job-unqualified-extended-resource",
+        job_pod(containers=_container(limits={"gpu": "1"})),
+        422,
+        'Invalid value: "gpu": must be a standard resource type or fully qualified',
+        source=_BUILTIN,
+    ),
+    Refusal(
+        "job-gpu-request-without-limit",
+        job_pod(containers=_container(requests={"nvidia.com/gpu": "1"})),
+        422,
+        "Limit must be set for non overcommitable resources",
+        source=_BUILTIN,
+    ),
+    Refusal(
+        "job-request-over-limit",
+        job_pod(containers=_container(requests={"cpu": "4"}, limits={"cpu": "2"})),
+        422,
+        "must be less than or equal to cpu limit of 2",
+        source=_BUILTIN,
+    ),
+    Refusal(
+        "job-restart-policy-always",
+        job_pod(restartPolicy="Always"),
+        422,
+        'spec.template.spec.restartPolicy: Unsupported value: "Always"',
+        source=_BUILTIN,
     ),
     Refusal(
         "job-parallelism-beyond-int32",
