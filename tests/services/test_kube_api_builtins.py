@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from kubernetes import client
@@ -64,3 +65,21 @@ def test_a_headless_service_keeps_cluster_ip_none_and_gets_the_server_defaults(
         namespace, {"metadata": {"name": "plain"}, "spec": {"ports": [{"port": 80}]}}
     )
     assert plain.spec.cluster_ip.startswith("10.96.")
+
+
+def test_a_cluster_with_an_older_kueue_serves_only_v1beta1(tmp_path: Path) -> None:
+    from tests.services.kube_api import start_kube_api
+
+    server = start_kube_api(tmp_path, crd_versions=("v1beta1",))
+    try:
+        with client.ApiClient(server.configuration()) as made:
+            groups = client.ApisApi(made).get_api_versions().groups
+            kueue = next(g for g in groups if g.name == "kueue.x-k8s.io")
+            assert [v.version for v in kueue.versions] == ["v1beta1"]
+            with pytest.raises(ApiException) as caught:
+                client.CustomObjectsApi(made).list_cluster_custom_object(
+                    "kueue.x-k8s.io", "v1beta2", "clusterqueues"
+                )
+            assert caught.value.status == 404
+    finally:
+        server.stop()

@@ -66,15 +66,18 @@ def start_kube_api(
     crd_folder: Path | None = CRD_FOLDER,
     defaults: bool = True,
     schema: bool = True,
+    crd_versions: tuple[str, ...] | None = None,
 ) -> KubeAPI:
     """Start a fake API server; its kubeconfig is written to `folder` (a temp dir if None).
 
     `crd_folder`: the CRDs to install (None: none, as on a cluster without Kueue).
+    `crd_versions`: serve only these versions of those CRDs (e.g. ("v1beta1",): a cluster
+    whose Kueue predates v1beta2).
     `defaults`: fill in schema and built-in defaults like a real server (see defaults.py).
     `schema`: prune undeclared fields and validate custom resources against their CRD
     schemas like a real server (see schemas.py). Both are on unless a test turns them off.
     """
     where = folder if folder is not None else Path(tempfile.mkdtemp(prefix="kube-api-"))
-    api = KubeAPI(where, crd_folder, defaults, schema)
+    api = KubeAPI(where, crd_folder, defaults, schema, crd_versions)
     api.start()
     return api

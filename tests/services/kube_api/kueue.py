@@ -57,6 +57,23 @@ KUEUE = "kueue.x-k8s.io"
 QUEUE_FINALIZER = "kueue.k8s.io/resource-in-use"
 FLAVOR_FINALIZER = "kueue.x-k8s.io/resource-in-use"
 AGENT = "kueue/v0.14.0"
+WATCHED = {
+    ("batch", "jobs"),
+    ("", "namespaces"),
+    ("scheduling.k8s.io", "priorityclasses"),
+    *(
+        (KUEUE, plural)
+        for plural in (
+            "workloads",
+            "clusterqueues",
+            "localqueues",
+            "cohorts",
+            "resourceflavors",
+            "topologies",
+            "workloadpriorityclasses",
+        )
+    ),
+}
 
 
 def reserving(workload: dict[str, Any]) -> bool:
@@ -158,10 +175,13 @@ class KueueController:
 
     # -- the reconcile loop ------------------------------------------------------------
 
-    def reconcile(self) -> None:
-        """Bring Workloads, Jobs and queues up to date (a few passes, until nothing moves)."""
+    def reconcile(self, after_write: bool = False) -> None:
+        """Bring Workloads, Jobs and queues up to date (a few passes, until nothing moves);
+        `after_write`: only if the write touched a kind Kueue watches."""
         store = self.api.store
         with store.lock:
+            if after_write and not {(g, p) for _, g, p in store.touched} & WATCHED:
+                return
             for _ in range(4):
                 before = store.revision
                 self._jobs()

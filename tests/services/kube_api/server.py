@@ -60,14 +60,20 @@ class KubeAPI:
     """A running fake API server: its URL, store, request log, and client configuration."""
 
     def __init__(
-        self, folder: Path, crd_folder: Path | None, defaults: bool = True, schema: bool = True
+        self,
+        folder: Path,
+        crd_folder: Path | None,
+        defaults: bool = True,
+        schema: bool = True,
+        crd_versions: tuple[str, ...] | None = None,
     ) -> None:
         self.crd_folder = crd_folder
+        self.crd_versions = crd_versions
         self.faults = Faults()
         self.pod_logs = logs.PodLogs()
         self.store = Store()
         self.store.defaults, self.store.schema = defaults, schema
-        seed(self.store, crd_folder)
+        seed(self.store, crd_folder, crd_versions)
         self.stopping = threading.Event()  # ends open watches
         self.kueue = KueueController(self)  # off until a test starts it (kueue.py)
         self.folder = folder
@@ -98,7 +104,7 @@ class KubeAPI:
         """Forget every object, event and fault; seed the system namespaces and CRDs again."""
         store = Store()
         store.defaults, store.schema = self.store.defaults, self.store.schema
-        seed(store, self.crd_folder)
+        seed(store, self.crd_folder, self.crd_versions)
         self.store = store
         self.faults.clear()
         self.pod_logs.clear()
@@ -268,7 +274,7 @@ class Handler(BaseHTTPRequestHandler):
             code, body = self._route(method, parsed.path, query, raw, content_type, headers)
             if method != "GET" and code < 400:
                 if self.api.kueue.running:
-                    self.api.kueue.reconcile()  # what the controller would do next
+                    self.api.kueue.reconcile(after_write=True)  # what Kueue does next
                 deletion.sweep_namespaces(self.api.store)  # the namespace controller
                 admission.refresh(self.api.store)  # the quota controller's status.used
         except ApiError as error:
