@@ -371,3 +371,29 @@ def test_topology_requests_go_to_topology_flavors_and_plain_jobs_stay_off_them(
         "required": "rack"
     }
     assert cluster.state("placed")[0] == "True/QuotaReserved"
+
+
+def test_pods_of_an_admitted_job_meet_the_resource_quota_only_at_pod_creation(
+    cluster: Cluster,
+) -> None:
+    """The issue-17 failure mode: Kueue admits a 12-GPU job, the 8-GPU ResourceQuota then
+    refuses its third pod (the Job controller stand-in records the 403)."""
+    flavor = cluster.flavor(unique("f"))
+    cq, lq = unique("cq"), unique("lq")
+    cluster.cluster_queue(cq, {flavor: {"cpu": 8, GPU: 16}})
+    cluster.local_queue(lq, cq)
+    quota = {"metadata": {"name": "gpus"}, "spec": {"hard": {f"requests.{GPU}": "8"}}}
+    client.CoreV1Api(cluster.client).create_namespaced_resource_quota(cluster.namespace, quota)
+    refused = cluster.api.kueue.jobs.refused
+    refused.clear()
+    cluster.job("wide", lq, gpus=4, pods=3)
+    assert cluster.state("wide")[0] == "True/QuotaReserved"
+    pods = client.CoreV1Api(cluster.client).list_namespaced_pod(cluster.namespace).items
+    assert len(pods) == 2
+    assert cluster.batch.read_namespaced_job("wide", cluster.namespace).status.active == 2
+    assert refused and refused[-1].endswith(
+        f"exceeded quota: gpus, requested: requests.{GPU}=4, used: requests.{GPU}=8, "
+        f"limited: requests.{GPU}=8"
+    )
+    cluster.batch.delete_namespaced_job("wide", cluster.namespace)
+    assert client.CoreV1Api(cluster.client).list_namespaced_pod(cluster.namespace).items == []

@@ -22,6 +22,8 @@ pkg/scheduler):
   nodeLabels as nodeSelector and its tolerations;
 - a Job that completes or fails finishes its Workload (condition Finished) and releases
   its quota; a deleted Job's Workload is deleted (garbage collection of the owned object);
+- a minimal Job controller (job_controller.py) creates the pods of running Jobs, subject
+  to ResourceQuota admission (refusals land in `jobs.refused`);
 - ClusterQueues and ResourceFlavors carry Kueue's finalizers; a deleted ClusterQueue
   stays Terminating (inactive) while Workloads hold quota in it; ClusterQueue and
   LocalQueue status report pending, reserving and admitted counts and the Active condition.
@@ -36,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from tests.services.kube_api import deletion, operations
 from tests.services.kube_api.errors import ApiError
+from tests.services.kube_api.job_controller import JobController
 from tests.services.kube_api.kueue_flavors import assign
 from tests.services.kube_api.kueue_quota import Tree
 from tests.services.kube_api.kueue_status import queue_statuses
@@ -60,6 +63,7 @@ AGENT = "kueue/v0.14.0"
 WATCHED = {
     ("batch", "jobs"),
     ("", "namespaces"),
+    ("", "pods"),
     ("scheduling.k8s.io", "priorityclasses"),
     *(
         (KUEUE, plural)
@@ -120,6 +124,7 @@ class KueueController:
         self.api = api
         self.running = False
         self.errors: list[str] = []  # writes the server refused: a bug of the stand-in
+        self.jobs = JobController(api)  # pods for the Jobs it unsuspends
 
     def start(self) -> None:
         self.running = True
@@ -187,6 +192,7 @@ class KueueController:
                 self._jobs()
                 self._schedule()
                 self._start_jobs()
+                self.jobs.sync()
                 self._queues()
                 if store.revision == before:
                     return
