@@ -32,7 +32,7 @@ from tests.services.kube_api import (
 )
 from tests.services.kube_api.defaults import apply_defaults
 from tests.services.kube_api.patch import json_patch, merge_patch, strategic_merge_patch
-from tests.services.kube_api.resources import CRD_TYPE, NAMESPACE_TYPE
+from tests.services.kube_api.resources import CRD_TYPE, NAMESPACE_TYPE, crd_status
 from tests.services.kube_api.store import Store
 from tests.services.kube_api.target import Query, Target, present
 from tests.services.kube_api.validation import (
@@ -156,33 +156,9 @@ def _prepare_create(target: Target, obj: dict[str, Any]) -> None:
         obj["spec"] = {"finalizers": ["kubernetes"]}
         obj["status"] = {"phase": "Active"}
     elif target.type is CRD_TYPE:
-        obj["status"] = _crd_status(obj)
+        obj["status"] = crd_status(obj)
     elif not target.type.custom and target.type.status_subresource:
         obj["status"] = {"phase": "Pending"} if target.type.kind == "Pod" else {}
-
-
-def _crd_status(crd: dict[str, Any]) -> dict[str, Any]:
-    """What the CRD controllers write at once: names accepted, Established, stored version."""
-    spec = crd.get("spec") or {}
-    conditions = [
-        {
-            "type": kind,
-            "status": "True",
-            "reason": reason,
-            "message": message,
-            "lastTransitionTime": fields.now(),
-        }
-        for kind, reason, message in (
-            ("NamesAccepted", "NoConflicts", "no conflicts found"),
-            ("Established", "InitialNamesAccepted", "the initial names have been accepted"),
-        )
-    ]
-    stored = [v["name"] for v in spec.get("versions") or [] if v.get("storage")]
-    return {
-        "acceptedNames": spec.get("names") or {},
-        "conditions": conditions,
-        "storedVersions": stored,
-    }
 
 
 def write(store: Store, target: Target, obj: dict[str, Any], dry_run: bool) -> dict[str, Any]:

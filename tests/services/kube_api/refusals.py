@@ -13,166 +13,31 @@ asserts that the fake server refuses every case as described.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
-from typing import Any
 
-KUEUE = "kueue.x-k8s.io/v1beta2"
-QUANTITY = (  # the quantity pattern of the Kueue CRDs
-    "^(\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|"
-    "([eE](\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))))?$"
+from tests.services.kube_api.refusal_objects import (  # noqa: F401 - builders tests reuse
+    KUEUE,
+    MAX_EXEC,
+    PREFERRED,
+    PRIORITY,
+    QUANTITY,
+    QUEUE,
+    REQUIRED,
+    Refusal,
+    cluster_queue,
+    container,
+    hostname_moved,
+    job,
+    job_pod,
+    labelled_job,
+    local_queue,
+    many_flavors,
+    priority_class,
+    queue_with_groups,
+    resource,
+    resource_flavor,
+    topology,
+    with_resources,
 )
-
-
-@dataclass(frozen=True)
-class Refusal:
-    id: str
-    obj: dict[str, Any]
-    code: int
-    expect: str
-    prior: dict[str, Any] | None = None
-    apply: bool = False  # sent as server-side apply instead of a create/update
-    source: str = ""  # where the rule lives
-    query: dict[str, str] = field(default_factory=dict)
-
-
-def _resource(name: str, nominal: Any, **limits: Any) -> dict[str, Any]:
-    return {"name": name, "nominalQuota": nominal, **limits}
-
-
-def cluster_queue(**spec: Any) -> dict[str, Any]:
-    """A valid ClusterQueue (one group: cpu and nvidia.com/gpu on flavor `h100`) with `spec`."""
-    base = {
-        "namespaceSelector": {},
-        "resourceGroups": [
-            {
-                "coveredResources": ["cpu", "nvidia.com/gpu"],
-                "flavors": [
-                    {
-                        "name": "h100",
-                        "resources": [_resource("cpu", 64), _resource("nvidia.com/gpu", 8)],
-                    }
-                ],
-            }
-        ],
-    }
-    base.update(spec)
-    return {
-        "apiVersion": KUEUE,
-        "kind": "ClusterQueue",
-        "metadata": {"name": "refused"},
-        "spec": base,
-    }
-
-
-def _with_resources(
-    *resources: dict[str, Any], covered: list[str] | None = None, **spec: Any
-) -> dict[str, Any]:
-    names = covered if covered is not None else [r["name"] for r in resources]
-    group = {"coveredResources": names, "flavors": [{"name": "h100", "resources": list(resources)}]}
-    return cluster_queue(resourceGroups=[group], **spec)
-
-
-def _groups(*groups: tuple[list[str], list[str]]) -> dict[str, Any]:
-    built = [
-        {
-            "coveredResources": covered,
-            "flavors": [
-                {"name": f, "resources": [_resource(r, 1) for r in covered]} for f in flavors
-            ],
-        }
-        for covered, flavors in groups
-    ]
-    return cluster_queue(resourceGroups=built)
-
-
-def resource_flavor(**spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": KUEUE,
-        "kind": "ResourceFlavor",
-        "metadata": {"name": "refused"},
-        "spec": spec,
-    }
-
-
-def topology(levels: list[str]) -> dict[str, Any]:
-    return {
-        "apiVersion": KUEUE,
-        "kind": "Topology",
-        "metadata": {"name": "refused"},
-        "spec": {"levels": [{"nodeLabel": level} for level in levels]},
-    }
-
-
-def local_queue(cluster_queue_name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": KUEUE,
-        "kind": "LocalQueue",
-        "metadata": {"name": "refused", "namespace": "default"},
-        "spec": {"clusterQueue": cluster_queue_name},
-    }
-
-
-def priority_class(name: str, value: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "scheduling.k8s.io/v1",
-        "kind": "PriorityClass",
-        "metadata": {"name": name},
-        "value": value,
-    }
-
-
-def job(**spec: Any) -> dict[str, Any]:
-    template = {
-        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "x:1"}]}
-    }
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": "refused", "namespace": "default"},
-        "spec": {"suspend": True, "template": template, **spec},
-    }
-
-
-def labelled_job(
-    labels: dict[str, str], annotations: dict[str, str] | None = None, **spec: Any
-) -> dict[str, Any]:
-    """A Job with metadata labels and pod template annotations."""
-    made = job(**spec)
-    made["metadata"]["labels"] = labels
-    if annotations:
-        made["spec"]["template"]["metadata"] = {"annotations": annotations}
-    return made
-
-
-_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
-_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
-_QUEUE = "kueue.x-k8s.io/queue-name"
-_MAX_EXEC = "kueue.x-k8s.io/max-exec-time-seconds"
-_PRIORITY = "kueue.x-k8s.io/priority-class"
-
-
-def job_pod(**pod: Any) -> dict[str, Any]:
-    """A Job whose pod template spec has `pod` merged in."""
-    made = job()
-    made["spec"]["template"]["spec"].update(pod)
-    return made
-
-
-def _container(**resources: Any) -> list[dict[str, Any]]:
-    return [{"name": "main", "image": "x:1", "resources": resources}]
-
-
-def _many_flavors(count: int) -> dict[str, Any]:
-    group = {
-        "coveredResources": ["cpu"],
-        "flavors": [{"name": f"f{i}", "resources": [_resource("cpu", 1)]} for i in range(count)],
-    }
-    return cluster_queue(resourceGroups=[group])
-
-
-def _hostname_moved() -> dict[str, Any]:
-    return topology(["kubernetes.io/hostname", "cloud.google.com/gce-topology-block"])
-
 
 _CRD, _CEL, _WEBHOOK, _BUILTIN = (
     "Kueue CRD schema",
@@ -186,41 +51,41 @@ _TOLERATIONS = [{"key": f"k{i}", "operator": "Exists", "effect": "NoSchedule"} f
 CASES: list[Refusal] = [
     Refusal(
         "cq-nominal-quota-not-a-quantity",
-        _with_resources(_resource("cpu", "lots")),
+        with_resources(resource("cpu", "lots")),
         422,
         f"in body should match '{QUANTITY}'",
         source=_CRD,
     ),
     Refusal(
         "cq-nominal-quota-beyond-int64",
-        _with_resources(_resource("cpu", 2**63)),
+        with_resources(resource("cpu", 2**63)),
         422,
         "must be of type integer-or-string",
         source=_CRD,
     ),
     Refusal(
         "cq-duplicate-flavor",
-        _groups((["cpu"], ["h100", "h100"])),
+        queue_with_groups((["cpu"], ["h100", "h100"])),
         422,
         'Duplicate value: map[string]interface {}{"name":"h100"}',
         source=_CRD,
     ),
     Refusal(
         "cq-duplicate-resource-in-flavor",
-        _with_resources(_resource("cpu", 1), _resource("cpu", 2), covered=["cpu", "memory"]),
+        with_resources(resource("cpu", 1), resource("cpu", 2), covered=["cpu", "memory"]),
         422,
         'Duplicate value: map[string]interface {}{"name":"cpu"}',
         source=_CRD,
     ),
     Refusal(
         "cq-flavor-resources-count-mismatch",
-        _with_resources(_resource("cpu", 1), covered=["cpu", "memory"]),
+        with_resources(resource("cpu", 1), covered=["cpu", "memory"]),
         422,
         "flavors must have the same number of resources as the coveredResources",
         source=_CEL,
     ),
     Refusal(
-        "cq-more-than-64-flavors", _many_flavors(65), 422, "must have at most 64 items", source=_CRD
+        "cq-more-than-64-flavors", many_flavors(65), 422, "must have at most 64 items", source=_CRD
     ),
     Refusal(
         "cq-more-than-16-resource-groups",
@@ -228,7 +93,7 @@ CASES: list[Refusal] = [
             resourceGroups=[
                 {
                     "coveredResources": [f"r{i}"],
-                    "flavors": [{"name": f"f{i}", "resources": [_resource(f"r{i}", 1)]}],
+                    "flavors": [{"name": f"f{i}", "resources": [resource(f"r{i}", 1)]}],
                 }
                 for i in range(17)
             ]
@@ -239,7 +104,7 @@ CASES: list[Refusal] = [
     ),
     Refusal(
         "cq-invalid-flavor-name",
-        _groups((["cpu"], ["H100"])),
+        queue_with_groups((["cpu"], ["H100"])),
         422,
         "spec.resourceGroups[0].flavors[0].name in body should match",
         source=_CRD,
@@ -260,7 +125,7 @@ CASES: list[Refusal] = [
     ),
     Refusal(
         "cq-borrowing-limit-without-cohort",
-        _with_resources(_resource("cpu", 4, borrowingLimit=2)),
+        with_resources(resource("cpu", 4, borrowingLimit=2)),
         422,
         "borrowingLimit must be nil when cohort is empty",
         source=_CEL,
@@ -292,49 +157,49 @@ CASES: list[Refusal] = [
     ),
     Refusal(
         "cq-lending-limit-without-cohort",
-        _with_resources(_resource("cpu", 4, lendingLimit=2)),
+        with_resources(resource("cpu", 4, lendingLimit=2)),
         403,
         'resources[0].lendingLimit: Invalid value: "2": must be nil when cohort is empty',
         source=_WEBHOOK,
     ),
     Refusal(
         "cq-lending-limit-over-nominal",
-        _with_resources(_resource("cpu", 4, lendingLimit=6), cohortName="c"),
+        with_resources(resource("cpu", 4, lendingLimit=6), cohortName="c"),
         403,
         "must be less than or equal to the nominalQuota",
         source=_WEBHOOK,
     ),
     Refusal(
         "cq-negative-nominal-quota",
-        _with_resources(_resource("cpu", "-1")),
+        with_resources(resource("cpu", "-1")),
         403,
         'nominalQuota: Invalid value: "-1": must be greater than or equal to 0',
         source=_WEBHOOK,
     ),
     Refusal(
         "cq-resource-order-mismatch",
-        _with_resources(_resource("memory", 1), _resource("cpu", 1), covered=["cpu", "memory"]),
+        with_resources(resource("memory", 1), resource("cpu", 1), covered=["cpu", "memory"]),
         403,
         "must match the name in coveredResources",
         source=_WEBHOOK,
     ),
     Refusal(
         "cq-resource-in-two-groups",
-        _groups((["cpu"], ["a"]), (["cpu"], ["b"])),
+        queue_with_groups((["cpu"], ["a"]), (["cpu"], ["b"])),
         403,
         'spec.resourceGroups[1].coveredResources[0]: Duplicate value: "cpu"',
         source=_WEBHOOK,
     ),
     Refusal(
         "cq-flavor-in-two-groups",
-        _groups((["cpu"], ["a"]), (["memory"], ["a"])),
+        queue_with_groups((["cpu"], ["a"]), (["memory"], ["a"])),
         403,
         'spec.resourceGroups[1].flavors[0].name: Duplicate value: "a"',
         source=_WEBHOOK,
     ),
     Refusal(
         "cq-invalid-resource-name",
-        _with_resources(_resource("nvidia gpu", 1)),
+        with_resources(resource("nvidia gpu", 1)),
         403,
         'coveredResources[0]: Invalid value: "nvidia gpu"',
         source=_WEBHOOK,
@@ -429,7 +294,7 @@ CASES: list[Refusal] = [
     ),
     Refusal(
         "topology-hostname-not-lowest",
-        _hostname_moved(),
+        hostname_moved(),
         422,
         "the kubernetes.io/hostname label can only be used at the lowest level of topology",
         source=_CEL,
@@ -480,7 +345,7 @@ CASES: list[Refusal] = [
     ),
     Refusal(
         "job-invalid-queue-name",
-        labelled_job({_QUEUE: "Team_Queue"}),
+        labelled_job({QUEUE: "Team_Queue"}),
         403,
         'admission webhook "vjob.kb.io" denied the request: '
         'metadata.labels[kueue.x-k8s.io/queue-name]: Invalid value: "Team_Queue"',
@@ -488,7 +353,7 @@ CASES: list[Refusal] = [
     ),
     Refusal(
         "job-max-exec-time-not-positive",
-        labelled_job({_QUEUE: "q", _MAX_EXEC: "0"}),
+        labelled_job({QUEUE: "q", MAX_EXEC: "0"}),
         403,
         "metadata.labels[kueue.x-k8s.io/max-exec-time-seconds]: Invalid value: 0: "
         "should be greater than 0",
@@ -496,36 +361,36 @@ CASES: list[Refusal] = [
     ),
     Refusal(
         "job-max-exec-time-not-a-number",
-        labelled_job({_QUEUE: "q", _MAX_EXEC: "1h"}),
+        labelled_job({QUEUE: "q", MAX_EXEC: "1h"}),
         403,
         'strconv.Atoi: parsing "1h": invalid syntax',
         source=_WEBHOOK,
     ),
     Refusal(
         "job-two-topology-annotations",
-        labelled_job({_QUEUE: "q"}, {_REQUIRED: "kubernetes.io/hostname", _PREFERRED: "rack"}),
+        labelled_job({QUEUE: "q"}, {REQUIRED: "kubernetes.io/hostname", PREFERRED: "rack"}),
         403,
         "must not contain more than one topology annotation",
         source=_WEBHOOK,
     ),
     Refusal(
         "job-topology-level-not-a-label",
-        labelled_job({_QUEUE: "q"}, {_REQUIRED: "rack level"}),
+        labelled_job({QUEUE: "q"}, {REQUIRED: "rack level"}),
         403,
         "spec.template.metadata.annotations[kueue.x-k8s.io/podset-required-topology]",
         source=_WEBHOOK,
     ),
     Refusal(
         "job-priority-class-label-changed",
-        labelled_job({_QUEUE: "q", _PRIORITY: "high"}),
+        labelled_job({QUEUE: "q", PRIORITY: "high"}),
         403,
         'metadata.labels[kueue.x-k8s.io/priority-class]: Invalid value: "high": field is immutable',
-        prior=labelled_job({_QUEUE: "q", _PRIORITY: "low"}),
+        prior=labelled_job({QUEUE: "q", PRIORITY: "low"}),
         source=_WEBHOOK,
     ),
     Refusal(
         "job-queue-name-changed-while-running",
-        labelled_job({_QUEUE: "q"}, suspend=False),
+        labelled_job({QUEUE: "q"}, suspend=False),
         403,
         'metadata.labels[kueue.x-k8s.io/queue-name]: Invalid value: "q": field is immutable',
         prior=labelled_job({}, suspend=False),
@@ -565,21 +430,21 @@ CASES: list[Refusal] = [
     ),
     Refusal(
         "job-unqualified-extended-resource",
-        job_pod(containers=_container(limits={"gpu": "1"})),
+        job_pod(containers=container(limits={"gpu": "1"})),
         422,
         'Invalid value: "gpu": must be a standard resource type or fully qualified',
         source=_BUILTIN,
     ),
     Refusal(
         "job-gpu-request-without-limit",
-        job_pod(containers=_container(requests={"nvidia.com/gpu": "1"})),
+        job_pod(containers=container(requests={"nvidia.com/gpu": "1"})),
         422,
         "Limit must be set for non overcommitable resources",
         source=_BUILTIN,
     ),
     Refusal(
         "job-request-over-limit",
-        job_pod(containers=_container(requests={"cpu": "4"}, limits={"cpu": "2"})),
+        job_pod(containers=container(requests={"cpu": "4"}, limits={"cpu": "2"})),
         422,
         "must be less than or equal to cpu limit of 2",
         source=_BUILTIN,
