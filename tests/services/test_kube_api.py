@@ -309,9 +309,9 @@ def test_server_side_apply_creates_then_updates(custom: client.CustomObjectsApi)
         _content_type="application/apply-patch+yaml",
     )
     assert plain is None
-    assert custom.get_cluster_custom_object(KUEUE, V, "clusterqueues", other)["spec"] == {
-        "namespaceSelector": {}
-    }
+    stored = custom.get_cluster_custom_object(KUEUE, V, "clusterqueues", other)["spec"]
+    assert stored["namespaceSelector"] == {} and "cohortName" not in stored
+    assert stored["queueingStrategy"] == "BestEffortFIFO"  # the CRD's default, filled in
     updated, code, _ = custom.patch_cluster_custom_object_with_http_info(
         KUEUE,
         V,
@@ -415,11 +415,11 @@ def test_apply_removes_fields_the_manager_stopped_applying(
     custom: client.CustomObjectsApi,
 ) -> None:
     name = unique("cq")
-    apply_cq(custom, cluster_queue(name, cohortName="a", queueingStrategy="BestEffortFIFO"), "mgr")
-    applied = apply_cq(custom, cluster_queue(name, cohortName="a"), "mgr")
-    assert "queueingStrategy" not in applied["spec"]
+    apply_cq(custom, cluster_queue(name, cohortName="a", queueingStrategy="StrictFIFO"), "mgr")
+    applied = apply_cq(custom, cluster_queue(name, queueingStrategy="StrictFIFO"), "mgr")
+    assert "cohortName" not in applied["spec"]
     assert applied["metadata"]["generation"] == 2
-    again = apply_cq(custom, cluster_queue(name, cohortName="a"), "mgr")
+    again = apply_cq(custom, cluster_queue(name, queueingStrategy="StrictFIFO"), "mgr")
     assert again["metadata"]["resourceVersion"] == applied["metadata"]["resourceVersion"]
 
 
@@ -560,7 +560,8 @@ def test_deprecated_version_serves_the_same_object_with_a_warning(
         KUEUE, "v1beta1", "clusterqueues", name
     )
     assert old["apiVersion"] == f"{KUEUE}/v1beta1"
-    assert old["spec"] == {"namespaceSelector": {}}
+    assert old["spec"] == custom.get_cluster_custom_object(KUEUE, V, "clusterqueues", name)["spec"]
+    assert old["spec"]["namespaceSelector"] == {}
     assert "deprecated" in headers["Warning"]
 
 
@@ -1091,7 +1092,7 @@ def test_injected_faults_answer_the_real_status_and_retry_after(tmp_path: Path) 
 def test_schema_mode_prunes_unknown_fields_or_refuses_them_when_strict(tmp_path: Path) -> None:
     from tests.services.kube_api import start_kube_api
 
-    server = start_kube_api(tmp_path, schema=True)
+    server = start_kube_api(tmp_path, defaults=False, schema=True)
     try:
         with client.ApiClient(server.configuration()) as api:
             objects = client.CustomObjectsApi(api)
@@ -1358,7 +1359,8 @@ def test_no_request_body_makes_the_server_fail_with_500(
             status, data = answer.status, answer.read()
     except urllib.error.HTTPError as error:
         status, data = error.code, error.read()
-    assert status < 500, data
+    undeclared = b"field not declared in schema" in data and "apply" in content_type
+    assert status < 500 or (status == 500 and undeclared), data  # the real server's 500
 
 
 def test_schema_mode_keeps_a_job_template_immutable_except_while_suspended(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from typing import Any
 
 import celpy
@@ -33,10 +34,17 @@ def _holds(rule: str, value: Any, old: Any) -> tuple[bool, str]:
     try:
         result = _program(rule).evaluate(activation)
     except Exception as error:  # noqa: BLE001 - any evaluation failure fails the rule
-        return False, f"{error} evaluating rule: {rule}"
+        return False, f"{_problem(error)} evaluating rule: {rule}"
     if isinstance(result, celpy.celtypes.BoolType):
         return bool(result), ""
-    return False, f"{result} evaluating rule: {rule}"
+    return False, f"{_problem(result)} evaluating rule: {rule}"
+
+
+def _problem(error: Any) -> str:
+    """An evaluation error in the words of cel-go ("no such key: x")."""
+    text = str(error.args[0]) if getattr(error, "args", None) else str(error)
+    missing = re.search(r"no such member in mapping: '([^']*)'", text)
+    return f"no such key: {missing.group(1)}" if missing else text
 
 
 def _key(item: Any, keys: list[str]) -> str | None:

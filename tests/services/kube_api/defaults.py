@@ -10,7 +10,9 @@ what it wants with what it reads must cope with them. With defaulting on:
   generated selector and controller-uid/job-name labels; their pod templates (and Pods) get
   the common pod and container defaults (dnsPolicy, restartPolicy, schedulerName,
   terminationGracePeriodSeconds, securityContext, terminationMessage*, imagePullPolicy,
-  port protocol). Other built-in defaults are not applied (gap).
+  port protocol); Services get type ClusterIP, an allocated clusterIP (10.96.x.y, kept
+  "None" for a headless Service), sessionAffinity, IP families, port protocol and
+  targetPort. Other built-in defaults are not applied (gap).
 """
 
 from __future__ import annotations
@@ -99,6 +101,23 @@ def job_defaults(job: dict[str, Any], creating: bool) -> None:
         metadata["labels"] = copy.deepcopy(template_labels)
 
 
+def service_defaults(service: dict[str, Any], cluster_ip: str) -> None:
+    """What the Service strategy and SetDefaults_Service add; `cluster_ip` is allocated
+    for a Service that asks for none (a headless one keeps clusterIP "None")."""
+    spec = service.setdefault("spec", {})
+    spec.setdefault("type", "ClusterIP")
+    spec.setdefault("sessionAffinity", "None")
+    spec.setdefault("internalTrafficPolicy", "Cluster")
+    if spec["type"] != "ExternalName":
+        spec.setdefault("clusterIP", cluster_ip)
+        spec.setdefault("clusterIPs", [spec["clusterIP"]])
+        spec.setdefault("ipFamilies", ["IPv4"])
+        spec.setdefault("ipFamilyPolicy", "SingleStack")
+    for port in spec.get("ports") or []:
+        port.setdefault("protocol", "TCP")
+        port.setdefault("targetPort", port.get("port"))
+
+
 def apply_defaults(
     resource: ResourceType, version: str, obj: dict[str, Any], creating: bool
 ) -> None:
@@ -109,3 +128,7 @@ def apply_defaults(
         job_defaults(obj, creating)
     elif resource.kind == "Pod":
         pod_spec_defaults(obj.setdefault("spec", {}))
+    elif resource.kind == "Service" and not resource.group:
+        uid = obj["metadata"].get("uid", "")
+        digest = int(uid.replace("-", "")[:8] or "0", 16)
+        service_defaults(obj, f"10.96.{digest >> 8 & 255}.{digest & 255 or 1}")

@@ -1,8 +1,10 @@
 """The delete verbs: one object, or a collection filtered by selectors.
 
 Objects with finalizers are only marked (deletionTimestamp) and stay until an update empties
-their finalizers. Deleting a Namespace deletes every object in it, deleting a CRD every
-object of its kind (at once: there is no namespace controller to wait for). Preconditions
+their finalizers; deleting one again changes nothing. Deleting a Namespace deletes every
+object in it at once, but objects with finalizers are only marked and hold the namespace
+Terminating (creates in it answer 403) until the last is gone (`sweep_namespaces`, run
+after every write). Deleting a CRD deletes every object of its kind. Preconditions
 (uid, resourceVersion) and `dryRun` are honoured; `propagationPolicy` is checked and ignored.
 """
 
@@ -53,6 +55,10 @@ def delete(store: Store, target: Target, query: Query, body: Any) -> dict[str, A
                     f"precondition: {preconditions[key]}, {key} in object meta: "
                     f"{old['metadata'].get(key)}",
                 )
+        if old["metadata"].get("deletionTimestamp") and (
+            old["metadata"].get("finalizers") or target.type is NAMESPACE_TYPE
+        ):
+            return present(target, old)  # already terminating: nothing changes
         gone = copy.deepcopy(old)
         gone["metadata"].setdefault("deletionTimestamp", fields.now())
         if target.type is NAMESPACE_TYPE:
@@ -61,8 +67,8 @@ def delete(store: Store, target: Target, query: Query, body: Any) -> dict[str, A
             gone["metadata"]["deletionGracePeriodSeconds"] = 0
             return write(store, target, gone, dry_run)
         if not dry_run:
-            if target.type is NAMESPACE_TYPE:
-                store.drop_namespace(target.name or "")
+            if target.type is NAMESPACE_TYPE and _empty_namespace(store, target.name or ""):
+                return write(store, target, gone, dry_run)  # Terminating until they are gone
             if target.type is CRD_TYPE:
                 store.drop_resource(old["spec"]["group"], old["spec"]["names"]["plural"])
             removed = store.remove(group, plural, namespace, target.name or "")
@@ -79,6 +85,44 @@ def delete(store: Store, target: Target, query: Query, body: Any) -> dict[str, A
         "status": "Success",
         "details": details,
     }
+
+
+def _empty_namespace(store: Store, namespace: str) -> bool:
+    """What the namespace controller does: delete every object in the namespace (objects
+    with finalizers are only marked); False when some remain and the namespace must wait."""
+    held = False
+    for group, plural, where, name in sorted(store.keys()):
+        if where != namespace:
+            continue
+        found = store.get(group, plural, where, name)
+        if found is None:
+            continue
+        if not found["metadata"].get("finalizers"):
+            store.remove(group, plural, where, name)
+            continue
+        held = True
+        if not found["metadata"].get("deletionTimestamp"):
+            found["metadata"]["deletionTimestamp"] = fields.now()
+            found["metadata"]["deletionGracePeriodSeconds"] = 0
+            found["metadata"]["resourceVersion"] = store.next_revision()
+            store.put(group, plural, found)
+    return held
+
+
+def sweep_namespaces(store: Store) -> None:
+    """Remove Terminating namespaces whose last object is gone (the namespace controller)."""
+    with store.lock:
+        waiting = [
+            n["metadata"]["name"]
+            for n in store.peek("", "namespaces", "")
+            if n["metadata"].get("deletionTimestamp")
+        ]
+        if not waiting:
+            return
+        occupied = {key[2] for key in store.keys()}
+        for name in waiting:
+            if name not in occupied:
+                store.remove("", "namespaces", "", name)
 
 
 def delete_collection(store: Store, target: Target, query: Query, body: Any) -> dict[str, Any]:

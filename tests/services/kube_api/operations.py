@@ -22,13 +22,25 @@ from typing import Any
 
 import yaml
 
-from tests.services.kube_api import errors, fields, schemas
+from tests.services.kube_api import (
+    admission,
+    errors,
+    fields,
+    kueue_webhooks,
+    podspec,
+    schemas,
+)
 from tests.services.kube_api.defaults import apply_defaults
 from tests.services.kube_api.patch import json_patch, merge_patch, strategic_merge_patch
-from tests.services.kube_api.resources import CRD_TYPE, NAMESPACE_TYPE
+from tests.services.kube_api.resources import CRD_TYPE, NAMESPACE_TYPE, crd_status
 from tests.services.kube_api.store import Store
 from tests.services.kube_api.target import Query, Target, present
-from tests.services.kube_api.validation import check_name, check_update, validate
+from tests.services.kube_api.validation import (
+    check_name,
+    check_update,
+    no_new_finalizers,
+    validate,
+)
 
 
 def is_dry_run(query: Query, body: dict[str, Any] | None = None) -> bool:
@@ -106,8 +118,19 @@ def _check_body(target: Target, body: Any, name: str | None) -> dict[str, Any]:
 
 
 def _require_namespace(store: Store, target: Target) -> None:
-    if target.type.namespaced and store.get("", "namespaces", "", target.namespace or "") is None:
+    if not target.type.namespaced:
+        return
+    found = store.get("", "namespaces", "", target.namespace or "")
+    if found is None:
         raise errors.not_found("", "namespaces", target.namespace or "")
+    if found["metadata"].get("deletionTimestamp"):
+        raise errors.ApiError(
+            403,
+            "Forbidden",
+            f"unable to create new content in namespace {target.namespace} because it is "
+            f"being terminated",
+            {"name": target.namespace, "kind": "namespaces"},
+        )
 
 
 def _prepare_create(target: Target, obj: dict[str, Any]) -> None:
@@ -133,33 +156,9 @@ def _prepare_create(target: Target, obj: dict[str, Any]) -> None:
         obj["spec"] = {"finalizers": ["kubernetes"]}
         obj["status"] = {"phase": "Active"}
     elif target.type is CRD_TYPE:
-        obj["status"] = _crd_status(obj)
+        obj["status"] = crd_status(obj)
     elif not target.type.custom and target.type.status_subresource:
         obj["status"] = {"phase": "Pending"} if target.type.kind == "Pod" else {}
-
-
-def _crd_status(crd: dict[str, Any]) -> dict[str, Any]:
-    """What the CRD controllers write at once: names accepted, Established, stored version."""
-    spec = crd.get("spec") or {}
-    conditions = [
-        {
-            "type": kind,
-            "status": "True",
-            "reason": reason,
-            "message": message,
-            "lastTransitionTime": fields.now(),
-        }
-        for kind, reason, message in (
-            ("NamesAccepted", "NoConflicts", "no conflicts found"),
-            ("Established", "InitialNamesAccepted", "the initial names have been accepted"),
-        )
-    ]
-    stored = [v["name"] for v in spec.get("versions") or [] if v.get("storage")]
-    return {
-        "acceptedNames": spec.get("names") or {},
-        "conditions": conditions,
-        "storedVersions": stored,
-    }
 
 
 def write(store: Store, target: Target, obj: dict[str, Any], dry_run: bool) -> dict[str, Any]:
@@ -197,11 +196,15 @@ def create(store: Store, target: Target, body: Any, query: Query, agent: str) ->
         ):
             raise errors.already_exists(target.type.group, target.type.plural, metadata["name"])
         _prepare_create(target, obj)
+        kueue_webhooks.mutate(store, target, obj)
         validate(target.type, obj)
         if store.defaults:
             apply_defaults(target.type, target.version, obj, creating=True)
         if store.schema:
             schemas.validate(target.type, target.version, obj)
+            podspec.validate(target.type, obj)
+            kueue_webhooks.check(store, target, obj)
+        admission.admit(store, target, obj)
         metadata["managedFields"] = fields.record_update(
             None,
             obj,
@@ -237,11 +240,15 @@ def _finish_update(
         else:
             new.pop("status", None)
     validate(target.type, new)
+    no_new_finalizers(target.type, old, new)
     if store.defaults:
         apply_defaults(target.type, target.version, new, creating=False)
     if store.schema:
         schemas.validate(target.type, target.version, new, old)
+        podspec.validate(target.type, new)
         check_update(target.type, old, new)
+        if target.subresource != "status":
+            kueue_webhooks.check(store, target, new, old)
     metadata = new["metadata"]
     for key in (
         "uid",
@@ -412,7 +419,7 @@ def _apply(
         )
     applied = _check_body(target, body, target.name)
     if store.schema:
-        schemas.prune(target.type, target.version, applied, query)
+        schemas.refuse_undeclared(target.type, target.version, applied)
     if applied["metadata"].get("managedFields"):
         raise errors.bad_request("metadata.managedFields must be nil")
     with store.lock:
@@ -426,11 +433,15 @@ def _apply(
             _require_namespace(store, target)
             obj = copy.deepcopy(applied)  # defaults and server fields stay out of `config`
             _prepare_create(target, obj)
+            kueue_webhooks.mutate(store, target, obj)
             validate(target.type, obj)
             if store.defaults:
                 apply_defaults(target.type, target.version, obj, creating=True)
             if store.schema:
                 schemas.validate(target.type, target.version, obj)
+                podspec.validate(target.type, obj)
+                kueue_webhooks.check(store, target, obj)
+            admission.admit(store, target, obj)
             skip = {"status"} if target.type.status_subresource else set()
             config = {k: v for k, v in applied.items() if k not in skip}
             _, managed = fields.apply(

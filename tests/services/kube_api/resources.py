@@ -1,11 +1,12 @@
 """The kinds the fake API server serves: a few built-ins and every CustomResourceDefinition.
 
-Built-ins (core v1 Namespace, ResourceQuota, Pod; batch/v1 Job; scheduling.k8s.io/v1
+Built-ins (core v1 Namespace, ResourceQuota, Pod, Service; batch/v1 Job; scheduling.k8s.io/v1
 PriorityClass; apiextensions.k8s.io/v1 CustomResourceDefinition) are listed here. Custom kinds
 are not: `catalog()` derives them from the CRD objects in the store, which `start_kube_api`
 seeds from tests/reference/kueue-crds/*.yaml, so group, versions, plural, kind, scope and the
 status subresource come from the CRD files (and a CRD created or deleted through the API
-appears in or disappears from discovery, as on a real server).
+appears in or disappears from discovery, as on a real server). `crd_status` is the status
+the CRD controllers give a new CRD at once (names accepted, Established).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from tests.services.kube_api import fields
 
 CRD_FOLDER = Path(__file__).resolve().parents[2] / "reference" / "kueue-crds"
 VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
@@ -92,6 +95,17 @@ BUILTINS: tuple[ResourceType, ...] = (
         "", ("v1",), "configmaps", "configmap", "ConfigMap", True, False, short_names=("cm",)
     ),
     ResourceType("", ("v1",), "secrets", "secret", "Secret", True, False),
+    ResourceType(
+        "",
+        ("v1",),
+        "services",
+        "service",
+        "Service",
+        True,
+        True,
+        short_names=("svc",),
+        categories=("all",),
+    ),
     ResourceType("", ("v1",), "nodes", "node", "Node", False, True, short_names=("no",)),
     ResourceType(
         "batch", ("v1",), "jobs", "job", "Job", True, True, categories=("all",), generation=True
@@ -212,3 +226,27 @@ class Catalog:
 
 def build_catalog(crds: Iterable[dict[str, Any]]) -> Catalog:
     return Catalog([*BUILTINS, *(from_crd(crd) for crd in crds)])
+
+
+def crd_status(crd: dict[str, Any]) -> dict[str, Any]:
+    """What the CRD controllers write at once: names accepted, Established, stored version."""
+    spec = crd.get("spec") or {}
+    conditions = [
+        {
+            "type": kind,
+            "status": "True",
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": fields.now(),
+        }
+        for kind, reason, message in (
+            ("NamesAccepted", "NoConflicts", "no conflicts found"),
+            ("Established", "InitialNamesAccepted", "the initial names have been accepted"),
+        )
+    ]
+    stored = [v["name"] for v in spec.get("versions") or [] if v.get("storage")]
+    return {
+        "acceptedNames": spec.get("names") or {},
+        "conditions": conditions,
+        "storedVersions": stored,
+    }

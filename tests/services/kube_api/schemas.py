@@ -10,13 +10,19 @@ handling by `fieldValidation`, and OpenAPI validation, as the apiextensions serv
 - Validation: type (with `nullable` and `x-kubernetes-int-or-string`), enum, required,
   minimum/maximum, minLength/maxLength, pattern, minItems/maxItems, minProperties/
   maxProperties; then, if those pass, the CEL rules (`x-kubernetes-validations`, see
-  cel.py). Failures are one 422 Invalid listing every cause. Formats and list uniqueness
-  are not checked (gaps).
+  cel.py). Failures are one 422 Invalid listing every cause. Strings of
+  `x-kubernetes-int-or-string` fields still meet their `pattern` (the quantity syntax:
+  `nominalQuota: "lots"` is refused). Integers beyond int64 are refused as the real server
+  refuses them (JSON decoding makes them floats). `x-kubernetes-list-type: set` lists may
+  not hold an item twice and `map` lists not two items with the same keys
+  (`Duplicate value: map[string]interface {}{"name":"x"}`). Formats are not checked: the
+  apiextensions validator does not bound `format: int32` integers either.
 Warnings of the request being served are collected per thread (`begin`/`end`).
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import threading
@@ -92,6 +98,26 @@ def prune(resource: ResourceType, version: str, obj: dict[str, Any], query: dict
             _warn(f'unknown field "{field}"')
 
 
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def refuse_undeclared(resource: ResourceType, version: str, obj: dict[str, Any]) -> None:
+    """Server-side apply of a field the schema does not declare: the real server fails to
+    build the typed patch and answers 500, whatever `fieldValidation` says."""
+    schema = resource.schema(version)
+    if not resource.custom or not schema:
+        return
+    unknown: list[str] = []
+    _prune(copy.deepcopy(obj), schema, "", unknown, root=True)
+    if unknown:
+        raise ApiError(
+            500,
+            "InternalError",
+            f"failed to create typed patch object ({resource.group}/{version}, "
+            f"Kind={resource.kind}): .{unknown[0]}: field not declared in schema",
+        )
+
+
 _TYPES = {
     "object": lambda v: isinstance(v, dict),
     "array": lambda v: isinstance(v, list),
@@ -104,6 +130,54 @@ _TYPES = {
 
 def _quote(value: Any) -> str:
     return json.dumps(value) if isinstance(value, str) else json.dumps(value)
+
+
+def _go_value(value: Any) -> str:
+    """A value the way Go's field errors print it (%q for strings, %#v for maps)."""
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, dict):
+        inner = ", ".join(f"{json.dumps(k)}:{_go_value(v)}" for k, v in sorted(value.items()))
+        return "map[string]interface {}{" + inner + "}"
+    return json.dumps(value)
+
+
+def _check_unique(
+    value: list[Any], schema: dict[str, Any], path: str, causes: list[dict[str, str]]
+) -> None:
+    """x-kubernetes-list-type set: no item twice; map: no two items with the same keys."""
+    list_type = schema.get("x-kubernetes-list-type")
+    if list_type not in ("set", "map") or len(value) < 2:
+        return
+    keys: list[Any] = []
+    for item in value:
+        if list_type == "set":
+            keys.append(item)
+        elif isinstance(item, dict):
+            names = schema.get("x-kubernetes-list-map-keys") or []
+            keys.append({k: item[k] for k in names if k in item})
+        else:
+            causes.append(
+                {
+                    "reason": "FieldValueInvalid",
+                    "message": f"Invalid value: {_go_value(item)}: "
+                    "must be an object for an array of list-type map",
+                    "field": f"{path}[{len(keys)}]",
+                }
+            )
+            return
+    seen: dict[str, int] = {}
+    for index, key in enumerate(keys):
+        text = json.dumps(key, sort_keys=True)
+        seen[text] = seen.get(text, 0) + 1
+        if seen[text] == 2:  # the real server reports the second appearance only
+            causes.append(
+                {
+                    "reason": "FieldValueDuplicate",
+                    "message": f"Duplicate value: {_go_value(key)}",
+                    "field": f"{path}[{index}]",
+                }
+            )
 
 
 def _check(value: Any, schema: dict[str, Any], path: str, causes: list[dict[str, str]]) -> None:
@@ -125,6 +199,20 @@ def _check(value: Any, schema: dict[str, Any], path: str, causes: list[dict[str,
                 "FieldValueInvalid",
                 f"Invalid value: {_quote(value)}: {path} in body must be of type integer-or-string",
             )
+            return
+        if _TYPES["integer"](value) and not INT64_MIN <= value <= INT64_MAX:
+            fail(
+                "FieldValueInvalid",
+                f'Invalid value: "number": {path} in body must be of type integer-or-string',
+            )
+            return
+        kind = None  # the string rules below (the quantity pattern) still apply to strings
+    if kind == "integer" and _TYPES["integer"](value) and not INT64_MIN <= value <= INT64_MAX:
+        # JSON decoding turns such a number into a float64, which no integer schema accepts
+        fail(
+            "FieldValueTypeInvalid",
+            f'Invalid value: "number": {path} in body must be of type integer: "number"',
+        )
         return
     if kind in _TYPES and not _TYPES[kind](value):
         found = {
@@ -186,6 +274,7 @@ def _check(value: Any, schema: dict[str, Any], path: str, causes: list[dict[str,
                 f"Invalid value: {len(value)}: {path} in body should "
                 f"have at least {schema['minItems']} items",
             )
+        _check_unique(value, schema, path, causes)
         if isinstance(schema.get("items"), dict):
             for index, item in enumerate(value):
                 _check(item, schema["items"], f"{path}[{index}]", causes)

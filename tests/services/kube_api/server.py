@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from tests.services.kube_api import (
+    admission,
     deletion,
     discovery,
     errors,
@@ -33,6 +34,7 @@ from tests.services.kube_api import (
 )
 from tests.services.kube_api.errors import ApiError
 from tests.services.kube_api.faults import Fault, Faults
+from tests.services.kube_api.kueue import KueueController
 from tests.services.kube_api.resources import CRD_TYPE, Catalog, build_catalog
 from tests.services.kube_api.seeding import seed
 from tests.services.kube_api.store import Store
@@ -58,15 +60,22 @@ class KubeAPI:
     """A running fake API server: its URL, store, request log, and client configuration."""
 
     def __init__(
-        self, folder: Path, crd_folder: Path | None, defaults: bool = False, schema: bool = False
+        self,
+        folder: Path,
+        crd_folder: Path | None,
+        defaults: bool = True,
+        schema: bool = True,
+        crd_versions: tuple[str, ...] | None = None,
     ) -> None:
         self.crd_folder = crd_folder
+        self.crd_versions = crd_versions
         self.faults = Faults()
         self.pod_logs = logs.PodLogs()
         self.store = Store()
         self.store.defaults, self.store.schema = defaults, schema
-        seed(self.store, crd_folder)
+        seed(self.store, crd_folder, crd_versions)
         self.stopping = threading.Event()  # ends open watches
+        self.kueue = KueueController(self)  # off until a test starts it (kueue.py)
         self.folder = folder
         self._catalog: tuple[tuple[int, int], Catalog] | None = None
         self._log: list[RequestRecord] = []
@@ -95,7 +104,7 @@ class KubeAPI:
         """Forget every object, event and fault; seed the system namespaces and CRDs again."""
         store = Store()
         store.defaults, store.schema = self.store.defaults, self.store.schema
-        seed(store, self.crd_folder)
+        seed(store, self.crd_folder, self.crd_versions)
         self.store = store
         self.faults.clear()
         self.pod_logs.clear()
@@ -263,6 +272,11 @@ class Handler(BaseHTTPRequestHandler):
                 )
             schemas.begin()
             code, body = self._route(method, parsed.path, query, raw, content_type, headers)
+            if method != "GET" and code < 400:
+                if self.api.kueue.running:
+                    self.api.kueue.reconcile(after_write=True)  # what Kueue does next
+                deletion.sweep_namespaces(self.api.store)  # the namespace controller
+                admission.refresh(self.api.store)  # the quota controller's status.used
         except ApiError as error:
             code, body = error.code, error.status()
         except Exception as error:  # noqa: BLE001 - a bug answers 500 like a real server would
@@ -274,7 +288,7 @@ class Handler(BaseHTTPRequestHandler):
                     f"Internal error occurred: {type(error).__name__}: {error}",
                 ).status(),
             )
-        warnings = ['299 - "' + w.replace('"', '\\"') + '"' for w in schemas.end()]
+        warnings = [_warning_header(w) for w in schemas.end()]
         if warnings:
             headers["Warning"] = ", ".join(filter(None, [headers.get("Warning"), *warnings]))
         if fault is not None:  # carried out; now lose the answer
@@ -439,6 +453,13 @@ class Handler(BaseHTTPRequestHandler):
         if method == "DELETE" and not target.subresource:
             return 200, deletion.delete(store, target, query, _decode_optional(raw, content_type))
         raise errors.method_not_allowed()
+
+
+def _warning_header(text: str) -> str:
+    """A `Warning: 299 - "..."` value; header values are Latin-1, so other characters are
+    escaped (a field named in a warning may be any JSON string)."""
+    quoted = text.replace("\\", "\\\\").replace('"', '\\"')
+    return '299 - "' + quoted.encode("ascii", "backslashreplace").decode("ascii") + '"'
 
 
 def _decode(raw: bytes, content_type: str) -> Any:

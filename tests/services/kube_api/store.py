@@ -41,6 +41,8 @@ class Store:
         self.defaults = False  # a server option: fill in defaults (see defaults.py)
         self.schema = False  # a server option: prune and validate by CRD schemas (schemas.py)
         self._objects: dict[tuple[str, str], dict[Key, dict[str, Any]]] = {}
+        # (namespace, group, plural) written since the last quota refresh (admission.py)
+        self.touched: set[tuple[str, str, str]] = set()
         self._events: list[Event] = []
         self._event_revisions: list[int] = []
 
@@ -55,6 +57,7 @@ class Store:
             return copy.deepcopy(found) if found is not None else None
 
     def _record(self, kind: str, group: str, plural: str, obj: dict[str, Any]) -> None:
+        self.touched.add((obj["metadata"].get("namespace", ""), group, plural))
         revision = int(obj["metadata"]["resourceVersion"])
         self._events.append(Event(revision, kind, group, plural, copy.deepcopy(obj)))
         self._event_revisions.append(revision)
@@ -91,6 +94,12 @@ class Store:
                 for key in sorted(bucket)
                 if namespace is None or key[0] == namespace
             ]
+
+    def peek(self, group: str, plural: str, namespace: str) -> list[dict[str, Any]]:
+        """The stored objects themselves (no copies), for read-only counting under `lock`."""
+        with self.lock:
+            bucket = self._objects.get((group, plural), {})
+            return [obj for key, obj in bucket.items() if key[0] == namespace]
 
     def drop_namespace(self, namespace: str) -> None:
         """Delete every namespaced object in `namespace` (what the namespace controller does)."""

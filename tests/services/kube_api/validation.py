@@ -2,6 +2,9 @@
 (name syntax, label keys and values, the 256 KiB annotation limit), the 1 MiB ConfigMap and
 Secret limit, and Secret `stringData` folded into base64 `data`.
 
+Also: numbers beyond int32 in the int32 fields of PriorityClass and Job (400, the Go
+decoder's error), PriorityClass rules (`system-` names reserved, user values at most 1e9,
+value and preemptionPolicy immutable), and no new finalizers on a terminating object.
 Called by `operations` on every create and update before storing; raises `ApiError` 422
 Invalid with the real server's wording. In schema mode `check_update` adds the Job update
 rules: spec.selector and spec.completionMode never change, spec.template only while the Job
@@ -127,12 +130,78 @@ def check_kind_rules(resource: ResourceType, obj: dict[str, Any]) -> None:
         raise _invalid(resource, name, "", f"Too long: must have at most {DATA_LIMIT} bytes")
 
 
+_INT32_FIELDS = {
+    "PriorityClass": ("PriorityClass", [("value",)]),
+    "Job": (
+        "JobSpec",
+        [
+            ("spec", "parallelism"),
+            ("spec", "completions"),
+            ("spec", "backoffLimit"),
+            ("spec", "backoffLimitPerIndex"),
+            ("spec", "maxFailedIndexes"),
+            ("spec", "ttlSecondsAfterFinished"),
+        ],
+    ),
+}
+HIGHEST_USER_PRIORITY = 1_000_000_000
+SYSTEM_PRIORITY_CLASSES = {
+    "system-node-critical": 2_000_001_000,
+    "system-cluster-critical": 2_000_000_000,
+}
+
+
+def check_int32(resource: ResourceType, obj: dict[str, Any]) -> None:
+    """The Go decoder refuses a number beyond int32 in an int32 field of a built-in kind."""
+    struct, paths = _INT32_FIELDS.get(resource.kind, ("", []))
+    for path in paths:
+        value: Any = obj
+        for step in path:
+            value = value.get(step) if isinstance(value, dict) else None
+        if isinstance(value, int) and not isinstance(value, bool) and not -(2**31) <= value < 2**31:
+            raise errors.bad_request(
+                f'{resource.kind} in version "v1" cannot be handled as a {resource.kind}: json: '
+                f"cannot unmarshal number {value} into Go struct field "
+                f"{struct}.{'.'.join(path)} of type int32"
+            )
+
+
+def _forbidden(resource: ResourceType, name: str, field: str, detail: str) -> errors.ApiError:
+    error = _invalid(resource, name, field, f"Forbidden: {detail}")
+    error.details["causes"][0]["reason"] = "FieldValueForbidden"  # type: ignore[index]
+    return error
+
+
+def check_priority_class(resource: ResourceType, obj: dict[str, Any]) -> None:
+    """scheduling/validation: `system-` names are reserved, user values at most 1e9."""
+    if resource.kind != "PriorityClass":
+        return
+    name, value = obj["metadata"].get("name", ""), obj.get("value", 0)
+    if name.startswith("system-"):
+        if SYSTEM_PRIORITY_CLASSES.get(name) != value:
+            raise _forbidden(
+                resource,
+                name,
+                "metadata.name",
+                "priority class names with 'system-' prefix are reserved for system use only",
+            )
+    elif isinstance(value, int) and value > HIGHEST_USER_PRIORITY:
+        raise _forbidden(
+            resource,
+            name,
+            "value",
+            f"maximum allowed value of a user defined priority is {HIGHEST_USER_PRIORITY}",
+        )
+
+
 def validate(resource: ResourceType, obj: dict[str, Any]) -> None:
     """Everything above, for an object about to be stored (Secrets are folded first)."""
     if resource.kind == "Secret" and not resource.group:
         prepare_secret(obj)
+    check_int32(resource, obj)
     check_metadata(resource, obj)
     check_kind_rules(resource, obj)
+    check_priority_class(resource, obj)
 
 
 _SUSPENDED_MUTABLE = {
@@ -155,7 +224,24 @@ def _without_mutable(template: Any) -> Any:
 
 
 def check_update(resource: ResourceType, old: dict[str, Any], new: dict[str, Any]) -> None:
-    """The immutability rules of built-in kinds the provider writes (Jobs)."""
+    """The immutability rules of built-in kinds the provider writes (Jobs, PriorityClasses)."""
+    if resource.kind == "PriorityClass":
+        for field in ("value", "preemptionPolicy"):
+            if old.get(field) != new.get(field):
+                name = new["metadata"].get("name", "")
+                raise _forbidden(resource, name, field, "may not be changed in an update.")
+        return
+    if resource.kind == "Service" and not resource.group:
+        before, after = old.get("spec") or {}, new.get("spec") or {}
+        if "clusterIP" in after and before.get("clusterIP") != after.get("clusterIP"):
+            name = new["metadata"].get("name", "")
+            raise _invalid(
+                resource,
+                name,
+                "spec.clusterIPs[0]",
+                f'Invalid value: []string{{"{after.get("clusterIP")}"}}: may not change once set',
+            )
+        return
     if resource.kind != "Job" or resource.group != "batch":
         return
     before, after = old.get("spec") or {}, new.get("spec") or {}
@@ -172,3 +258,23 @@ def check_update(resource: ResourceType, old: dict[str, Any], new: dict[str, Any
     ):
         return
     raise _invalid(resource, name, "spec.template", 'Invalid value: "object": field is immutable')
+
+
+def no_new_finalizers(resource: ResourceType, old: dict[str, Any], new: dict[str, Any]) -> None:
+    """A terminating object may lose finalizers, never gain one (ValidateObjectMetaUpdate)."""
+    if not old["metadata"].get("deletionTimestamp"):
+        return
+    before = set(old["metadata"].get("finalizers") or [])
+    added = [f for f in new["metadata"].get("finalizers") or [] if f not in before]
+    if not added:
+        return
+    listed = "[]string{" + ", ".join(json.dumps(f) for f in added) + "}"
+    problem = (
+        "Forbidden: no new finalizers can be added if the object is being deleted, "
+        f"found new finalizers {listed}"
+    )
+    error = errors.invalid(
+        resource.kind, resource.group, new["metadata"]["name"], "metadata.finalizers", problem
+    )
+    error.details["causes"][0]["reason"] = "FieldValueForbidden"  # type: ignore[index]
+    raise error

@@ -1,0 +1,143 @@
+"""A minimal Job controller, run with the Kueue stand-in (kueue.py), so that what happens
+after admission can be seen: pods are created through the server's own create verb, so
+ResourceQuota admission applies to them as on a real cluster.
+
+For every running (not suspended, not finished, not terminating) Job it keeps as many
+pods as it should run: `parallelism`, fewer when fewer completions remain. Pods get the
+template's labels and spec, the Job's controller-uid/job-name labels and a controller
+reference, and the name `<job>-<5 random chars>` (generateName). A create the server
+refuses (a ResourceQuota's 403, say) is recorded in `refused` (the real controller emits
+a FailedCreate event) and retried at the next reconcile. `status.active` counts the pods
+that have not finished. A suspended Job loses its running pods; a deleted Job's pods are
+deleted (garbage collection). Nothing schedules or runs the pods: tests set their phase.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any
+
+from tests.services.kube_api import deletion, operations
+from tests.services.kube_api.errors import ApiError
+from tests.services.kube_api.target import Target
+
+if TYPE_CHECKING:
+    from tests.services.kube_api.server import KubeAPI
+
+UID_LABEL = "batch.kubernetes.io/controller-uid"
+AGENT = "kube-controller-manager/v1.32.0"
+
+
+def _finished(job: dict[str, Any]) -> bool:
+    return any(
+        c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+        for c in (job.get("status") or {}).get("conditions") or []
+    )
+
+
+def _wanted(job: dict[str, Any]) -> int:
+    spec = job.get("spec") or {}
+    parallelism = int(spec.get("parallelism", 1))
+    completions = spec.get("completions")
+    if completions is None:
+        return parallelism
+    done = int((job.get("status") or {}).get("succeeded", 0))
+    return max(0, min(parallelism, int(completions) - done))
+
+
+def _pod_for(job: dict[str, Any]) -> dict[str, Any]:
+    metadata = job["metadata"]
+    template = copy.deepcopy((job.get("spec") or {}).get("template") or {})
+    labels = dict((template.get("metadata") or {}).get("labels") or {})
+    labels.update({UID_LABEL: metadata["uid"], "batch.kubernetes.io/job-name": metadata["name"]})
+    pod_metadata = {
+        "generateName": f"{metadata['name']}-",
+        "labels": labels,
+        "annotations": dict((template.get("metadata") or {}).get("annotations") or {}),
+        "ownerReferences": [
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "name": metadata["name"],
+                "uid": metadata["uid"],
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ],
+    }
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_metadata, "spec": template["spec"]}
+
+
+class JobController:
+    """Pods for running Jobs; `refused` holds the server's answers to failed pod creates."""
+
+    def __init__(self, api: KubeAPI) -> None:
+        self.api = api
+        self.refused: list[str] = []
+
+    def _pods(self, namespace: str | None, name: str | None = None) -> Target:
+        found = self.api.catalog().by_resource("", "pods")
+        assert found is not None
+        return Target(found, "v1", namespace, name)
+
+    def sync(self) -> None:
+        store = self.api.store
+        jobs = {j["metadata"]["uid"]: j for j in store.items("batch", "jobs", None)}
+        by_job: dict[str, list[dict[str, Any]]] = {}
+        for pod in store.items("", "pods", None):
+            owner = next(
+                (o for o in pod["metadata"].get("ownerReferences") or [] if o.get("kind") == "Job"),
+                None,
+            )
+            if owner is None:
+                continue
+            job = jobs.get(owner["uid"])
+            running = (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+            if job is None or (running and (job.get("spec") or {}).get("suspend")):
+                self._delete(pod)
+                continue
+            by_job.setdefault(owner["uid"], []).append(pod)
+        for uid, job in jobs.items():
+            if job["metadata"].get("deletionTimestamp") or _finished(job):
+                continue
+            if (job.get("spec") or {}).get("suspend"):
+                self._active(job, 0)
+                continue
+            active = [
+                p
+                for p in by_job.get(uid, [])
+                if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+            ]
+            count = len(active)
+            for _ in range(_wanted(job) - count):
+                namespace = job["metadata"]["namespace"]
+                try:
+                    operations.create(store, self._pods(namespace), _pod_for(job), {}, AGENT)
+                    count += 1
+                except ApiError as error:
+                    self.refused.append(error.message)
+                    break
+            self._active(job, count)
+
+    def _delete(self, pod: dict[str, Any]) -> None:
+        metadata = pod["metadata"]
+        try:
+            deletion.delete(
+                self.api.store, self._pods(metadata["namespace"], metadata["name"]), {}, None
+            )
+        except ApiError:
+            pass  # already gone
+
+    def _active(self, job: dict[str, Any], count: int) -> None:
+        status = job.get("status") or {}
+        if int(status.get("active", 0)) == count:
+            return
+        job["status"] = {**status, "active": count}
+        if not count:
+            job["status"].pop("active")
+        found = self.api.catalog().by_resource("batch", "jobs")
+        assert found is not None
+        metadata = job["metadata"]
+        target = Target(found, "v1", metadata["namespace"], metadata["name"], "status")
+        job["apiVersion"] = "batch/v1"
+        operations.update(self.api.store, target, job, {"fieldManager": "job-controller"}, AGENT)

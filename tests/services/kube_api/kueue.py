@@ -1,0 +1,433 @@
+"""A Kueue controller stand-in: small, synchronous, and faithful to Kueue's documented rules.
+
+Off until a test calls `api.kueue.start()` (the `kueue` fixture does, and stops it after
+the test). While on, it reconciles after every write request the server answered without
+error (and when a test calls `reconcile()`), under the store lock, so a test sees the
+outcome as soon as its request returns: no threads, no sleeps. It writes through the
+server's own verbs (schema, CEL and managedFields apply; field manager `kueue`).
+
+What it does, after Kueue's controllers (pkg/controller/jobs/job, pkg/controller/core,
+pkg/scheduler):
+- a suspended batch/v1 Job with the `kueue.x-k8s.io/queue-name` label (or annotation) and
+  no Workload gets one (kueue_workloads.workload_for), with the priority of its
+  WorkloadPriorityClass (label `kueue.x-k8s.io/priority-class`) or PriorityClass;
+- pending Workloads are scheduled per ClusterQueue in priority, then creation order:
+  under StrictFIFO the first one that does not fit blocks the ones behind it, under
+  BestEffortFIFO it does not. A Workload whose LocalQueue or ClusterQueue is missing, or
+  whose ClusterQueue is inactive or does not select its namespace, is Inadmissible. One that
+  fits (kueue_flavors.assign, quota from kueue_quota) gets status.admission and the
+  QuotaReserved and Admitted conditions; one that does not gets QuotaReserved False
+  (reason Pending) with Kueue's message;
+- an admitted Workload's Job is unsuspended, its pod template given the flavor's
+  nodeLabels as nodeSelector and its tolerations;
+- a Job that completes or fails finishes its Workload (condition Finished) and releases
+  its quota; a deleted Job's Workload is deleted (garbage collection of the owned object);
+- a minimal Job controller (job_controller.py) creates the pods of running Jobs, subject
+  to ResourceQuota admission (refusals land in `jobs.refused`);
+- ClusterQueues and ResourceFlavors carry Kueue's finalizers; a deleted ClusterQueue
+  stays Terminating (inactive) while Workloads hold quota in it; ClusterQueue and
+  LocalQueue status report pending, reserving and admitted counts and the Active condition.
+Not modelled: preemption, admission checks, the mutating webhook that suspends Jobs on
+create (tests create Jobs suspended, as trainform does), fair sharing, topology placement.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any
+
+from tests.services.kube_api import deletion, operations
+from tests.services.kube_api.errors import ApiError
+from tests.services.kube_api.job_controller import JobController
+from tests.services.kube_api.kueue_flavors import assign
+from tests.services.kube_api.kueue_quota import Tree
+from tests.services.kube_api.kueue_status import queue_statuses
+from tests.services.kube_api.kueue_workloads import (
+    PRIORITY_LABEL,
+    WORKLOAD_FINALIZER,
+    condition,
+    is_true,
+    queue_name,
+    workload_for,
+    workload_name,
+)
+from tests.services.kube_api.target import Target
+
+if TYPE_CHECKING:
+    from tests.services.kube_api.server import KubeAPI
+
+KUEUE = "kueue.x-k8s.io"
+QUEUE_FINALIZER = "kueue.k8s.io/resource-in-use"
+FLAVOR_FINALIZER = "kueue.x-k8s.io/resource-in-use"
+AGENT = "kueue/v0.14.0"
+WATCHED = {
+    ("batch", "jobs"),
+    ("", "namespaces"),
+    ("", "pods"),
+    ("scheduling.k8s.io", "priorityclasses"),
+    *(
+        (KUEUE, plural)
+        for plural in (
+            "workloads",
+            "clusterqueues",
+            "localqueues",
+            "cohorts",
+            "resourceflavors",
+            "topologies",
+            "workloadpriorityclasses",
+        )
+    ),
+}
+
+
+def reserving(workload: dict[str, Any]) -> bool:
+    """Holds quota: QuotaReserved and not Finished."""
+    return is_true(workload, "QuotaReserved") and not is_true(workload, "Finished")
+
+
+def _finished(job: dict[str, Any]) -> tuple[str, str] | None:
+    for item in (job.get("status") or {}).get("conditions") or []:
+        if item.get("status") != "True":
+            continue
+        if item.get("type") == "Complete":
+            return "Succeeded", "Job finished successfully"
+        if item.get("type") == "Failed":
+            return "Failed", item.get("message") or "Job failed"
+    return None
+
+
+def selects(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
+    """A metav1.LabelSelector against labels (nil selects nothing, {} everything)."""
+    if selector is None:
+        return False
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for term in selector.get("matchExpressions") or []:
+        key, operator, values = term.get("key"), term.get("operator"), term.get("values") or []
+        present = key in labels
+        if operator == "In" and not (present and labels[key] in values):
+            return False
+        if operator == "NotIn" and present and labels[key] in values:
+            return False
+        if operator == "Exists" and not present:
+            return False
+        if operator == "DoesNotExist" and present:
+            return False
+    return True
+
+
+class KueueController:
+    """The stand-in; `running` says whether the server reconciles after writes."""
+
+    def __init__(self, api: KubeAPI) -> None:
+        self.api = api
+        self.running = False
+        self.errors: list[str] = []  # writes the server refused: a bug of the stand-in
+        self.jobs = JobController(api)  # pods for the Jobs it unsuspends
+
+    def start(self) -> None:
+        self.running = True
+        self.reconcile()
+
+    def stop(self) -> None:
+        self.running = False
+
+    # -- reading and writing through the server's verbs --------------------------------
+
+    def _target(
+        self, group: str, plural: str, namespace: str | None, name: str | None, sub: str = ""
+    ) -> Target:
+        found = self.api.catalog().by_resource(group, plural)
+        if found is None:
+            raise LookupError(f"{plural}.{group} is not served")
+        return Target(found, "v1beta2" if group == KUEUE else "v1", namespace, name, sub)
+
+    def _items(self, group: str, plural: str) -> list[dict[str, Any]]:
+        return self.api.store.items(group, plural, None)
+
+    def _write(self, group: str, plural: str, obj: dict[str, Any], sub: str = "") -> None:
+        metadata = obj["metadata"]
+        target = self._target(group, plural, metadata.get("namespace"), metadata["name"], sub)
+        body = copy.deepcopy(obj)
+        body["apiVersion"] = target.api_version
+        try:
+            operations.update(self.api.store, target, body, {"fieldManager": "kueue"}, AGENT)
+        except ApiError as error:
+            self.errors.append(f"update {plural} {metadata['name']}: {error.message}")
+
+    def _create(self, group: str, plural: str, obj: dict[str, Any]) -> None:
+        target = self._target(group, plural, obj["metadata"].get("namespace"), None)
+        try:
+            operations.create(self.api.store, target, obj, {"fieldManager": "kueue"}, AGENT)
+        except ApiError as error:
+            self.errors.append(f"create {plural} {obj['metadata']['name']}: {error.message}")
+
+    def _delete(self, group: str, plural: str, obj: dict[str, Any]) -> None:
+        metadata = obj["metadata"]
+        target = self._target(group, plural, metadata.get("namespace"), metadata["name"])
+        try:
+            deletion.delete(self.api.store, target, {}, {"propagationPolicy": "Background"})
+        except ApiError as error:
+            if error.code != 404:
+                self.errors.append(f"delete {plural} {metadata['name']}: {error.message}")
+
+    def _drop_finalizer(self, group: str, plural: str, obj: dict[str, Any], name: str) -> None:
+        finalizers = obj["metadata"].get("finalizers") or []
+        if name in finalizers:
+            obj["metadata"]["finalizers"] = [f for f in finalizers if f != name]
+            self._write(group, plural, obj)
+
+    # -- the reconcile loop ------------------------------------------------------------
+
+    def reconcile(self, after_write: bool = False) -> None:
+        """Bring Workloads, Jobs and queues up to date (a few passes, until nothing moves);
+        `after_write`: only if the write touched a kind Kueue watches."""
+        store = self.api.store
+        with store.lock:
+            if after_write and not {(g, p) for _, g, p in store.touched} & WATCHED:
+                return
+            for _ in range(4):
+                before = store.revision
+                self._jobs()
+                self._schedule()
+                self._start_jobs()
+                self.jobs.sync()
+                self._queues()
+                if store.revision == before:
+                    return
+
+    def _jobs(self) -> None:
+        jobs = {
+            (j["metadata"]["namespace"], j["metadata"]["uid"]): j
+            for j in self._items("batch", "jobs")
+        }
+        workloads = self._items(KUEUE, "workloads")
+        owned = set()
+        for workload in workloads:
+            metadata = workload["metadata"]
+            owner = next(
+                (o for o in metadata.get("ownerReferences") or [] if o.get("kind") == "Job"), None
+            )
+            if owner is None:
+                continue
+            job = jobs.get((metadata["namespace"], owner["uid"]))
+            if job is None:  # the owner is gone: garbage-collect the Workload
+                self._drop_finalizer(KUEUE, "workloads", workload, WORKLOAD_FINALIZER)
+                if not metadata.get("deletionTimestamp"):
+                    self._delete(KUEUE, "workloads", workload)
+                continue
+            owned.add((metadata["namespace"], owner["uid"]))
+            outcome = _finished(job)
+            if outcome is not None and not is_true(workload, "Finished"):
+                condition(workload, "Finished", "True", *outcome)
+                self._write(KUEUE, "workloads", workload, "status")
+                fresh = self.api.store.get(
+                    KUEUE, "workloads", metadata["namespace"], metadata["name"]
+                )
+                if fresh is not None:
+                    self._drop_finalizer(KUEUE, "workloads", fresh, WORKLOAD_FINALIZER)
+        for key, job in jobs.items():
+            spec = job.get("spec") or {}
+            if key in owned or not queue_name(job) or not spec.get("suspend"):
+                continue
+            if job["metadata"].get("deletionTimestamp") or _finished(job) is not None:
+                continue
+            priority, reference = self._priority(job)
+            if priority is None and reference is not None:
+                continue  # a missing WorkloadPriorityClass: Kueue creates no Workload
+            self._create(KUEUE, "workloads", workload_for(job, priority, reference))
+
+    def _priority(self, job: dict[str, Any]) -> tuple[int | None, dict[str, str] | None]:
+        name = (job["metadata"].get("labels") or {}).get(PRIORITY_LABEL)
+        if name:
+            found = self.api.store.get(KUEUE, "workloadpriorityclasses", "", name)
+            reference = {"group": KUEUE, "kind": "WorkloadPriorityClass", "name": name}
+            return (int(found["value"]) if found else None), reference
+        template = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
+        name = template.get("priorityClassName")
+        if name:
+            found = self.api.store.get("scheduling.k8s.io", "priorityclasses", "", name)
+            if found is not None:
+                reference = {"group": "scheduling.k8s.io", "kind": "PriorityClass", "name": name}
+                return int(found.get("value", 0)), reference
+        return 0, None
+
+    def _inadmissible(
+        self, workload: dict[str, Any], queues: dict[str, dict[str, Any]]
+    ) -> tuple[str, str | None]:
+        """Why the workload cannot be considered ('' if it can) and its ClusterQueue."""
+        namespace = workload["metadata"]["namespace"]
+        local_name = (workload.get("spec") or {}).get("queueName") or ""
+        local = self.api.store.get(KUEUE, "localqueues", namespace, local_name)
+        if local is None:
+            return f"LocalQueue {local_name} doesn't exist", None
+        queue_name_ = (local.get("spec") or {}).get("clusterQueue", "")
+        queue = queues.get(queue_name_)
+        if queue is None:
+            return f"ClusterQueue {queue_name_} doesn't exist", None
+        if not self._active(queue):
+            return f"ClusterQueue {queue_name_} is inactive", None
+        found = self.api.store.get("", "namespaces", "", namespace) or {"metadata": {}}
+        labels = found["metadata"].get("labels") or {}
+        if not selects((queue.get("spec") or {}).get("namespaceSelector"), labels):
+            return "Workload namespace doesn't match ClusterQueue selector", None
+        return "", queue_name_
+
+    def _missing_flavors(self, queue: dict[str, Any]) -> list[str]:
+        names = [
+            flavor["name"]
+            for group in (queue.get("spec") or {}).get("resourceGroups") or []
+            for flavor in group.get("flavors") or []
+        ]
+        return [n for n in names if self.api.store.get(KUEUE, "resourceflavors", "", n) is None]
+
+    def _active(self, queue: dict[str, Any]) -> bool:
+        stop = (queue.get("spec") or {}).get("stopPolicy", "None")
+        terminating = queue["metadata"].get("deletionTimestamp")
+        return stop == "None" and not terminating and not self._missing_flavors(queue)
+
+    def _schedule(self) -> None:
+        queues = {q["metadata"]["name"]: q for q in self._items(KUEUE, "clusterqueues")}
+        tree = Tree(list(queues.values()), self._items(KUEUE, "cohorts"))
+        flavors = {f["metadata"]["name"]: f for f in self._items(KUEUE, "resourceflavors")}
+        levels = {
+            t["metadata"]["name"]: [
+                level.get("nodeLabel") for level in (t.get("spec") or {}).get("levels") or []
+            ]
+            for t in self._items(KUEUE, "topologies")
+        }
+        workloads = self._items(KUEUE, "workloads")
+        for workload in workloads:
+            admission = (workload.get("status") or {}).get("admission") or {}
+            if reserving(workload) and admission.get("clusterQueue") in tree.queues:
+                for pod_set in admission.get("podSetAssignments") or []:
+                    for resource, flavor in (pod_set.get("flavors") or {}).items():
+                        usage = _usage(workload, pod_set, resource)
+                        tree.add_usage(admission["clusterQueue"], (flavor, resource), usage)
+        pending = [
+            w
+            for w in workloads
+            if not is_true(w, "QuotaReserved")
+            and not is_true(w, "Finished")
+            and (w.get("spec") or {}).get("active", True)
+            and not w["metadata"].get("deletionTimestamp")
+        ]
+        pending.sort(
+            key=lambda w: (
+                -int((w.get("spec") or {}).get("priority", 0)),
+                w["metadata"]["creationTimestamp"],
+                w["metadata"]["name"],
+            )
+        )
+        blocked: set[str] = set()
+        for workload in pending:
+            problem, queue_name_ = self._inadmissible(workload, queues)
+            if problem or queue_name_ is None:
+                self._pending(workload, "Inadmissible", problem)
+                continue
+            if queue_name_ in blocked:
+                continue  # StrictFIFO: behind a head that does not fit
+            queue = queues[queue_name_]
+            outcome = assign(workload, queue, flavors, tree, levels)
+            if not outcome.fits:
+                self._pending(workload, "Pending", outcome.message)
+                if (queue.get("spec") or {}).get(
+                    "queueingStrategy", "BestEffortFIFO"
+                ) == "StrictFIFO":
+                    blocked.add(queue_name_)
+                continue
+            for key, value in outcome.usage.items():
+                tree.add_usage(queue_name_, key, value)
+            status = workload.setdefault("status", {})
+            status["admission"] = {
+                "clusterQueue": queue_name_,
+                "podSetAssignments": outcome.pod_sets,
+            }
+            condition(
+                workload,
+                "QuotaReserved",
+                "True",
+                "QuotaReserved",
+                f"Quota reserved in ClusterQueue {queue_name_}",
+            )
+            condition(workload, "Admitted", "True", "Admitted", "The workload is admitted")
+            self._write(KUEUE, "workloads", workload, "status")
+
+    def _pending(self, workload: dict[str, Any], reason: str, message: str) -> None:
+        if condition(workload, "QuotaReserved", "False", reason, message):
+            self._write(KUEUE, "workloads", workload, "status")
+
+    def _start_jobs(self) -> None:
+        flavors = {f["metadata"]["name"]: f for f in self._items(KUEUE, "resourceflavors")}
+        for workload in self._items(KUEUE, "workloads"):
+            if not (is_true(workload, "Admitted") and reserving(workload)):
+                continue
+            metadata = workload["metadata"]
+            owner = next(
+                (o for o in metadata.get("ownerReferences") or [] if o.get("kind") == "Job"), None
+            )
+            job = (
+                self.api.store.get("batch", "jobs", metadata["namespace"], owner["name"])
+                if owner
+                else None
+            )
+            if job is None or not (job.get("spec") or {}).get("suspend"):
+                continue
+            if job["metadata"]["uid"] != owner["uid"] or workload_name(job) != metadata["name"]:
+                continue
+            assignments = workload["status"]["admission"]["podSetAssignments"]
+            spec = job["spec"]
+            pod_spec = spec.setdefault("template", {}).setdefault("spec", {})
+            for flavor_name in sorted({f for a in assignments for f in a["flavors"].values()}):
+                flavor_spec = (flavors.get(flavor_name) or {}).get("spec") or {}
+                if flavor_spec.get("nodeLabels"):
+                    pod_spec.setdefault("nodeSelector", {}).update(flavor_spec["nodeLabels"])
+                for toleration in flavor_spec.get("tolerations") or []:
+                    if toleration not in pod_spec.setdefault("tolerations", []):
+                        pod_spec["tolerations"].append(toleration)
+            spec["suspend"] = False
+            self._write("batch", "jobs", job)
+
+    def _queues(self) -> None:
+        workloads = self._items(KUEUE, "workloads")
+        in_use = {
+            f["name"]
+            for q in self._items(KUEUE, "clusterqueues")
+            for g in (q.get("spec") or {}).get("resourceGroups") or []
+            for f in g.get("flavors") or []
+        }
+        for flavor in self._items(KUEUE, "resourceflavors"):
+            finalizers = flavor["metadata"].get("finalizers") or []
+            if flavor["metadata"].get("deletionTimestamp"):
+                if flavor["metadata"]["name"] not in in_use:
+                    self._drop_finalizer(KUEUE, "resourceflavors", flavor, FLAVOR_FINALIZER)
+            elif FLAVOR_FINALIZER not in finalizers:
+                flavor["metadata"]["finalizers"] = [*finalizers, FLAVOR_FINALIZER]
+                self._write(KUEUE, "resourceflavors", flavor)
+        for queue in self._items(KUEUE, "clusterqueues"):
+            name = queue["metadata"]["name"]
+            finalizers = queue["metadata"].get("finalizers") or []
+            holding = any(
+                reserving(w) and (w["status"].get("admission") or {}).get("clusterQueue") == name
+                for w in workloads
+            )
+            if queue["metadata"].get("deletionTimestamp"):
+                if not holding:
+                    self._drop_finalizer(KUEUE, "clusterqueues", queue, QUEUE_FINALIZER)
+                    continue
+            elif QUEUE_FINALIZER not in finalizers:
+                queue["metadata"]["finalizers"] = [*finalizers, QUEUE_FINALIZER]
+                self._write(KUEUE, "clusterqueues", queue)
+                queue = self.api.store.get(KUEUE, "clusterqueues", "", name) or queue
+        for plural, obj, status in queue_statuses(self.api.store, self._missing_flavors, workloads):
+            if obj.get("status") != status:
+                obj["status"] = status
+                self._write(KUEUE, plural, obj, "status")
+
+
+def _usage(workload: dict[str, Any], pod_set: dict[str, Any], resource: str) -> int:
+    from tests.services.kube_api import quantities
+
+    value = (pod_set.get("resourceUsage") or {}).get(resource, 0)
+    return quantities.amount(resource, value)

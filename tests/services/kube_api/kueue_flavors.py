@@ -1,0 +1,234 @@
+"""Flavor assignment for the Kueue stand-in, after pkg/scheduler/flavorassigner of Kueue.
+
+`assign(workload, queue, flavors, tree)` tries, for every pod set and every resource it
+requests, the flavors of the ClusterQueue's resource group covering that resource, in
+order. A flavor is skipped when its ResourceFlavor is missing ("flavor x not found"), when
+its nodeTaints are not tolerated ("untolerated taint k=v:NoSchedule in flavor x") or when
+the pod's nodeSelector, restricted to the flavor's label keys, does not match its
+nodeLabels ("flavor x doesn't match node affinity"), or when the pod set and the flavor
+disagree on topology-aware scheduling (a pod set with a topology request needs a flavor
+with a topologyName whose Topology has the requested level: 'Flavor "x" does not support
+TopologyAwareScheduling'; one without a request is kept off topology flavors: 'Flavor "x"
+supports only TopologyAwareScheduling', unless every flavor of the queue has a topology).
+Then each resource of the group must fit: beyond the most the queue could ever get it is
+"insufficient quota for r in flavor x, previously considered podsets requests (a) +
+current podset request (b) > maximum capacity (c)"; beyond what is unused now
+"insufficient unused quota for r in flavor x, n more needed" (the stand-in does not
+preempt, so that waits too). A flavor that fits within the queue's own quota is taken at
+once; one that needs borrowing is taken at once under `whenCanBorrow: MayStopSearch` and
+only if no later flavor fits without borrowing under `TryNextFlavor`. A queue with a
+`pods` resource counts one per pod. The failure message is Kueue's: "couldn't assign
+flavors to pod set main: " and the sorted reasons.
+Not modelled: node affinity terms, preemption, partial admission, placing pods in
+topology domains (nodes are not modelled: a topology request that matches is admitted).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.services.kube_api import quantities
+from tests.services.kube_api.kueue_quota import Tree
+from tests.services.kube_api.kueue_workloads import pod_requests
+
+
+@dataclass
+class Assignment:
+    """The outcome for one workload: flavors per pod set, or the reasons it waits."""
+
+    pod_sets: list[dict[str, Any]] = field(default_factory=list)
+    usage: dict[tuple[str, str], int] = field(default_factory=dict)
+    message: str = ""
+
+    @property
+    def fits(self) -> bool:
+        return not self.message
+
+
+def _taint_text(taint: dict[str, Any]) -> str:
+    value = taint.get("value", "")
+    key = f"{taint.get('key', '')}={value}" if value else taint.get("key", "")
+    return f"{key}:{taint.get('effect', '')}"
+
+
+def _tolerates(toleration: dict[str, Any], taint: dict[str, Any]) -> bool:
+    if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
+        return False
+    if toleration.get("key") and toleration["key"] != taint.get("key"):
+        return False
+    if toleration.get("operator") == "Exists":
+        return True
+    if not toleration.get("key"):
+        return False  # an empty key tolerates everything only with operator Exists
+    return bool(toleration.get("value", "") == taint.get("value", ""))
+
+
+def _flavor_problem(name: str, flavor: dict[str, Any] | None, pod_spec: dict[str, Any]) -> str:
+    if flavor is None:
+        return f"flavor {name} not found"
+    spec = flavor.get("spec") or {}
+    tolerations = list(pod_spec.get("tolerations") or []) + list(spec.get("tolerations") or [])
+    for taint in spec.get("nodeTaints") or []:
+        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
+            continue
+        if not any(_tolerates(t, taint) for t in tolerations):
+            return f"untolerated taint {_taint_text(taint)} in flavor {name}"
+    labels = spec.get("nodeLabels") or {}
+    for key, value in (pod_spec.get("nodeSelector") or {}).items():
+        if key in labels and labels[key] != value:
+            return f"flavor {name} doesn't match node affinity"
+    return ""
+
+
+def _topology_problem(
+    name: str,
+    flavor: dict[str, Any],
+    pod_set: dict[str, Any],
+    queue: dict[str, Any],
+    flavors: dict[str, dict[str, Any]],
+    levels: dict[str, list[str]],
+) -> str:
+    """Kueue's checkPodSetAndFlavorMatchForTAS: topology pod sets go to topology flavors,
+    others stay off them, unless every flavor of the queue has a topology (TAS implied)."""
+    request = pod_set.get("topologyRequest")
+    names = [f["name"] for g in _groups(queue) for f in g.get("flavors") or []]
+    tas_only = all(((flavors.get(n) or {}).get("spec") or {}).get("topologyName") for n in names)
+    topology = (flavor.get("spec") or {}).get("topologyName")
+    if request is None and tas_only:
+        return ""
+    if request is not None:
+        if not topology:
+            return f'Flavor "{name}" does not support TopologyAwareScheduling'
+        if topology not in levels:
+            return f'Flavor "{name}" information missing in TAS cache'
+        level = request.get("required") or request.get("preferred")
+        if level and level not in levels[topology]:
+            return f'Flavor "{name}" does not contain the requested level'
+        return ""
+    if topology:
+        return f'Flavor "{name}" supports only TopologyAwareScheduling'
+    return ""
+
+
+def _groups(queue: dict[str, Any]) -> list[dict[str, Any]]:
+    return list((queue.get("spec") or {}).get("resourceGroups") or [])
+
+
+def _pod_set(
+    pod_set: dict[str, Any],
+    queue: dict[str, Any],
+    flavors: dict[str, dict[str, Any]],
+    tree: Tree,
+    taken: dict[tuple[str, str], int],
+    levels: dict[str, list[str]],
+) -> tuple[dict[str, str], list[str]]:
+    """Flavors per resource for one pod set, or the reasons none fits (usage in `taken`)."""
+    name = queue["metadata"]["name"]
+    count = int(pod_set.get("count", 1))
+    pod_spec = (pod_set.get("template") or {}).get("spec") or {}
+    per_pod = pod_requests(pod_spec)
+    groups = _groups(queue)
+    if any("pods" in (g.get("coveredResources") or []) for g in groups):
+        per_pod["pods"] = 1
+    wanted = {resource: value * count for resource, value in per_pod.items()}
+    chosen: dict[str, str] = {}
+    for resource in sorted(wanted):
+        if resource in chosen:
+            continue
+        group = next((g for g in groups if resource in (g.get("coveredResources") or [])), None)
+        if group is None:
+            return {}, [f"resource {resource} unavailable in ClusterQueue"]
+        covered = [r for r in sorted(wanted) if r in group["coveredResources"]]
+        reasons: list[str] = []
+        borrowing_choice: str | None = None
+        picked: str | None = None
+        for flavor in group.get("flavors") or []:
+            flavor_name = flavor["name"]
+            problem = _flavor_problem(flavor_name, flavors.get(flavor_name), pod_spec)
+            if not problem:
+                problem = _topology_problem(
+                    flavor_name, flavors[flavor_name], pod_set, queue, flavors, levels
+                )
+            if problem:
+                reasons.append(problem)
+                continue
+            fits, borrows = True, False
+            for each in covered:
+                key = (flavor_name, each)
+                before = taken.get(key, 0)
+                total = before + wanted[each]
+                most = tree.potential(name, key)
+                if total > most:
+                    reasons.append(
+                        f"insufficient quota for {each} in flavor {flavor_name}, previously "
+                        f"considered podsets requests ({quantities.render(each, before)}) + "
+                        f"current podset request ({quantities.render(each, wanted[each])}) > "
+                        f"maximum capacity ({quantities.render(each, most)})"
+                    )
+                    fits = False
+                    break
+                free = tree.available(name, key)
+                if total > free:
+                    reasons.append(
+                        f"insufficient unused quota for {each} in flavor {flavor_name}, "
+                        f"{quantities.render(each, total - free)} more needed"
+                    )
+                    fits = False
+                    continue
+                node = tree.queues[name]
+                own = node.subtree.get(key, 0)
+                borrows = borrows or node.usage.get(key, 0) + total > own
+            if not fits:
+                continue
+            policy = ((queue.get("spec") or {}).get("flavorFungibility") or {}).get(
+                "whenCanBorrow", "MayStopSearch"
+            )
+            if not borrows or policy in ("MayStopSearch", "Borrow"):
+                picked = flavor_name
+                break
+            borrowing_choice = borrowing_choice or flavor_name
+        picked = picked or borrowing_choice
+        if picked is None:
+            return {}, reasons
+        for each in covered:
+            chosen[each] = picked
+            taken[(picked, each)] = taken.get((picked, each), 0) + wanted[each]
+    return chosen, []
+
+
+def assign(
+    workload: dict[str, Any],
+    queue: dict[str, Any],
+    flavors: dict[str, dict[str, Any]],
+    tree: Tree,
+    levels: dict[str, list[str]] | None = None,
+) -> Assignment:
+    """Flavors for every pod set of `workload` in `queue`; `levels`: the node labels of each
+    Topology object by name (for pod sets that request topology-aware scheduling)."""
+    result = Assignment()
+    taken: dict[tuple[str, str], int] = {}
+    for pod_set in (workload.get("spec") or {}).get("podSets") or []:
+        chosen, reasons = _pod_set(pod_set, queue, flavors, tree, taken, levels or {})
+        if reasons:
+            name = pod_set.get("name", "main")
+            result.message = f"couldn't assign flavors to pod set {name}: " + ", ".join(
+                sorted(reasons)
+            )
+            return result
+        count = int(pod_set.get("count", 1))
+        per_pod = pod_requests(((pod_set.get("template") or {}).get("spec")) or {})
+        if "pods" in chosen:
+            per_pod["pods"] = 1
+        result.pod_sets.append(
+            {
+                "name": pod_set.get("name", "main"),
+                "flavors": dict(sorted(chosen.items())),
+                "resourceUsage": {
+                    r: quantities.render(r, per_pod[r] * count) for r in sorted(chosen)
+                },
+                "count": count,
+            }
+        )
+    result.usage = taken
+    return result
