@@ -20,6 +20,7 @@ from planner.cli_options import (
     lock_timeout_option,
     markdown_budget_option,
     no_color_option,
+    refresh_only_option,
     spec_dir_argument,
     template_options,
 )
@@ -31,6 +32,7 @@ from planner.cli_policies import (
     render_plan_with_policies,
     saved_report,
 )
+from planner.cli_refresh import apply_refresh_only_command, plan_refresh_only_command
 from planner.drift_run import acknowledge_plan
 from planner.errors import PlannerError
 from planner.lockfile import LockFile
@@ -185,6 +187,7 @@ def _locked_plan(
 @markdown_budget_option
 @lock_timeout_option
 @no_color_option
+@refresh_only_option
 def plan(
     spec_dir: str,
     inputs: TemplateInputs,
@@ -200,10 +203,15 @@ def plan(
     policies_path: Path | None,
     output_format: str,
     budget: int,
+    refresh_only: bool,
 ) -> None:
     """Show what apply would change to make the platform match the specs, and check it
     against the policies (exit 3 when a deny finding is not waived)."""
     workspace = open_or_exit(spec_dir, inputs, output_format)
+    if refresh_only:
+        _refuse_with_refresh_only(targets, replace, destroy, out, output_format == "markdown")
+        plan_refresh_only_command(workspace, output_format, detailed_exitcode, take_lock)
+        return
     try:
         result = _locked_plan(
             workspace,
@@ -228,6 +236,24 @@ def plan(
     exit_if_denied(report)
     if detailed_exitcode and (result.has_changes or result.drift_findings):
         sys.exit(EXIT_CHANGES)
+
+
+def _refuse_with_refresh_only(
+    targets: tuple[str, ...], replace: tuple[str, ...], destroy: bool, out: str | None, md: bool
+) -> None:
+    given = [
+        name
+        for name, used in (
+            ("--target", targets),
+            ("--replace", replace),
+            ("--destroy", destroy),
+            ("-out", out),
+            ("--format markdown", md),
+        )
+        if used
+    ]
+    if given:
+        raise click.UsageError(f"--refresh-only cannot be combined with {', '.join(given)}")
 
 
 def _print_event(kind: str, change: ResourceChange, detail: str) -> None:
@@ -423,6 +449,7 @@ def _confirm(auto_approve: bool, verb: str) -> None:
 @policies_option
 @lock_timeout_option
 @no_color_option
+@refresh_only_option
 def apply(
     target: str,
     inputs: TemplateInputs,
@@ -434,10 +461,19 @@ def apply(
     auto_approve: bool,
     parallelism: int,
     policies_path: Path | None,
+    refresh_only: bool,
 ) -> None:
     """Apply a saved plan FILE exactly, or plan SPEC_DIR and apply after confirmation.
 
-    Refused with exit 3 when policies deny (for FILE: the report saved with the plan)."""
+    Refused with exit 3 when policies deny (for FILE: the report saved with the plan).
+    With --refresh-only: record the live values of what changed outside trainform in state
+    (shown first), changing no provider."""
+    if refresh_only:
+        if os.path.isfile(target):
+            raise click.UsageError("--refresh-only reads the live platform; give SPEC_DIR")
+        _refuse_with_refresh_only(targets, replace, False, None, False)
+        apply_refresh_only_command(open_or_exit(target, inputs, "text"), auto_approve, _confirm)
+        return
     if os.path.isfile(target):
         if targets or replace:
             raise click.UsageError(

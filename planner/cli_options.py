@@ -158,3 +158,16 @@ def lock_timeout_option(func: F) -> F:
         callback=_lock_timeout,
         help="How long to keep retrying when another run holds the state lock (30s, 5m).",
     )(func)
+
+
+def refresh_only_option(func: F) -> F:
+    """--refresh-only (-refresh-only): accept live values into state instead of planning."""
+    return click.option(
+        "--refresh-only",
+        "-refresh-only",
+        "refresh_only",
+        is_flag=True,
+        help="Only bring state up to date with the live platform: record the live values of "
+        "what changed outside trainform and forget what vanished, changing no provider "
+        "(plan shows it, apply records it after confirmation).",
+    )(func)

@@ -63,7 +63,7 @@ def _show(value: Any) -> str:
     return humanize(value)
 
 
-def _field_line(change: FieldChange) -> str:
+def field_line(change: FieldChange) -> str:
     from planner.diff import is_missing
 
     before = "(unset)" if is_missing(change.before) else humanize(change.before)
@@ -88,7 +88,7 @@ def render_change(change: ResourceChange, color: bool = False) -> list[str]:
         for name in change.known_after_apply:
             lines.append(f"      + outputs.{name}: (known after apply)")
     elif change.action in (Action.UPDATE, Action.REPLACE):
-        lines += [_field_line(field) for field in change.changes]
+        lines += [field_line(field) for field in change.changes]
     reasons = [
         r for r in change.reasons if not any(r.startswith(f.path + ":") for f in change.changes)
     ]

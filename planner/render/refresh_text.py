@@ -7,13 +7,10 @@ Read like a plan (`~` accept live values, `-` forget), with the field lines of
 from __future__ import annotations
 
 from planner.refresh_only import RefreshOnlyPlan
-from planner.render.plan_text import _field_line
+from planner.render.plan_text import field_line
 from planner.render.style import paint
+from planner.render.words import plural
 from specs.secrets import redact
-
-
-def _count(number: int, noun: str) -> str:
-    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
 def refresh_summary(plan: RefreshOnlyPlan) -> str:
@@ -22,8 +19,8 @@ def refresh_summary(plan: RefreshOnlyPlan) -> str:
     accepted = sum(update.action == "accept" for update in plan.updates)
     forgotten = len(plan.updates) - accepted
     return (
-        f"Refresh-only plan: {_count(accepted, 'resource')} to accept live values, "
-        f"{_count(forgotten, 'resource')} to forget. No provider will be changed."
+        f"Refresh-only plan: {plural(accepted, 'resource')} to accept live values, "
+        f"{plural(forgotten, 'resource')} to forget. No provider will be changed."
     )
 
 
@@ -35,7 +32,7 @@ def render_refresh_only_text(plan: RefreshOnlyPlan, color: bool = False) -> str:
         if update.action == "accept":
             title = f"  # {update.address}: state takes the live values ({update.provider})"
             lines += [paint(title, "bold", color), paint(f"  ~ {update.address}", "yellow", color)]
-            lines += [_field_line(change) for change in update.changes]
+            lines += [field_line(change) for change in update.changes]
         else:
             title = f"  # {update.address}: not found on {update.provider}, forgotten by state"
             lines += [paint(title, "bold", color), paint(f"  - {update.address}", "red", color)]

@@ -10,7 +10,7 @@ from planner.drift import detect_drift
 from planner.refresh_only import RefreshOnlyError, apply_refresh_only, plan_refresh_only
 from planner.render.refresh_text import render_refresh_only_text
 from planner.workspace import Workspace
-from tests.engine.support import SpecFolder
+from tests.engine.support import SpecFolder, run_trainform
 
 QUEUE = "Queue/default-queue"
 QUOTA = "Quota/research/research-default"
@@ -94,3 +94,39 @@ def test_a_plan_older_than_state_is_refused_and_writes_nothing(applied: SpecFold
     with pytest.raises(RefreshOnlyError, match="run it again"):
         apply_refresh_only(workspace, plan)
     assert applied.state().serial == serial  # type: ignore[union-attr]
+
+
+def test_cli_shows_then_records_live_values_and_drift_is_clean(applied: SpecFolder) -> None:
+    edit_queue(applied)
+    applied.close()
+    root = applied.root
+
+    shown = run_trainform("plan", ".", "--refresh-only", "--detailed-exitcode", cwd=root)
+    assert shown.returncode == 2, shown.stderr
+    assert "      ~ spec.defaultPriority: 100 -> 5" in shown.stdout
+    assert "No provider will be changed." in shown.stdout
+
+    unconfirmed = run_trainform("apply", ".", "--refresh-only", cwd=root)
+    assert unconfirmed.returncode == 1
+    assert "refusing to record these live values in state without confirmation" in (
+        unconfirmed.stderr
+    )
+
+    refused = run_trainform("apply", ".", "-refresh-only", "-target", QUEUE, cwd=root)
+    assert refused.returncode == 1  # a usage error: exit 2 means changes in trainform
+    assert "--refresh-only cannot be combined with --target" in refused.stderr
+
+    accepted = run_trainform("apply", ".", "--refresh-only", "--auto-approve", cwd=root)
+    assert accepted.returncode == 0, accepted.stderr
+    assert accepted.stdout.endswith(
+        "Refresh complete: 1 state entry updated, no provider changed.\n"
+    )
+    assert run_trainform("drift", ".", cwd=root).returncode == 0
+    assert run_trainform("plan", ".", "--refresh-only", cwd=root).stdout.startswith("No changes.")
+    restore = run_trainform("plan", ".", "--detailed-exitcode", cwd=root)
+    assert restore.returncode == 2  # the specs still declare 100: plan puts it back
+    assert "spec.defaultPriority: 5 -> 100" in restore.stdout
+    audit = json.loads(run_trainform("state", "audit", ".", "--format", "json", cwd=root).stdout)
+    last = audit[-1] if isinstance(audit, list) else audit["records"][-1]
+    assert last["operation"] == "apply-refresh-only"
+    assert last["changes"] == [{"address": QUEUE, "action": "accept"}]

@@ -1,0 +1,88 @@
+"""`plan --refresh-only` and `apply --refresh-only`: show, then record, live values in state.
+
+Both read drift under the state lock and print the refresh-only plan (planner.refresh_only);
+apply then asks for confirmation (or --auto-approve), writes the updates under the same
+lock and appends an audit record. No provider is written by either.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from planner.audit import audit_record, spec_commit
+from planner.errors import PlannerError
+from planner.refresh_only import RefreshOnlyPlan, apply_refresh_only, plan_refresh_only
+from planner.render.refresh_text import render_refresh_only_text
+from planner.render.style import use_color
+from planner.render.words import plural
+from planner.state import canonical_json, digest
+from planner.workspace import Workspace
+
+EXIT_CHANGES = 2
+
+
+def _show(plan: RefreshOnlyPlan, output_format: str) -> None:
+    if output_format == "json":
+        click.echo(canonical_json(plan.to_json()))
+    else:
+        click.echo(render_refresh_only_text(plan, use_color()), nl=False, color=use_color())
+
+
+def plan_refresh_only_command(
+    workspace: Workspace, output_format: str, detailed_exitcode: bool, take_lock: bool
+) -> None:
+    info = workspace.backend.lock("plan") if take_lock else None
+    try:
+        plan = plan_refresh_only(workspace)
+    finally:
+        if info is not None:
+            workspace.backend.unlock(info)
+        workspace.providers.close()
+    _show(plan, output_format)
+    if detailed_exitcode and plan.has_changes:
+        sys.exit(EXIT_CHANGES)
+
+
+def apply_refresh_only_command(workspace: Workspace, auto_approve: bool, confirm: object) -> None:
+    """`confirm(auto_approve, verb)` is the apply command's prompt (it exits on a no)."""
+    info = workspace.backend.lock("apply")
+    try:
+        plan = plan_refresh_only(workspace)
+        workspace.providers.close()
+        _show(plan, "text")
+        if not plan.has_changes:
+            return
+        confirm(auto_approve, "record these live values in state")  # type: ignore[operator]
+        state = apply_refresh_only(workspace, plan)
+        _audit(workspace, plan, info.id, state.serial)
+    except PlannerError as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        workspace.backend.unlock(info)
+    click.echo(
+        f"\nRefresh complete: {plural(len(plan.updates), 'state entry', 'state entries')} "
+        "updated, no provider changed."
+    )
+
+
+def _audit(workspace: Workspace, plan: RefreshOnlyPlan, lock_id: str, serial: int) -> None:
+    record = audit_record(
+        "apply-refresh-only",
+        environment=workspace.specs.environment,
+        specCommit=spec_commit(workspace.root),
+        planDigest=digest(plan.to_json()),
+        lock={"id": lock_id, "operation": "apply"},
+        state={
+            "location": workspace.backend.location,
+            "lineage": plan.lineage,
+            "serialBefore": plan.serial,
+            "serialAfter": serial,
+        },
+        changes=[{"address": u.address, "action": u.action} for u in plan.updates],
+    )
+    try:
+        workspace.backend.append_audit(record)
+    except PlannerError as exc:
+        click.echo(f"warning: the audit record of this refresh was not written: {exc}", err=True)
