@@ -32,6 +32,7 @@ NAMESPACE = ApiKind("Namespace", "v1", "namespaces", False)
 RESOURCE_QUOTA = ApiKind("ResourceQuota", "v1", "resourcequotas", True)
 NODE = ApiKind("Node", "v1", "nodes", False)
 CONFIG_MAP = ApiKind("ConfigMap", "v1", "configmaps", True)
+SERVICE = ApiKind("Service", "v1", "services", True)
 JOB = ApiKind("Job", "batch/v1", "jobs", True)
 RESOURCE_FLAVOR = ApiKind("ResourceFlavor", KUEUE, "resourceflavors", False)
 TOPOLOGY = ApiKind("Topology", KUEUE, "topologies", False)
@@ -48,6 +49,7 @@ BY_KIND = {
         RESOURCE_QUOTA,
         NODE,
         CONFIG_MAP,
+        SERVICE,
         JOB,
         RESOURCE_FLAVOR,
         TOPOLOGY,

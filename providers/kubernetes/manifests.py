@@ -137,14 +137,22 @@ def render_pool(naming: Naming, address: str, name: str, document: dict[str, Any
     return objects
 
 
+def is_accelerator(resource: str) -> bool:
+    """An extended resource (vendor/name: nvidia.com/gpu, amd.com/gpu,
+    nvidia.com/mig-1g.10gb), as opposed to cpu, memory or pods."""
+    return "/" in resource
+
+
 def covered_resources(spec: dict[str, Any], gpu_names: dict[str, str]) -> list[str]:
-    """cpu, memory, then the accelerator resource of every pool whose entry sets a GPU amount."""
+    """cpu, memory, then the accelerator resource of every pool that has an accelerator
+    (or whose entry sets a GPU amount), in the order the pools are listed."""
     accelerators: list[str] = []
     for entry in spec["pools"]:
-        if any("gpu" in (entry.get(field) or {}) for field in AMOUNT_FIELDS):
-            resource = gpu_names.get(entry["pool"], DEFAULT_GPU)
-            if resource not in accelerators:
-                accelerators.append(resource)
+        resource = gpu_names.get(entry["pool"])
+        if resource is None and any("gpu" in (entry.get(f) or {}) for f in AMOUNT_FIELDS):
+            resource = DEFAULT_GPU
+        if resource is not None and resource not in accelerators:
+            accelerators.append(resource)
     return ["cpu", "memory", *accelerators]
 
 
@@ -253,14 +261,15 @@ def render_quota(
     name: str,
     project: str,
     document: dict[str, Any],
-    gpu_name: str = DEFAULT_GPU,
+    gpu_names: list[str] | None = None,
 ) -> Manifests:
     spec = document["spec"]
     limits = spec.get("limits") or {}
     namespace = naming.namespace(project)
     hard: dict[str, str] = {}
     if limits.get("gpu") is not None:
-        hard[f"requests.{gpu_name}"] = str(limits["gpu"])
+        for gpu_name in gpu_names or [DEFAULT_GPU]:
+            hard[f"requests.{gpu_name}"] = str(limits["gpu"])
     for key in ("cpu", "memory"):
         if limits.get(key) is not None:
             hard[f"requests.{key}"] = str(limits[key])

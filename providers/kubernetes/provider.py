@@ -121,10 +121,17 @@ class KubernetesProvider(KubernetesJobs, Provider):
         if resource.kind == "ResourcePool":
             return manifests.render_pool(naming, address, name, document)
         if resource.kind == "Queue":
-            return manifests.render_queue(naming, address, name, document, _gpu_names(resource))
+            return manifests.render_queue(
+                naming, address, name, document, _gpu_names(resource, self.name)
+            )
         if resource.kind == "Quota":
             return manifests.render_quota(
-                naming, address, name, resource.project or "", document, _quota_gpu(resource)
+                naming,
+                address,
+                name,
+                resource.project or "",
+                document,
+                _quota_gpus(resource, self.name),
             )
         if resource.kind == "TrainingJob":
             return [self.preview_job(resource)]
@@ -156,10 +163,10 @@ class KubernetesProvider(KubernetesJobs, Provider):
         if resource.kind == "Queue":
             covered = (live or rendered[0]).get("spec", {}).get("resourceGroups") or [{}]
             accelerators = [
-                r for r in covered[0].get("coveredResources", []) if r not in ("cpu", "memory")
+                r for r in covered[0].get("coveredResources", []) if manifests.is_accelerator(r)
             ]
             if accelerators:
-                outputs["resourceName"] = accelerators[0]
+                outputs["resourceNames"] = accelerators
         return outputs
 
     # reads -----------------------------------------------------------------------------
@@ -408,16 +415,32 @@ def _as_resource(request: ObserveRequest) -> DesiredResource:
     )
 
 
-def _gpu_names(resource: DesiredResource) -> dict[str, str]:
-    names = {}
+def _dependency_outputs(resource: DesiredResource, prefix: str, instance: str) -> dict[str, dict]:
+    """Outputs of the dependencies whose address starts with `prefix`, by their name. The
+    engine records a resource's outputs per provider instance ({instance: {...}}); a bare
+    mapping (a provider's own call) is read as it is."""
+    found: dict[str, dict[str, Any]] = {}
     for address, outputs in resource.outputs_of_dependencies.items():
-        if address.startswith("ResourcePool/") and outputs.get("resourceName"):
-            names[address.rsplit("/", 1)[-1]] = str(outputs["resourceName"])
-    return names
+        if not address.startswith(prefix):
+            continue
+        mine = outputs.get(instance) if instance else None
+        found[address.rsplit("/", 1)[-1]] = mine if isinstance(mine, dict) else outputs
+    return found
 
 
-def _quota_gpu(resource: DesiredResource) -> str:
-    for address, outputs in resource.outputs_of_dependencies.items():
-        if address.startswith("Queue/") and outputs.get("resourceName"):
-            return str(outputs["resourceName"])
-    return manifests.DEFAULT_GPU
+def _gpu_names(resource: DesiredResource, instance: str) -> dict[str, str]:
+    """The accelerator resource name of each pool the queue admits onto."""
+    return {
+        pool: str(outputs["resourceName"])
+        for pool, outputs in _dependency_outputs(resource, "ResourcePool/", instance).items()
+        if outputs.get("resourceName")
+    }
+
+
+def _quota_gpus(resource: DesiredResource, instance: str) -> list[str]:
+    """Every accelerator resource name the quota's queue covers (default nvidia.com/gpu)."""
+    for outputs in _dependency_outputs(resource, "Queue/", instance).values():
+        names = outputs.get("resourceNames")
+        if isinstance(names, list) and names:
+            return [str(name) for name in names]
+    return [manifests.DEFAULT_GPU]

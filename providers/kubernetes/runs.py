@@ -59,6 +59,9 @@ from providers.kubernetes.kinds import (
     CONFIG_MAP,
     JOB,
     KUEUE,
+    RESOURCE_FLAVOR,
+    SERVICE,
+    TOPOLOGY,
     WORKLOAD,
     WORKLOAD_PRIORITY_CLASS,
     ApiKind,
@@ -68,7 +71,7 @@ from providers.kubernetes.logs import (
     pods_text,
     write_archive,
 )
-from providers.kubernetes.manifests import DEFAULT_GPU
+from providers.kubernetes.manifests import MAX_RUNTIME_ANNOTATION
 from providers.kubernetes.naming import (
     ADDRESS_HASH_LABEL,
     KIND_LABEL,
@@ -76,6 +79,8 @@ from providers.kubernetes.naming import (
     address_of,
     short_hash,
 )
+from providers.kubernetes.placement import Placement, duration_seconds, flavor_pool, place
+from providers.kubernetes.pods import headless_service
 from providers.kubernetes.timeline import (
     POD,
     attempt_status,
@@ -137,8 +142,12 @@ class KubernetesJobs(RunHistory):
         entries = ledger_entries(ledger)
         if any(_same_attempt(entry, launch) for entry in entries):
             return {"runId": launch.run_id, "attempt": launch.attempt}
+        placement, queue_limit = self._placement(launch)
+        max_seconds = min(
+            (limit for limit in (launch.max_runtime, queue_limit) if limit), default=None
+        )
         manifest = job_manifest(
-            self.naming, launch, self._gpu_name(launch.queue), self._priority_class(launch)
+            self.naming, launch, placement, self._priority_class(launch), max_seconds
         )
         existing = self.client.get(JOB, manifest["metadata"]["name"], namespace)
         if existing is not None and not self.naming.owns(existing, launch.address):
@@ -146,8 +155,17 @@ class KubernetesJobs(RunHistory):
                 f"cannot submit {launch.address}: Job {namespace}/"
                 f"{manifest['metadata']['name']} exists and is not this trainform's"
             )
-        self._finalize(namespace, launch.address, entries)
+        finished = self._finalize(namespace, launch.address, entries)
         if existing is None:
+            if launch.nodes > 1:
+                metadata = manifest["metadata"]
+                service = headless_service(
+                    metadata["name"],
+                    namespace,
+                    self.naming.labels(launch.address, "TrainingJob"),
+                    self.naming.annotations(launch.address),
+                )
+                self.client.apply(service, self.field_manager, self.force)
             self.client.apply(manifest, self.field_manager, self.force)
         entries.append(ledger_entry(launch, _now()))
         self.client.apply(
@@ -155,15 +173,49 @@ class KubernetesJobs(RunHistory):
             self.field_manager,
             self.force,
         )
+        self._clean(namespace, finished)
         return {"runId": launch.run_id, "attempt": launch.attempt}
 
-    def _gpu_name(self, queue: str) -> str:
-        cluster_queue = self.client.get(CLUSTER_QUEUE, self.naming.cluster_name(queue)) or {}
+    def _clean(self, namespace: str, finished: list[str]) -> None:
+        """Delete the Jobs (and their headless Services) of attempts whose facts the ledger
+        now holds: a finished Job has nothing left to say, and Kueue and quotas count only
+        what is admitted, but an API server keeps every object until someone deletes it."""
+        for name in finished:
+            self.client.delete(JOB, name, namespace)
+            self.client.delete(SERVICE, name, namespace)
+
+    def _placement(self, launch: JobLaunch) -> tuple[Placement, int | None]:
+        """The pools of the launch's queue it can run on (read from the ClusterQueue, its
+        ResourceFlavors and their Topologies), and the queue's own time limit."""
+        cluster_queue = self.client.get(CLUSTER_QUEUE, self.naming.cluster_name(launch.queue))
+        if cluster_queue is None:
+            raise PermanentProviderError(
+                f"cannot submit {launch.address}: ClusterQueue "
+                f"{self.naming.cluster_name(launch.queue)} does not exist (apply its Queue first)"
+            )
+        flavors = {f["metadata"]["name"]: f for f in self.client.list(RESOURCE_FLAVOR, "")}
+        topologies: dict[str, tuple[str, ...]] = {}
+        if any((f.get("spec") or {}).get("topologyName") for f in flavors.values()):
+            for topology in self.client.list(TOPOLOGY, ""):
+                levels = (topology.get("spec") or {}).get("levels") or []
+                topologies[topology["metadata"]["name"]] = tuple(
+                    str(level.get("nodeLabel")) for level in levels
+                )
+        pools = []
         for group in (cluster_queue.get("spec") or {}).get("resourceGroups") or []:
-            for resource in group.get("coveredResources") or []:
-                if resource not in ("cpu", "memory"):
-                    return str(resource)
-        return DEFAULT_GPU
+            for entry in group.get("flavors") or []:
+                flavor = flavors.get(str(entry.get("name")))
+                if flavor is not None:
+                    pools.append(flavor_pool(flavor, topologies))
+        per_node = launch.gpus // max(launch.nodes, 1)
+        placement = place(pools, per_node, launch.cpu, launch.memory)
+        if not placement.pools:
+            raise PermanentProviderError(
+                f"cannot submit {launch.address}: no pool of queue {launch.queue} has nodes "
+                f"with {per_node} accelerators, {launch.cpu} cpu and {launch.memory} memory"
+            )
+        annotations = (cluster_queue.get("metadata") or {}).get("annotations") or {}
+        return placement, duration_seconds(annotations.get(MAX_RUNTIME_ANNOTATION))
 
     def _priority_class(self, launch: JobLaunch) -> str:
         """The queue's own WorkloadPriorityClass when the job runs at its default priority,
@@ -215,7 +267,7 @@ class KubernetesJobs(RunHistory):
             checkpoint_prefix=checkpoint.get("prefix", ""),
             image=f"{spec['image']} (pinned at submission)",
         )
-        return job_manifest(self.naming, launch, DEFAULT_GPU, None)
+        return job_manifest(self.naming, launch, Placement(()), None, launch.max_runtime)
 
     # cancelling ------------------------------------------------------------------------
 
@@ -238,12 +290,14 @@ class KubernetesJobs(RunHistory):
         recorded = self._finalize(namespace, address, entries, jobs)  # before pods go
         for name in victims:
             self.client.delete(JOB, name, namespace)
+            self.client.delete(SERVICE, name, namespace)
         if victims or recorded:
             self.client.apply(
                 ledger_manifest(self.naming, address, namespace, entries),
                 self.field_manager,
                 self.force,
             )
+        self._clean(namespace, [name for name in recorded if name not in victims])
 
     # recording finished attempts -------------------------------------------------------
 
@@ -253,13 +307,13 @@ class KubernetesJobs(RunHistory):
         address: str,
         entries: list[dict[str, Any]],
         jobs: dict[str, dict[str, Any]] | None = None,
-    ) -> bool:
+    ) -> list[str]:
         """Record in `entries` the facts of each attempt seen finished and archive its
         log to S3 (an attempt whose archive cannot be written is left for the next write).
-        True when an entry changed."""
+        The names of the Jobs whose attempts were recorded (still present)."""
         pending = [e for e in entries if not isinstance(e.get("final"), dict)]
         if not pending:
-            return False
+            return []
         jobs = self._jobs(namespace, address) if jobs is None else jobs
         workloads = self._workloads_by_job(self.client.list(WORKLOAD, "", namespace))
         mine = workloads.get(namespace, {})
@@ -268,7 +322,7 @@ class KubernetesJobs(RunHistory):
         )
         store = self._store()
         checkpoints: dict[str, list[CheckpointStatus]] = {}
-        changed = False
+        changed: list[str] = []
         for entry in pending:
             name = str(entry.get("job"))
             status = attempt_status(entry, jobs.get(name), mine.get(name), pods.get(name))
@@ -294,7 +348,8 @@ class KubernetesJobs(RunHistory):
             facts = final_facts(status)
             facts["pool"] = self._pool(mine.get(name))
             entry["final"] = facts
-            changed = True
+            if name in jobs:
+                changed.append(name)
         return changed
 
     # reading ---------------------------------------------------------------------------

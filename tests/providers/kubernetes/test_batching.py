@@ -11,6 +11,7 @@ from providers.base import DesiredResource, ObserveRequest, ProviderContext
 from providers.jobs import JobLaunch
 from providers.kubernetes.client import KubeClient, make_api_client
 from providers.kubernetes.jobs import job_manifest, ledger_entry, ledger_manifest
+from providers.kubernetes.placement import Placement
 from providers.kubernetes.provider import KubernetesProvider
 from tests.providers.kubernetes.fixtures import unique_prefix
 from tests.services.kube_api import KubeAPI
@@ -78,7 +79,7 @@ def test_observing_600_resources_costs_one_list_per_kind(
     for request in requests:
         if request.kind == "TrainingJob":
             launch = _launch(int(request.name.split("-")[1]))
-            manifests.append(job_manifest(provider.naming, launch, "nvidia.com/gpu", None))
+            manifests.append(job_manifest(provider.naming, launch, Placement(()), None))
             entry = ledger_entry(launch, "2026-01-01T00:00:00Z")
             manifests.append(ledger_manifest(provider.naming, launch.address, namespace, [entry]))
         else:

@@ -13,6 +13,7 @@ from providers.base import DesiredResource, ProviderContext
 from providers.jobs import DatasetInput, JobLaunch
 from providers.kubernetes.jobs import job_environment, job_manifest, ledger_manifest
 from providers.kubernetes.naming import Naming, dns_label, label_safe
+from providers.kubernetes.placement import Placement
 from providers.kubernetes.projection import by_role, canonical, project_document
 from providers.kubernetes.provider import KubernetesProvider
 from specs import load_specs
@@ -187,7 +188,7 @@ def _launch(**changes: Any) -> JobLaunch:
 
 
 def test_an_attempt_becomes_a_suspended_indexed_job_labelled_for_kueue() -> None:
-    job = job_manifest(Naming("trainform", "ml-"), _launch(), "nvidia.com/gpu", "train")
+    job = job_manifest(Naming("trainform", "ml-"), _launch(), Placement(()), "train", 3600)
 
     check_manifest(job)
     spec = job["spec"]

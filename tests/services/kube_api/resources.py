@@ -92,6 +92,7 @@ BUILTINS: tuple[ResourceType, ...] = (
         "", ("v1",), "configmaps", "configmap", "ConfigMap", True, False, short_names=("cm",)
     ),
     ResourceType("", ("v1",), "secrets", "secret", "Secret", True, False),
+    ResourceType("", ("v1",), "services", "service", "Service", True, True, short_names=("svc",)),
     ResourceType("", ("v1",), "nodes", "node", "Node", False, True, short_names=("no",)),
     ResourceType(
         "batch", ("v1",), "jobs", "job", "Job", True, True, categories=("all",), generation=True
