@@ -45,9 +45,7 @@ def _launch(index: int) -> JobLaunch:
     )
 
 
-def test_observing_600_resources_costs_one_list_per_kind(
-    kube_api: KubeAPI, tmp_path: Path
-) -> None:
+def test_observing_600_resources_costs_one_list_per_kind(kube_api: KubeAPI, tmp_path: Path) -> None:
     prefix = unique_prefix()
     provider = KubernetesProvider(KubeClient(make_api_client(str(kube_api.kubeconfig), "")))
     provider.configure(
