@@ -58,7 +58,10 @@ class KubernetesProvider(KubernetesJobs, Provider):
     schemas: ClassVar[dict[str, KindSchema]] = {
         "Project": KindSchema("Project", ignored=("spec.users", "spec.specPaths")),
         "ResourcePool": KindSchema(
-            "ResourcePool", ignored=("spec.provider", "spec.nodeList", "spec.features")
+            "ResourcePool",
+            # a ResourceFlavor's topologyName and a Topology's levels are immutable (CEL)
+            forces_replacement=("spec.topology",),
+            ignored=("spec.provider", "spec.nodeList", "spec.features"),
         ),
         "Queue": KindSchema("Queue"),
         "Quota": KindSchema("Quota", forces_replacement=("spec.queue",)),  # immutable LocalQueue
