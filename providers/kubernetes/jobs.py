@@ -164,7 +164,6 @@ def job_manifest(
         annotations[SUITE_ANNOTATION] = launch.suite
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
-        "priorityClassName": naming.cluster_name(launch.queue),
         "containers": [
             {
                 "name": CONTAINER,

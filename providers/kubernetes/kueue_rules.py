@@ -19,6 +19,8 @@ Across the resources of one provider instance (`instance_problems`):
 - a queue admitting onto a pool that is not declared on this instance (flavor missing);
 - two Quotas of one project on the same queue (both would own its LocalQueue);
 - a TrainingJob whose project has no Quota on its queue (no LocalQueue: never admitted);
+- runningJobs on a Quota whose project has a multi-node job on that queue (Kueue counts
+  pods, so it would count one job per node: see project_queues.py);
 - the API and admission limits of api_limits.py (sizes, priorities, reserved names,
   flavor x resource pairs, and a TrainingJob no pool of its queue can hold: pods larger
   than every pool's nodes, or more accelerators than the queue can ever admit on the
@@ -200,6 +202,7 @@ def instance_problems(resources: list[DesiredResource]) -> list[ValidationProble
                     )
                 )
             quotas.setdefault(key, resource.address)
+    problems += _running_jobs_problems(resources)
     queues = {r.name: r for r in resources if r.kind == "Queue"}
     pool_specs = {r.name: r.spec for r in resources if r.kind == "ResourcePool"}
     queue_specs = [queue.spec for queue in queues.values()]
@@ -220,4 +223,32 @@ def instance_problems(resources: list[DesiredResource]) -> list[ValidationProble
                         "namespace has no LocalQueue and Kueue would never admit the job",
                     )
                 )
+    return problems
+
+
+def _running_jobs_problems(resources: list[DesiredResource]) -> list[ValidationProblem]:
+    """runningJobs is Kueue's pod count on the project's ClusterQueue: exact while every
+    job of the project on that queue is one pod, refused when one has several nodes."""
+    limited = {
+        (r.project, r.spec.get("queue")): r
+        for r in resources
+        if r.kind == "Quota" and (r.spec.get("limits") or {}).get("runningJobs") is not None
+    }
+    problems = []
+    for job in resources:
+        if job.kind != "TrainingJob":
+            continue
+        quota = limited.get((job.project, job.spec.get("queue")))
+        nodes = int((job.spec.get("resources") or {}).get("nodes", 1))
+        if quota is not None and nodes > 1:
+            problems.append(
+                ValidationProblem(
+                    quota.address,
+                    "spec.limits.runningJobs",
+                    f"{job.address} runs on {nodes} nodes: Kubernetes (Kueue) counts running "
+                    "jobs as pods, one per node, so it would count as "
+                    f"{nodes} jobs; remove runningJobs from this Quota (limit gpu, cpu or "
+                    "memory instead) or run the job on one node",
+                )
+            )
     return problems

@@ -33,19 +33,21 @@ from providers.kubernetes.impact import admitted_usage, quota_impact
 from providers.kubernetes.kinds import (
     BY_KIND,
     CLUSTER_QUEUE,
+    NAMESPACE,
     OBJECTS_OF,
-    PRIORITY_CLASS,
     WORKLOAD,
     ApiKind,
 )
 from providers.kubernetes.kueue_rules import instance_problems, resource_problems
 from providers.kubernetes.naming import KIND_LABEL, Naming, address_of
-from providers.kubernetes.projection import project_document, roles
+from providers.kubernetes.project_queues import QUEUE_LABEL, project_queue_spec
+from providers.kubernetes.projection import _quota_limits, project_document, roles
 from providers.kubernetes.runs import KubernetesJobs
 
 RESOURCE_KINDS = ("Project", "ResourcePool", "Queue", "Quota")
 FORCE_ANNOTATION = "trainform.dev/force-conflicts"  # on a spec: take its fields back
 Key = tuple[str, str, str]  # (kind, namespace, name)
+WORKLOAD_PAGE = 500
 
 
 def _key(obj: dict[str, Any]) -> Key:
@@ -134,7 +136,7 @@ class KubernetesProvider(KubernetesJobs, Provider):
                 name,
                 resource.project or "",
                 document,
-                _quota_gpus(resource, self.name),
+                _queue_facts(resource, self.name),
             )
         if resource.kind == "TrainingJob":
             return [self.preview_job(resource)]
@@ -164,12 +166,10 @@ class KubernetesProvider(KubernetesJobs, Provider):
                 "resourceName", manifests.DEFAULT_GPU
             )
         if resource.kind == "Queue":
-            covered = (live or rendered[0]).get("spec", {}).get("resourceGroups") or [{}]
-            accelerators = [
-                r for r in covered[0].get("coveredResources", []) if manifests.is_accelerator(r)
-            ]
-            if accelerators:
-                outputs["resourceNames"] = accelerators
+            names = _gpu_names(resource, self.name) or dict(
+                resource.outputs_of_dependencies.get("", {}).get("resourceNames") or {}
+            )
+            outputs.update(manifests.queue_facts(self.naming, resource.spec, names))
         return outputs
 
     # reads -----------------------------------------------------------------------------
@@ -190,13 +190,28 @@ class KubernetesProvider(KubernetesJobs, Provider):
         wanted = [r for r in requests if r.kind in RESOURCE_KINDS]
         if not wanted:
             return observations
-        listed = self._listed({api for r in wanted for api in OBJECTS_OF[r.kind]})
+        apis = {api for r in wanted for api in OBJECTS_OF[r.kind]}
         usage = None
         if any(r.kind == "Queue" for r in wanted):
-            usage = admitted_usage(self.client.list(WORKLOAD))
+            apis.add(CLUSTER_QUEUE)  # the policy and workloads of its projects' queues
+            usage = admitted_usage(self._workloads())
+        listed = self._listed(apis)
         for request in wanted:
             observations[request.address] = self._observe_one(request, listed, usage)
         return observations
+
+    def _workloads(self) -> list[dict[str, Any]]:
+        """Kueue Workloads in this instance's project namespaces only, paged."""
+        namespaces = [
+            obj["metadata"]["name"]
+            for obj in self.client.list(NAMESPACE, self.naming.selector)
+            if self._mine(obj)
+        ]
+        return [
+            workload
+            for namespace in sorted(namespaces)
+            for workload in self.client.list(WORKLOAD, "", namespace, page=WORKLOAD_PAGE)
+        ]
 
     def _observe_one(
         self,
@@ -205,6 +220,15 @@ class KubernetesProvider(KubernetesJobs, Provider):
         usage: dict[str, list[dict[str, Any]]] | None,
     ) -> Observation:
         resource = _as_resource(request)
+        if request.kind == "Queue":  # the accelerator names its last apply recorded
+            resource = DesiredResource(
+                request.address,
+                request.kind,
+                request.name,
+                request.project,
+                request.document,
+                {"": {"resourceNames": request.outputs.get("resourceNames") or {}}},
+            )
         rendered = self.render(resource)
         objects: dict[str, dict[str, Any] | None] = {}
         findings: list[Finding] = []
@@ -221,15 +245,27 @@ class KubernetesProvider(KubernetesJobs, Provider):
                         {"object": describe(obj)},
                     )
                 )
+        project_queues = []
+        if request.kind == "Queue":
+            cohort = rendered[0]["metadata"]["name"]
+            project_queues = [
+                obj
+                for key, obj in sorted(listed.items())
+                if key[0] == "ClusterQueue" and _labels(obj).get(QUEUE_LABEL) == cohort
+            ]
+            objects["ClusterQueue"] = project_queues[0] if project_queues else None
         document = project_document(request.kind, request.document, objects, self.naming)
         if document is None:
             return Observation(exists=False)
         status: dict[str, Any] = {}
         if request.kind == "Queue" and usage is not None:
-            name = rendered[0]["metadata"]["name"]
-            status["admittedWorkloads"] = usage.get(name, [])
-            queue = objects.get("ClusterQueue") or {}
-            status["flavorsUsage"] = (queue.get("status") or {}).get("flavorsUsage", [])
+            names = [q["metadata"]["name"] for q in project_queues]
+            status["admittedWorkloads"] = [w for name in names for w in usage.get(name, [])]
+            status["flavorsUsage"] = [
+                flavor
+                for queue in project_queues
+                for flavor in (queue.get("status") or {}).get("flavorsUsage", [])
+            ]
         return Observation(
             exists=True,
             live=document,
@@ -302,20 +338,32 @@ class KubernetesProvider(KubernetesJobs, Provider):
         rendered = self.render(resource)
         annotations = resource.document.get("metadata", {}).get("annotations") or {}
         forced = annotations.get(FORCE_ANNOTATION) == "true"
-        found = [self._check_owner(obj, resource.address, adopting) for obj in rendered]
-        for obj, live in zip(rendered, found, strict=True):
-            if obj["kind"] == "PriorityClass" and live and live.get("value") != obj["value"]:
-                # a PriorityClass's value is immutable: a new default priority replaces it
-                if not self.naming.owns(live, resource.address):
-                    raise PermanentProviderError(
-                        f"cannot apply {describe(obj)}: it exists with value "
-                        f"{live.get('value')} and is not trainform's to replace; set the "
-                        "queue's defaultPriority to that value or rename the queue"
-                    )
-                self.client.delete(PRIORITY_CLASS, obj["metadata"]["name"])
+        for obj in rendered:
+            self._check_owner(obj, resource.address, adopting)
+        for obj in rendered:
             # importing takes the fields over from whoever set them
             self.client.apply(obj, self.field_manager, self.force or adopting or forced)
-        return self._outputs(resource, rendered)
+        outputs = self._outputs(resource, rendered)
+        if resource.kind == "Queue":
+            self._write_policy(resource, outputs)
+        return outputs
+
+    def _write_policy(self, resource: DesiredResource, facts: dict[str, Any]) -> None:
+        """Write the queue's pools and admission policy onto each of its projects'
+        ClusterQueues (their own limits kept), as the Queue's spec says."""
+        cohort = self.naming.cluster_name(resource.name)
+        selector = f"{self.naming.selector},{QUEUE_LABEL}={cohort}"
+        for queue in self.client.list(CLUSTER_QUEUE, selector):
+            address = address_of(queue)
+            if not address or not self.naming.owns(queue, address):
+                continue
+            project = address.split("/")[1] if address.count("/") == 2 else ""
+            limits = _quota_limits(queue)
+            namespace = self.naming.namespace(project)
+            spec = project_queue_spec(self.naming, facts, resource.name, namespace, limits)
+            self.client.merge_patch(
+                CLUSTER_QUEUE, queue["metadata"]["name"], None, {"spec": spec}, self.field_manager
+            )
 
     def _check_owner(
         self, obj: dict[str, Any], address: str, adopting: bool
@@ -440,10 +488,12 @@ def _gpu_names(resource: DesiredResource, instance: str) -> dict[str, str]:
     }
 
 
-def _quota_gpus(resource: DesiredResource, instance: str) -> list[str]:
-    """Every accelerator resource name the quota's queue covers (default nvidia.com/gpu)."""
+def _queue_facts(resource: DesiredResource, instance: str) -> dict[str, Any]:
+    """The outputs of the quota's Queue (its pools, accelerators and policy)."""
     for outputs in _dependency_outputs(resource, "Queue/", instance).values():
-        names = outputs.get("resourceNames")
-        if isinstance(names, list) and names:
-            return [str(name) for name in names]
-    return [manifests.DEFAULT_GPU]
+        return outputs
+    return {}
+
+
+def _labels(obj: dict[str, Any]) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get("labels") or {})

@@ -1,7 +1,7 @@
 """Accelerators by name through the engine: one queue over an NVIDIA, a MIG and an AMD pool.
 
-The ClusterQueue covers the three resources with each pool's quota under its own name,
-the project's quota names all three, and each job requests the resource of the first pool
+The queue's Cohort covers the three resources with each pool's quota under its own name,
+the project's ClusterQueue borrows at most its limit of each pool's own accelerator, and each job requests the resource of the first pool
 (in the queue's order) whose nodes can hold one of its pods, with a node affinity naming
 only the pools of that resource it fits.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from providers.kubernetes.kinds import CLUSTER_QUEUE, JOB, RESOURCE_QUOTA
+from providers.kubernetes.kinds import CLUSTER_QUEUE, COHORT, JOB
 from providers.kubernetes.provider import KubernetesProvider
 from tests.engine.support import SpecFolder
 from tests.providers.kubernetes.fixtures import INSTANCE, kubernetes_config, unique_prefix
@@ -120,10 +120,10 @@ def test_each_queue_quota_and_job_names_its_pools_accelerator(
     provider = spec_folder.providers().get(INSTANCE)
     assert isinstance(provider, KubernetesProvider)
 
-    queue = provider.client.get(CLUSTER_QUEUE, f"{prefix}mixed")
-    assert queue is not None
-    check_manifest(queue)
-    [group] = queue["spec"]["resourceGroups"]
+    cohort = provider.client.get(COHORT, f"{prefix}mixed")
+    assert cohort is not None
+    check_manifest(cohort)
+    [group] = cohort["spec"]["resourceGroups"]
     assert group["coveredResources"] == ["cpu", "memory", *(r for r, _, _ in POOLS.values())]
     for flavor in group["flavors"]:
         own = POOLS[flavor["name"].removeprefix(prefix)][0]
@@ -131,9 +131,15 @@ def test_each_queue_quota_and_job_names_its_pools_accelerator(
         assert gpus == {r: ("8" if r == own else "0") for r, _, _ in POOLS.values()}, flavor
 
     namespace = f"{prefix}vision"
-    [quota] = provider.client.list(RESOURCE_QUOTA, provider.naming.selector, namespace)
-    hard = quota["spec"]["hard"]
-    assert {k for k in hard if "/" in k} == {f"requests.{r}" for r, _, _ in POOLS.values()}
+    project_queue = provider.client.get(CLUSTER_QUEUE, f"{prefix}mixed-vision")
+    assert project_queue is not None
+    check_manifest(project_queue)
+    for flavor in project_queue["spec"]["resourceGroups"][0]["flavors"]:
+        own = POOLS[flavor["name"].removeprefix(prefix)][0]
+        limits = {
+            r["name"]: r.get("borrowingLimit") for r in flavor["resources"] if "/" in r["name"]
+        }
+        assert limits == {r: ("16" if r == own else "0") for r, _, _ in POOLS.values()}, flavor
 
     requested = {}
     for job in provider.client.list(JOB, provider.naming.selector, namespace):
