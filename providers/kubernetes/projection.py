@@ -192,10 +192,10 @@ def _queue(spec: dict[str, Any], objects: Objects, naming: Naming) -> None:
     spec["defaultPriority"] = priority_class.get("value") if priority_class else None
     project_queue = objects.get("ClusterQueue")
     if project_queue is not None:  # the policy lives on the projects' ClusterQueues
-        _queue_policy(spec, project_queue.get("spec") or {})
+        read_queue_policy(spec, project_queue.get("spec") or {})
 
 
-def _queue_policy(spec: dict[str, Any], queue_spec: dict[str, Any]) -> None:
+def read_queue_policy(spec: dict[str, Any], queue_spec: dict[str, Any]) -> None:
     preemption = queue_spec.get("preemption") or {}
     borrow = preemption.get("borrowWithinCohort") or {}
     borrowing: dict[str, Any] = {"policy": borrow.get("policy", "Never")}
@@ -210,7 +210,7 @@ def _queue_policy(spec: dict[str, Any], queue_spec: dict[str, Any]) -> None:
     spec["stopPolicy"] = queue_spec.get("stopPolicy", "None")
 
 
-def _quota_limits(cluster_queue: dict[str, Any]) -> dict[str, Any]:
+def quota_limits(cluster_queue: dict[str, Any]) -> dict[str, Any]:
     """The project's limits from its ClusterQueue: borrowingLimits of the first flavor
     (they are the same on every flavor) and the pod count. An accelerator of the flavor
     without a borrowingLimit means no gpu limit; otherwise the largest is the limit (the
@@ -239,7 +239,7 @@ def _quota_limits(cluster_queue: dict[str, Any]) -> dict[str, Any]:
 
 def _quota(spec: dict[str, Any], objects: Objects, naming: Naming) -> None:
     cluster_queue = objects["ClusterQueue"] or {}
-    limits = _quota_limits(cluster_queue)
+    limits = quota_limits(cluster_queue)
     wall = _meta(cluster_queue, "annotations").get(MAX_WALL_TIME_ANNOTATION)
     if wall:
         limits["maxWallTime"] = wall

@@ -28,7 +28,7 @@ from providers.base import (
 from providers.errors import PermanentProviderError
 from providers.kubernetes import manifests
 from providers.kubernetes.client import KubeClient, describe, make_api_client
-from providers.kubernetes.discovery import discover_documents
+from providers.kubernetes.discovery import discover_documents, live_queue_facts
 from providers.kubernetes.impact import admitted_usage, quota_impact
 from providers.kubernetes.kinds import (
     BY_KIND,
@@ -40,8 +40,12 @@ from providers.kubernetes.kinds import (
 )
 from providers.kubernetes.kueue_rules import instance_problems, resource_problems
 from providers.kubernetes.naming import KIND_LABEL, Naming, address_of
-from providers.kubernetes.project_queues import QUEUE_LABEL, project_queue_spec
-from providers.kubernetes.projection import _quota_limits, project_document, roles
+from providers.kubernetes.project_queues import (
+    QUEUE_LABEL,
+    project_queue_name,
+    project_queue_spec,
+)
+from providers.kubernetes.projection import project_document, quota_limits, roles
 from providers.kubernetes.runs import KubernetesJobs
 
 RESOURCE_KINDS = ("Project", "ResourcePool", "Queue", "Quota")
@@ -335,6 +339,8 @@ class KubernetesProvider(KubernetesJobs, Provider):
         self.require_valid(resource)
         if resource.kind in ("TrainingJob", "EvalSuite"):
             return {}  # runs go through submit(); suites are read at submission
+        if resource.kind == "Quota" and not _queue_facts(resource, self.name):
+            resource = self._with_live_queue_facts(resource)
         rendered = self.render(resource)
         annotations = resource.document.get("metadata", {}).get("annotations") or {}
         forced = annotations.get(FORCE_ANNOTATION) == "true"
@@ -348,6 +354,23 @@ class KubernetesProvider(KubernetesJobs, Provider):
             self._write_policy(resource, outputs)
         return outputs
 
+    def _with_live_queue_facts(self, resource: DesiredResource) -> DesiredResource:
+        """The Quota with its Queue's facts read from the cluster: when the Queue has no
+        outputs recorded (an import adopting the Quota first)."""
+        queue = str(resource.spec.get("queue", ""))
+        name = project_queue_name(self.naming, queue, resource.project or "")
+        facts = live_queue_facts(
+            self.client, self.naming, queue, self.client.get(CLUSTER_QUEUE, name)
+        )
+        return DesiredResource(
+            resource.address,
+            resource.kind,
+            resource.name,
+            resource.project,
+            resource.document,
+            {**resource.outputs_of_dependencies, f"Queue/{queue}": facts},
+        )
+
     def _write_policy(self, resource: DesiredResource, facts: dict[str, Any]) -> None:
         """Write the queue's pools and admission policy onto each of its projects'
         ClusterQueues (their own limits kept), as the Queue's spec says."""
@@ -358,7 +381,7 @@ class KubernetesProvider(KubernetesJobs, Provider):
             if not address or not self.naming.owns(queue, address):
                 continue
             project = address.split("/")[1] if address.count("/") == 2 else ""
-            limits = _quota_limits(queue)
+            limits = quota_limits(queue)
             namespace = self.naming.namespace(project)
             spec = project_queue_spec(self.naming, facts, resource.name, namespace, limits)
             self.client.merge_patch(
@@ -432,10 +455,10 @@ class KubernetesProvider(KubernetesJobs, Provider):
 def _delete_order(
     found: list[tuple[ApiKind, dict[str, Any]]],
 ) -> list[tuple[ApiKind, dict[str, Any]]]:
-    """Dependents first: a LocalQueue before its ResourceQuota's namespace objects, a
-    ResourceFlavor before the Topology it names, a ClusterQueue before its priority class."""
-    first = ("LocalQueue", "ResourceFlavor", "ClusterQueue")
-    return sorted(found, key=lambda item: 0 if item[0].kind in first else 1)
+    """Dependents first: a LocalQueue before the ClusterQueue it points at, a
+    ResourceFlavor before the Topology it names, a Cohort before its priority class."""
+    rank = {"LocalQueue": 0, "ClusterQueue": 1, "ResourceFlavor": 1, "Cohort": 1}
+    return sorted(found, key=lambda item: rank.get(item[0].kind, 2))
 
 
 _SKELETON: dict[str, dict[str, Any]] = {
