@@ -1,9 +1,9 @@
 """Accelerators by name through the engine: one queue over an NVIDIA, a MIG and an AMD pool.
 
 The queue's Cohort covers the three resources with each pool's quota under its own name,
-the project's ClusterQueue borrows at most its limit of each pool's own accelerator, and each job requests the resource of the first pool
-(in the queue's order) whose nodes can hold one of its pods, with a node affinity naming
-only the pools of that resource it fits.
+the project's ClusterQueue borrows at most its limit of each pool's own accelerator, and
+each job requests the resource of the first pool (in the queue's order) whose nodes can
+hold one of its pods, with a node affinity naming only the pools of that resource it fits.
 """
 
 from __future__ import annotations

@@ -57,12 +57,17 @@ def test_observing_600_resources_costs_one_list_per_kind(kube_api: KubeAPI, tmp_
             "defaultPriority": 0,
         }
     )
-    quota = _document({"queue": "q-0", "limits": {"gpu": "4"}})
     requests = [
         ObserveRequest(f"Queue/q-{i}", "Queue", f"q-{i}", None, queue) for i in range(COUNT)
     ]
     requests += [
-        ObserveRequest(f"Quota/vision/q-{i}", "Quota", f"q-{i}", "vision", quota)
+        ObserveRequest(
+            f"Quota/vision/q-{i}",
+            "Quota",
+            f"q-{i}",
+            "vision",
+            _document({"queue": f"q-{i}", "limits": {"gpu": "4"}}),
+        )
         for i in range(COUNT)
     ]
     requests += [
@@ -70,9 +75,11 @@ def test_observing_600_resources_costs_one_list_per_kind(kube_api: KubeAPI, tmp_
         for i in range(COUNT)
     ]
     namespace = f"{prefix}vision"
-    provider.client.apply(
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, "t", False
+    project = _document({"owners": ["a@example.com"]})
+    [namespace_object] = provider.render(
+        DesiredResource("Project/vision", "Project", "vision", None, project)
     )
+    provider.client.apply(namespace_object, "t", False)
     manifests = []
     for request in requests:
         if request.kind == "TrainingJob":
@@ -86,7 +93,7 @@ def test_observing_600_resources_costs_one_list_per_kind(kube_api: KubeAPI, tmp_
                     request.address, request.kind, request.name, request.project, request.document
                 )
             )
-    kept = ("ClusterQueue", "ResourceQuota", "LocalQueue", "Job", "ConfigMap")
+    kept = ("Cohort", "ClusterQueue", "LocalQueue", "Job", "ConfigMap")
     manifests = [m for m in manifests if m["kind"] in kept]  # what the count is about
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda m: provider.client.apply(m, "trainform", False), manifests))
@@ -95,19 +102,19 @@ def test_observing_600_resources_costs_one_list_per_kind(kube_api: KubeAPI, tmp_
     seen = provider.observe(requests)
 
     assert len(seen) == 3 * COUNT
-    assert all(observation.exists for observation in seen.values())
+    assert [a for a, o in seen.items() if not o.exists] == []
     lists = sorted(r.path for r in kube_api.requests)
     assert [r.method for r in kube_api.requests] == ["GET"] * len(lists)
     assert lists == sorted(
         [
+            "/apis/kueue.x-k8s.io/v1beta2/cohorts",
             "/apis/kueue.x-k8s.io/v1beta2/clusterqueues",
             "/apis/kueue.x-k8s.io/v1beta2/workloadpriorityclasses",
-            "/apis/scheduling.k8s.io/v1/priorityclasses",
-            "/apis/kueue.x-k8s.io/v1beta2/workloads",
-            "/api/v1/resourcequotas",
+            "/api/v1/namespaces",  # this instance's project namespaces
+            f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{namespace}/workloads",  # queue usage
             "/apis/kueue.x-k8s.io/v1beta2/localqueues",
             "/api/v1/configmaps",
             "/apis/batch/v1/jobs",
-            f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{namespace}/workloads",
+            f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{namespace}/workloads",  # job status
         ]
     )
