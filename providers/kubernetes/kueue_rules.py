@@ -20,7 +20,8 @@ Across the resources of one provider instance (`instance_problems`):
 - two Quotas of one project on the same queue (both would own its LocalQueue);
 - a TrainingJob whose project has no Quota on its queue (no LocalQueue: never admitted);
 - runningJobs on a Quota whose project has a multi-node job on that queue (Kueue counts
-  pods, so it would count one job per node: see project_queues.py);
+  pods, so it would count one job per node), or whose queue has several pools some of
+  which have topology (see project_queues.py);
 - the API and admission limits of api_limits.py (sizes, priorities, reserved names,
   flavor x resource pairs, and a TrainingJob no pool of its queue can hold: pods larger
   than every pool's nodes, or more accelerators than the queue can ever admit on the
@@ -235,6 +236,21 @@ def _running_jobs_problems(resources: list[DesiredResource]) -> list[ValidationP
         if r.kind == "Quota" and (r.spec.get("limits") or {}).get("runningJobs") is not None
     }
     problems = []
+    queues = {r.name: r.spec for r in resources if r.kind == "Queue"}
+    topology = {r.name for r in resources if r.kind == "ResourcePool" and r.spec.get("topology")}
+    for (_, queue), quota in sorted(limited.items(), key=lambda item: item[1].address):
+        pools = [entry.get("pool") for entry in (queues.get(queue) or {}).get("pools", [])]
+        if len(pools) > 1 and topology & set(pools):
+            problems.append(
+                ValidationProblem(
+                    quota.address,
+                    "spec.limits.runningJobs",
+                    f"queue {queue} has several pools, some with topology: Kueue counts "
+                    "pods per pool, and counting them across pools takes a flavor without "
+                    "topology, which a topology-aware job cannot use; remove runningJobs "
+                    "(limit gpu, cpu or memory instead)",
+                )
+            )
     for job in resources:
         if job.kind != "TrainingJob":
             continue

@@ -39,7 +39,7 @@ AMOUNT_FIELDS = ("nominalQuota", "borrowingLimit", "lendingLimit")
 Manifests = list[dict[str, Any]]
 
 
-def _metadata(
+def object_metadata(
     naming: Naming,
     address: str,
     kind: str,
@@ -65,7 +65,7 @@ def _metadata(
 
 def render_project(naming: Naming, address: str, name: str, document: dict[str, Any]) -> Manifests:
     spec = document["spec"]
-    metadata = _metadata(
+    metadata = object_metadata(
         naming,
         address,
         "Project",
@@ -100,7 +100,7 @@ def toleration(entry: dict[str, Any]) -> dict[str, Any]:
 def render_pool(naming: Naming, address: str, name: str, document: dict[str, Any]) -> Manifests:
     spec = document["spec"]
     flavor_name = naming.cluster_name(name)
-    metadata = _metadata(
+    metadata = object_metadata(
         naming,
         address,
         "ResourcePool",
@@ -122,7 +122,7 @@ def render_pool(naming: Naming, address: str, name: str, document: dict[str, Any
             {
                 "apiVersion": KUEUE,
                 "kind": "Topology",
-                "metadata": _metadata(naming, address, "ResourcePool", flavor_name, document),
+                "metadata": object_metadata(naming, address, "ResourcePool", flavor_name, document),
                 "spec": {"levels": [{"nodeLabel": level} for level in spec["topology"]]},
             }
         )
@@ -221,13 +221,13 @@ def render_queue(
         {
             "apiVersion": KUEUE,
             "kind": "Cohort",
-            "metadata": _metadata(naming, address, "Queue", cluster_name, document, None, extra),
+            "metadata": object_metadata(naming, address, "Queue", cluster_name, document, None, extra),
             "spec": cohort_spec,
         },
         {
             "apiVersion": KUEUE,
             "kind": "WorkloadPriorityClass",
-            "metadata": _metadata(naming, address, "Queue", cluster_name, document),
+            "metadata": object_metadata(naming, address, "Queue", cluster_name, document),
             "value": spec.get("defaultPriority", 0),
             "description": f"default priority of trainform queue {name}",
         },
@@ -248,5 +248,5 @@ def render_quota(
     facts: dict[str, Any] | None = None,
 ) -> Manifests:
     return project_queues.render_quota(
-        naming, address, name, project, document, facts or {}, _metadata
+        naming, address, name, project, document, facts or {}, object_metadata
     )

@@ -16,7 +16,12 @@ of admitting them:
                borrowingLimit 0 and lendingLimit 0, so the project runs at most N pods and
                lends no pod count to anyone. A single-node job is one pod, so N pods is N
                jobs; kueue_rules.py refuses runningJobs on a queue where the project has a
-               multi-node job (it would count one per node).
+               multi-node job (it would count one per node). On a queue with one pool the
+               count sits in the pool's flavor; with several it gets a resource group of
+               its own with one flavor without labels, `<queue>-<project>-jobs` (a
+               ResourceFlavor of the Quota), so it counts across pools (Kueue quotas are
+               per flavor); kueue_rules.py refuses that on a queue with topology pools,
+               where every flavor of a pod set must have the topology.
     maxWallTime -> annotation trainform.dev/max-wall-time; submitted Jobs get the shortest
                of the job's, the queue's and the quota's limits (pods.py).
 
@@ -64,14 +69,24 @@ def queue_policy(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def counts_jobs_apart(facts: QueueFacts, limits: dict[str, Any]) -> bool:
+    """Whether the pod count needs a resource group of its own: on a queue with several
+    pools, so that it counts the project's pods on all of them together."""
+    return limits.get("runningJobs") is not None and len(facts.get("flavors") or []) > 1
+
+
+def jobs_flavor_name(naming: Naming, queue: str, project: str) -> str:
+    return dns_label(naming.cluster_name(f"{queue}-{project}-jobs"))
+
+
 def _covered(facts: QueueFacts, limits: dict[str, Any]) -> list[str]:
     accelerators: list[str] = []
     for pool in facts.get("flavors") or []:
         name = (facts.get("resourceNames") or {}).get(pool)
         if name and name not in accelerators:
             accelerators.append(name)
-    pods = [PODS] if limits.get("runningJobs") is not None else []
-    return ["cpu", "memory", *accelerators, *pods]
+    together = limits.get("runningJobs") is not None and not counts_jobs_apart(facts, limits)
+    return ["cpu", "memory", *accelerators, *([PODS] if together else [])]
 
 
 def _resource(name: str, own: str | None, limits: dict[str, Any]) -> dict[str, Any]:
@@ -88,8 +103,9 @@ def _resource(name: str, own: str | None, limits: dict[str, Any]) -> dict[str, A
 
 
 def project_queue_spec(
-    naming: Naming, facts: QueueFacts, queue: str, namespace: str, limits: dict[str, Any]
+    naming: Naming, facts: QueueFacts, queue: str, project: str, limits: dict[str, Any]
 ) -> dict[str, Any]:
+    namespace = naming.namespace(project)
     covered = _covered(facts, limits)
     flavors = [
         {
@@ -101,12 +117,17 @@ def project_queue_spec(
         }
         for pool in facts.get("flavors") or []
     ]
+    groups = [{"coveredResources": covered, "flavors": flavors}] if flavors else []
+    if counts_jobs_apart(facts, limits):
+        jobs = {"name": jobs_flavor_name(naming, queue, project), "resources": []}
+        jobs["resources"].append(_resource(PODS, None, limits))
+        groups.append({"coveredResources": [PODS], "flavors": [jobs]})
     spec: dict[str, Any] = {
         "cohortName": naming.cluster_name(queue),
         "namespaceSelector": {
             "matchLabels": {"kubernetes.io/metadata.name": namespace},
         },
-        "resourceGroups": [{"coveredResources": covered, "flavors": flavors}] if flavors else [],
+        "resourceGroups": groups,
         **(facts.get("policy") or queue_policy({})),
     }
     return spec
@@ -121,7 +142,7 @@ def render_quota(
     facts: QueueFacts,
     metadata: Any,
 ) -> list[dict[str, Any]]:
-    """The project's ClusterQueue and LocalQueue; `metadata` is manifests._metadata."""
+    """The project's ClusterQueue and LocalQueue; `metadata` is manifests.object_metadata."""
     spec = document["spec"]
     limits = spec.get("limits") or {}
     namespace = naming.namespace(project)
@@ -130,12 +151,12 @@ def render_quota(
     cluster_queue_name = project_queue_name(naming, queue, project)
     cluster_meta = metadata(naming, address, "Quota", cluster_queue_name, document, None, extra)
     cluster_meta["labels"][QUEUE_LABEL] = naming.cluster_name(queue)
-    return [
+    objects = [
         {
             "apiVersion": KUEUE,
             "kind": "ClusterQueue",
             "metadata": cluster_meta,
-            "spec": project_queue_spec(naming, facts, queue, namespace, limits),
+            "spec": project_queue_spec(naming, facts, queue, project, limits),
         },
         {
             "apiVersion": KUEUE,
@@ -144,3 +165,10 @@ def render_quota(
             "spec": {"clusterQueue": cluster_queue_name},
         },
     ]
+    if counts_jobs_apart(facts, limits):  # a flavor with no labels: any node, no placement
+        name = jobs_flavor_name(naming, queue, project)
+        flavor_meta = metadata(naming, address, "Quota", name, document)
+        objects.append(
+            {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": flavor_meta, "spec": {}}
+        )
+    return objects

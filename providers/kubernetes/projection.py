@@ -212,20 +212,26 @@ def read_queue_policy(spec: dict[str, Any], queue_spec: dict[str, Any]) -> None:
 
 def quota_limits(cluster_queue: dict[str, Any]) -> dict[str, Any]:
     """The project's limits from its ClusterQueue: borrowingLimits of the first flavor
-    (they are the same on every flavor) and the pod count. An accelerator of the flavor
-    without a borrowingLimit means no gpu limit; otherwise the largest is the limit (the
-    others are the 0 of accelerators the pool does not have)."""
+    (they are the same on every flavor) and the pod count (in any resource group). An
+    accelerator of the flavor without a borrowingLimit means no gpu limit; otherwise the
+    largest is the limit (the others are the 0 of accelerators the pool does not have)."""
     limits: dict[str, Any] = {}
     groups = (cluster_queue.get("spec") or {}).get("resourceGroups") or []
+    for group in groups:
+        for flavor in (group.get("flavors") or [])[:1]:
+            for resource in flavor.get("resources") or []:
+                if resource.get("name") == PODS:
+                    count = parse_quantity(str(resource.get("nominalQuota", 0)))
+                    whole = count == count.to_integral()
+                    limits["runningJobs"] = int(count) if whole else str(count)
     flavors = (groups[0].get("flavors") or []) if groups else []
     accelerators: list[Any] = []
     unlimited = False
     for resource in (flavors[0].get("resources") or []) if flavors else []:
         name = resource.get("name", "")
         if name == PODS:
-            count = parse_quantity(str(resource.get("nominalQuota", 0)))
-            limits["runningJobs"] = int(count) if count == count.to_integral() else str(count)
-        elif name in ("cpu", "memory"):
+            continue
+        if name in ("cpu", "memory"):
             if "borrowingLimit" in resource:
                 limits[name] = canonical(resource["borrowingLimit"])
         elif "borrowingLimit" in resource:

@@ -382,8 +382,7 @@ class KubernetesProvider(KubernetesJobs, Provider):
                 continue
             project = address.split("/")[1] if address.count("/") == 2 else ""
             limits = quota_limits(queue)
-            namespace = self.naming.namespace(project)
-            spec = project_queue_spec(self.naming, facts, resource.name, namespace, limits)
+            spec = project_queue_spec(self.naming, facts, resource.name, project, limits)
             self.client.merge_patch(
                 CLUSTER_QUEUE, queue["metadata"]["name"], None, {"spec": spec}, self.field_manager
             )
@@ -455,10 +454,11 @@ class KubernetesProvider(KubernetesJobs, Provider):
 def _delete_order(
     found: list[tuple[ApiKind, dict[str, Any]]],
 ) -> list[tuple[ApiKind, dict[str, Any]]]:
-    """Dependents first: a LocalQueue before the ClusterQueue it points at, a
-    ResourceFlavor before the Topology it names, a Cohort before its priority class."""
-    rank = {"LocalQueue": 0, "ClusterQueue": 1, "ResourceFlavor": 1, "Cohort": 1}
-    return sorted(found, key=lambda item: rank.get(item[0].kind, 2))
+    """Dependents first: a LocalQueue before the ClusterQueue it points at, that before
+    the flavor only it uses, a ResourceFlavor before the Topology it names, a Cohort
+    before its priority class."""
+    rank = {"LocalQueue": 0, "ClusterQueue": 1, "Cohort": 1, "ResourceFlavor": 2}
+    return sorted(found, key=lambda item: rank.get(item[0].kind, 3))
 
 
 _SKELETON: dict[str, dict[str, Any]] = {

@@ -16,6 +16,9 @@ from providers.jobs import RunPhase
 from providers.kubernetes.jobs import job_name
 from providers.kubernetes.kinds import CLUSTER_QUEUE, COHORT, JOB, LOCAL_QUEUE, SERVICE
 from providers.kubernetes.kueue_rules import instance_problems
+from providers.kubernetes.manifests import object_metadata
+from providers.kubernetes.naming import Naming
+from providers.kubernetes.project_queues import render_quota
 from providers.kubernetes.provider import KubernetesProvider
 from tests.engine.support import SpecFolder
 from tests.providers.kubernetes.fixtures import INSTANCE, platform_folder, unique_prefix
@@ -140,3 +143,46 @@ def test_running_jobs_with_a_multi_node_job_on_its_queue_is_refused_at_plan() ->
     assert problem.address == "Quota/vision/train"
     assert "TrainingJob/vision/big runs on 2 nodes" in problem.message
     assert not [p for p in instance_problems([quota, single]) if p.field.endswith("runningJobs")]
+
+
+def test_on_a_queue_of_several_pools_the_pod_count_is_one_group_across_them() -> None:
+
+    facts = {
+        "flavors": ["h100", "mi300"],
+        "resourceNames": {"h100": "nvidia.com/gpu", "mi300": "amd.com/gpu"},
+    }
+    document = {"metadata": {}, "spec": {"queue": "mixed", "limits": {"runningJobs": 2}}}
+
+    cluster_queue, _, flavor = render_quota(
+        Naming("trainform", "ml-", "p-"),
+        "Quota/vision/mixed",
+        "mixed",
+        "vision",
+        document,
+        facts,
+        object_metadata,
+    )
+
+    main, jobs = cluster_queue["spec"]["resourceGroups"]
+    assert main["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu", "amd.com/gpu"]
+    assert jobs == {
+        "coveredResources": ["pods"],
+        "flavors": [
+            {
+                "name": "p-mixed-vision-jobs",
+                "resources": [
+                    {
+                        "name": "pods",
+                        "nominalQuota": "2",
+                        "borrowingLimit": "0",
+                        "lendingLimit": "0",
+                    }
+                ],
+            }
+        ],
+    }
+    assert (flavor["kind"], flavor["metadata"]["name"], flavor["spec"]) == (
+        "ResourceFlavor",
+        "p-mixed-vision-jobs",
+        {},
+    )
