@@ -221,7 +221,9 @@ def render_queue(
         {
             "apiVersion": KUEUE,
             "kind": "Cohort",
-            "metadata": object_metadata(naming, address, "Queue", cluster_name, document, None, extra),
+            "metadata": object_metadata(
+                naming, address, "Queue", cluster_name, document, None, extra
+            ),
             "spec": cohort_spec,
         },
         {
