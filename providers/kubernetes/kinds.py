@@ -70,5 +70,5 @@ OBJECTS_OF = {
     "Project": (NAMESPACE,),
     "ResourcePool": (RESOURCE_FLAVOR, TOPOLOGY),
     "Queue": (COHORT, WORKLOAD_PRIORITY_CLASS),
-    "Quota": (CLUSTER_QUEUE, LOCAL_QUEUE, RESOURCE_FLAVOR),  # the flavor: runningJobs, apart
+    "Quota": (CLUSTER_QUEUE, LOCAL_QUEUE),  # and a ResourceFlavor for runningJobs on pools
 }

@@ -137,14 +137,13 @@ def test_a_quota_becomes_the_projects_cluster_queue_borrowing_at_most_its_limits
         "matchLabels": {"kubernetes.io/metadata.name": "ml-llm-pretrain"}
     }
     [group] = spec["resourceGroups"]
-    assert group["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu", "pods"]
+    assert group["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu"]
     assert [f["name"] for f in group["flavors"]] == ["a100", "h100"]
     for flavor in group["flavors"]:
         assert flavor["resources"] == [
             {"name": "cpu", "nominalQuota": "0"},
             {"name": "memory", "nominalQuota": "0"},
             {"name": "nvidia.com/gpu", "nominalQuota": "0", "borrowingLimit": "16"},
-            {"name": "pods", "nominalQuota": "20", "borrowingLimit": "0", "lendingLimit": "0"},
         ]
     assert spec["queueingStrategy"] == "StrictFIFO"
     assert local_queue["metadata"]["namespace"] == "ml-llm-pretrain"
