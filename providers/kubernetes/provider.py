@@ -28,7 +28,7 @@ from providers.base import (
 from providers.errors import PermanentProviderError
 from providers.kubernetes import manifests
 from providers.kubernetes.client import KubeClient, describe, make_api_client
-from providers.kubernetes.discovery import discover_documents, live_queue_facts
+from providers.kubernetes.discovery import discover_documents
 from providers.kubernetes.impact import admitted_usage, quota_impact
 from providers.kubernetes.kinds import (
     BY_KIND,
@@ -40,12 +40,9 @@ from providers.kubernetes.kinds import (
 )
 from providers.kubernetes.kueue_rules import instance_problems, resource_problems
 from providers.kubernetes.naming import KIND_LABEL, Naming, address_of
-from providers.kubernetes.project_queues import (
-    QUEUE_LABEL,
-    project_queue_name,
-    project_queue_spec,
-)
-from providers.kubernetes.projection import project_document, quota_limits, roles
+from providers.kubernetes.project_queues import QUEUE_LABEL
+from providers.kubernetes.projection import project_document, roles
+from providers.kubernetes.queue_sync import with_live_queue_facts, write_queue_policy
 from providers.kubernetes.runs import KubernetesJobs
 
 RESOURCE_KINDS = ("Project", "ResourcePool", "Queue", "Quota")
@@ -340,7 +337,7 @@ class KubernetesProvider(KubernetesJobs, Provider):
         if resource.kind in ("TrainingJob", "EvalSuite"):
             return {}  # runs go through submit(); suites are read at submission
         if resource.kind == "Quota" and not _queue_facts(resource, self.name):
-            resource = self._with_live_queue_facts(resource)
+            resource = with_live_queue_facts(self.client, self.naming, resource)
         rendered = self.render(resource)
         annotations = resource.document.get("metadata", {}).get("annotations") or {}
         forced = annotations.get(FORCE_ANNOTATION) == "true"
@@ -351,41 +348,8 @@ class KubernetesProvider(KubernetesJobs, Provider):
             self.client.apply(obj, self.field_manager, self.force or adopting or forced)
         outputs = self._outputs(resource, rendered)
         if resource.kind == "Queue":
-            self._write_policy(resource, outputs)
+            write_queue_policy(self.client, self.naming, self.field_manager, resource, outputs)
         return outputs
-
-    def _with_live_queue_facts(self, resource: DesiredResource) -> DesiredResource:
-        """The Quota with its Queue's facts read from the cluster: when the Queue has no
-        outputs recorded (an import adopting the Quota first)."""
-        queue = str(resource.spec.get("queue", ""))
-        name = project_queue_name(self.naming, queue, resource.project or "")
-        facts = live_queue_facts(
-            self.client, self.naming, queue, self.client.get(CLUSTER_QUEUE, name)
-        )
-        return DesiredResource(
-            resource.address,
-            resource.kind,
-            resource.name,
-            resource.project,
-            resource.document,
-            {**resource.outputs_of_dependencies, f"Queue/{queue}": facts},
-        )
-
-    def _write_policy(self, resource: DesiredResource, facts: dict[str, Any]) -> None:
-        """Write the queue's pools and admission policy onto each of its projects'
-        ClusterQueues (their own limits kept), as the Queue's spec says."""
-        cohort = self.naming.cluster_name(resource.name)
-        selector = f"{self.naming.selector},{QUEUE_LABEL}={cohort}"
-        for queue in self.client.list(CLUSTER_QUEUE, selector):
-            address = address_of(queue)
-            if not address or not self.naming.owns(queue, address):
-                continue
-            project = address.split("/")[1] if address.count("/") == 2 else ""
-            limits = quota_limits(queue)
-            spec = project_queue_spec(self.naming, facts, resource.name, project, limits)
-            self.client.merge_patch(
-                CLUSTER_QUEUE, queue["metadata"]["name"], None, {"spec": spec}, self.field_manager
-            )
 
     def _check_owner(
         self, obj: dict[str, Any], address: str, adopting: bool

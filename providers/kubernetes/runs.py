@@ -55,34 +55,28 @@ from providers.kubernetes.jobs import (
     run_location,
 )
 from providers.kubernetes.kinds import (
-    CLUSTER_QUEUE,
-    COHORT,
     CONFIG_MAP,
     JOB,
     KUEUE,
-    LOCAL_QUEUE,
-    RESOURCE_FLAVOR,
     SERVICE,
-    TOPOLOGY,
     WORKLOAD,
     WORKLOAD_PRIORITY_CLASS,
     ApiKind,
 )
+from providers.kubernetes.launch_reads import read_placement
 from providers.kubernetes.logs import (
     archive_location,
     pods_text,
     write_archive,
 )
-from providers.kubernetes.manifests import MAX_RUNTIME_ANNOTATION, MAX_WALL_TIME_ANNOTATION
 from providers.kubernetes.naming import (
     ADDRESS_HASH_LABEL,
     KIND_LABEL,
     Naming,
     address_of,
-    dns_label,
     short_hash,
 )
-from providers.kubernetes.placement import Placement, duration_seconds, flavor_pool, place
+from providers.kubernetes.placement import Placement
 from providers.kubernetes.pods import headless_service
 from providers.kubernetes.timeline import (
     POD,
@@ -188,47 +182,7 @@ class KubernetesJobs(RunHistory):
             self.client.delete(SERVICE, name, namespace)
 
     def _placement(self, launch: JobLaunch) -> tuple[Placement, int | None]:
-        """The pools the launch can run on (the flavors of its queue's Cohort, their
-        ResourceFlavors and Topologies), and the shortest time limit of its queue (the
-        Cohort's annotation) and its quota (its project ClusterQueue's, when the Quota is
-        applied: the TrainingJob depends on the Queue, not on the Quota)."""
-        cohort = self.client.get(COHORT, self.naming.cluster_name(launch.queue))
-        if cohort is None:
-            raise PermanentProviderError(
-                f"cannot submit {launch.address}: Cohort "
-                f"{self.naming.cluster_name(launch.queue)} of queue {launch.queue} does not "
-                "exist (apply the Queue first)"
-            )
-        namespace = self._namespace_of(launch.address)
-        local_queue = self.client.get(LOCAL_QUEUE, dns_label(launch.queue), namespace) or {}
-        name = str((local_queue.get("spec") or {}).get("clusterQueue") or "")
-        cluster_queue = (self.client.get(CLUSTER_QUEUE, name) if name else None) or {}
-        flavors = {f["metadata"]["name"]: f for f in self.client.list(RESOURCE_FLAVOR, "")}
-        topologies: dict[str, tuple[str, ...]] = {}
-        if any((f.get("spec") or {}).get("topologyName") for f in flavors.values()):
-            for topology in self.client.list(TOPOLOGY, ""):
-                levels = (topology.get("spec") or {}).get("levels") or []
-                topologies[topology["metadata"]["name"]] = tuple(
-                    str(level.get("nodeLabel")) for level in levels
-                )
-        pools = []
-        for group in (cohort.get("spec") or {}).get("resourceGroups") or []:
-            for entry in group.get("flavors") or []:
-                flavor = flavors.get(str(entry.get("name")))
-                if flavor is not None:
-                    pools.append(flavor_pool(flavor, topologies))
-        per_node = launch.gpus // max(launch.nodes, 1)
-        placement = place(pools, per_node, launch.cpu, launch.memory)
-        if not placement.pools:
-            raise PermanentProviderError(
-                f"cannot submit {launch.address}: no pool of queue {launch.queue} has nodes "
-                f"with {per_node} accelerators, {launch.cpu} cpu and {launch.memory} memory"
-            )
-        limits = [
-            duration_seconds(_annotations(cohort).get(MAX_RUNTIME_ANNOTATION)),
-            duration_seconds(_annotations(cluster_queue).get(MAX_WALL_TIME_ANNOTATION)),
-        ]
-        return placement, min((limit for limit in limits if limit), default=None)
+        return read_placement(self.client, self.naming, launch, self._namespace_of(launch.address))
 
     def _priority_class(self, launch: JobLaunch) -> str:
         """The queue's own WorkloadPriorityClass when the job runs at its default priority,
@@ -592,10 +546,6 @@ class KubernetesJobs(RunHistory):
             for flavor in (assignment.get("flavors") or {}).values():
                 return self.naming.spec_name(str(flavor)) or str(flavor)
         return ""
-
-
-def _annotations(obj: dict[str, Any]) -> dict[str, str]:
-    return dict((obj.get("metadata") or {}).get("annotations") or {})
 
 
 def last_step(attempt: AttemptStatus, checkpoints: list[CheckpointStatus]) -> int | None:
