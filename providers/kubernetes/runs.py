@@ -10,12 +10,13 @@ joins ledger, Jobs, Kueue Workloads and pods into timelines (timeline.py). Reque
   list of the address's pods when an attempt not yet recorded as finished has a Job that
   is not suspended (a suspended Job has no pods);
 - `observe_jobs` for many addresses: one list of ledgers and one of Jobs across
-  namespaces, plus one Workload list and one pod list, each per namespace (one across
-  namespaces when several need it) among the namespaces holding attempts whose facts are
-  not yet recorded in the ledger: unfinished, or finished since trainform last wrote;
+  namespaces, plus one Workload list per namespace (paged) and one pod list (per
+  namespace, or one across namespaces when several need it) among the namespaces holding
+  attempts whose facts are not yet recorded in the ledger: unfinished, or finished since
+  trainform last wrote;
 - `accounting(since)`: one list of ledgers and one of Jobs across namespaces, plus one
-  Workload list and one pod list across namespaces when an attempt's facts are not yet
-  recorded;
+  Workload list per namespace (paged) and one pod list across namespaces when an
+  attempt's facts are not yet recorded;
 - `read_log`: the ledger, the attempt's pods, its Job, one log read per pod that has
   started; with no pods left, one S3 read of the archive (logs.py).
 
@@ -88,6 +89,7 @@ from providers.kubernetes.timeline import (
 from providers.local.status import run_to_json
 
 PRIORITY_KIND = "Priority"
+WORKLOAD_PAGE = 500
 
 
 def _now() -> str:
@@ -282,7 +284,7 @@ class KubernetesJobs(RunHistory):
         if not pending:
             return []
         jobs = self._jobs(namespace, address) if jobs is None else jobs
-        workloads = self._workloads_by_job(self.client.list(WORKLOAD, "", namespace))
+        workloads = self._workloads_by_job(self._workloads_in(namespace))
         mine = workloads.get(namespace, {})
         pods = (
             pods_by_job(self._pods(namespace, address)) if self._needs_pods(pending, jobs) else {}
@@ -365,9 +367,14 @@ class KubernetesJobs(RunHistory):
             return []
         entries = ledger_entries(ledger)
         jobs = self._jobs(namespace, address)
-        workloads = self._workloads_by_job(self.client.list(WORKLOAD, "", namespace))
+        workloads = self._workloads_by_job(self._workloads_in(namespace))
         pods = self._pods(namespace, address) if self._needs_pods(entries, jobs) else []
         return self._statuses(entries, jobs, workloads.get(namespace, {}), pods_by_job(pods))
+
+    def _workloads_in(self, namespace: str) -> list[dict[str, Any]]:
+        """Kueue's Workloads in one of this instance's namespaces, paged (never every
+        Workload of the cluster)."""
+        return self.client.list(WORKLOAD, "", namespace, page=WORKLOAD_PAGE)
 
     @staticmethod
     def _workloads_by_job(workloads: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -406,12 +413,9 @@ class KubernetesJobs(RunHistory):
                 workload_spaces.add(namespace)
             if self._needs_pods(entries, mine):
                 pod_spaces.add(namespace)
-        workloads: dict[str, dict[str, Any]] = {}
-        if len(workload_spaces) == 1:
-            [only] = workload_spaces
-            workloads = self._workloads_by_job(self.client.list(WORKLOAD, "", only))
-        elif workload_spaces:
-            workloads = self._workloads_by_job(self.client.list(WORKLOAD, ""))
+        workloads = self._workloads_by_job(
+            [w for space in sorted(workload_spaces) for w in self._workloads_in(space)]
+        )
         pods: dict[str, list[dict[str, Any]]] = {}
         listed = []
         if len(pod_spaces) == 1:

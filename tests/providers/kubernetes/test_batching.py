@@ -11,6 +11,7 @@ from providers.base import DesiredResource, ObserveRequest, ProviderContext
 from providers.jobs import JobLaunch
 from providers.kubernetes.client import KubeClient, make_api_client
 from providers.kubernetes.jobs import job_manifest, ledger_entry, ledger_manifest
+from providers.kubernetes.kinds import CONFIG_MAP
 from providers.kubernetes.placement import Placement
 from providers.kubernetes.provider import KubernetesProvider
 from tests.providers.kubernetes.fixtures import unique_prefix
@@ -118,3 +119,26 @@ def test_observing_600_resources_costs_one_list_per_kind(kube_api: KubeAPI, tmp_
             f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{namespace}/workloads",  # job status
         ]
     )
+
+
+def test_a_paged_list_follows_continue_tokens_to_the_last_page(kube_api: KubeAPI) -> None:
+    client = KubeClient(make_api_client(str(kube_api.kubeconfig), ""))
+    namespace = f"{unique_prefix()}paged"
+    client.apply(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, "t", False
+    )
+    for index in range(5):
+        config_map = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": f"c{index}", "namespace": namespace},
+        }
+        client.apply(config_map, "t", False)
+    kube_api.reset_requests()
+
+    found = client.list(CONFIG_MAP, "", namespace, page=2)
+
+    assert sorted(item["metadata"]["name"] for item in found) == [f"c{i}" for i in range(5)]
+    queries = [r.query for r in kube_api.requests]
+    assert [q.get("limit") for q in queries] == ["2", "2", "2"]
+    assert "continue" not in queries[0] and all(q.get("continue") for q in queries[1:])
