@@ -10,7 +10,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from planner.plan_model import Action
 from providers.base import DesiredResource
 from providers.jobs import RunPhase
 from providers.kubernetes.jobs import job_name
@@ -19,6 +22,7 @@ from providers.kubernetes.kueue_rules import instance_problems
 from providers.kubernetes.manifests import object_metadata
 from providers.kubernetes.naming import Naming
 from providers.kubernetes.project_queues import render_quota
+from providers.kubernetes.projection import quota_limits
 from providers.kubernetes.provider import KubernetesProvider
 from tests.engine.support import SpecFolder
 from tests.providers.kubernetes.fixtures import INSTANCE, platform_folder, unique_prefix
@@ -186,3 +190,52 @@ def test_on_a_queue_of_several_pools_the_pod_count_is_one_group_across_them() ->
         "p-mixed-vision-jobs",
         {},
     )
+
+
+def test_removing_a_pools_topology_plans_a_replacement_with_its_reason(
+    applied: tuple[SpecFolder, KubernetesProvider, str],
+) -> None:
+    folder, _, _ = applied
+    folder.edit(
+        "platform.yaml",
+        "  topology: [cloud.google.com/gce-topology-block, kubernetes.io/hostname]\n",
+        "",
+    )
+
+    plan = folder.plan()
+
+    [change] = [c for c in plan.actionable if c.address == "ResourcePool/h100"]
+    assert change.action is Action.REPLACE
+    assert any("spec.topology" in reason for reason in change.reasons), change.reasons
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    gpu=st.one_of(st.none(), st.integers(0, 512)),
+    cpu=st.one_of(st.none(), st.integers(0, 4096)),
+    running=st.one_of(st.none(), st.integers(0, 100)),
+    pools=st.integers(1, 4),
+)
+def test_a_project_queue_reads_back_as_the_limits_it_was_rendered_from(
+    gpu: int | None, cpu: int | None, running: int | None, pools: int
+) -> None:
+    names = [f"p{i}" for i in range(pools)]
+    facts = {
+        "flavors": names,
+        "resourceNames": {
+            n: ("amd.com/gpu" if i % 2 else "nvidia.com/gpu") for i, n in enumerate(names)
+        },
+    }
+    limits = {
+        key: value
+        for key, value in (("gpu", gpu), ("cpu", cpu), ("runningJobs", running))
+        if value is not None
+    }
+    document = {"metadata": {}, "spec": {"queue": "q", "limits": limits}}
+
+    cluster_queue = render_quota(Naming(), "Quota/a/q", "q", "a", document, facts, object_metadata)[
+        0
+    ]
+
+    expected = {k: (v if k == "runningJobs" else str(v)) for k, v in limits.items()}
+    assert quota_limits(cluster_queue) == expected
