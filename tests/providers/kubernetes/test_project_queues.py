@@ -26,6 +26,7 @@ from providers.kubernetes.projection import quota_limits
 from providers.kubernetes.provider import KubernetesProvider
 from tests.engine.support import SpecFolder
 from tests.providers.kubernetes.fixtures import INSTANCE, platform_folder, unique_prefix
+from tests.providers.kubernetes.schemas import check_manifest
 from tests.providers.kubernetes.test_jobs import ADDRESS, launch
 from tests.services.kube_api import KubeAPI
 
@@ -167,6 +168,8 @@ def test_on_a_queue_of_several_pools_the_pod_count_is_one_group_across_them() ->
         object_metadata,
     )
 
+    check_manifest(cluster_queue)
+    check_manifest(flavor)
     main, jobs = cluster_queue["spec"]["resourceGroups"]
     assert main["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu", "amd.com/gpu"]
     assert jobs == {
