@@ -2,15 +2,16 @@
 
 For each size N (default 100, 500 and 2,000) starts the in-repo fake API server
 (tests/services/kube_api, in this process: server and client share the interpreter) and
-applies, through the provider's own rendering, N Queues (a ClusterQueue, a
-WorkloadPriorityClass and a PriorityClass each) and N Quotas (a ResourceQuota and a
-LocalQueue each, spread over PROJECTS project namespaces), as
+applies, through the provider's own rendering, N Queues (a Cohort and a
+WorkloadPriorityClass each) and N Quotas (a ClusterQueue and a LocalQueue each, spread
+over PROJECTS project namespaces), as
 tests/providers/kubernetes/test_batching.py does. Then times, interleaved over `--repeat`
 rounds (the order alternates each round) after one untimed warm-up of each:
 
 - **batched**: `KubernetesProvider.observe` of the 2N requests by a fresh provider on a warm
   client and server: one cluster-wide list per Kubernetes kind (filtered by the manager
-  label), plus the Workload list for the queues' admitted usage, then the projection of
+  label), plus the project namespaces and one Workload list in each (paged) for the
+  queues' admitted usage, then the projection of
   every object back to a spec; every observation must exist with no findings;
 - **naive**: the same 5N objects read with one `KubeClient.get` each through the same
   client, what a provider observing object by object would send (reads only: no
@@ -18,7 +19,8 @@ rounds (the order alternates each round) after one untimed warm-up of each:
 
 Requests are counted from the server's request log (and checked against the client's own
 `requests` counter). The benchmark asserts (and exits 1 otherwise) that batched observe
-sends exactly one request per kind listed (6: five object kinds and Workloads) at every N,
+sends exactly one request per kind listed (4 object kinds, Namespaces, and Workloads in
+each of the 4 project namespaces) at every N,
 and that naive sends exactly one per object. It asserts nothing about time. Reported:
 median seconds, objects per second, requests per observe, and the ratio naive / batched;
 raw numbers go to bench/out/kubernetes.json.
@@ -51,21 +53,23 @@ from bench.bench_plan import fmt, log, table  # noqa: E402
 from bench.bench_validate import git_revision  # noqa: E402
 from providers.base import DesiredResource, ObserveRequest, ProviderContext  # noqa: E402
 from providers.kubernetes.client import KubeClient, make_api_client  # noqa: E402
-from providers.kubernetes.kinds import BY_KIND, OBJECTS_OF, WORKLOAD  # noqa: E402
+from providers.kubernetes.kinds import BY_KIND, NAMESPACE, OBJECTS_OF, WORKLOAD  # noqa: E402
 from providers.kubernetes.provider import KubernetesProvider  # noqa: E402
 from tests.providers.kubernetes.fixtures import unique_prefix  # noqa: E402
 from tests.services.kube_api import KubeAPI, start_kube_api  # noqa: E402
 
 PROJECTS = ("vision", "nlp", "speech", "robotics")
 APPLY_THREADS = 8
-# one list per Kubernetes kind a Queue or a Quota becomes, plus the Workloads (admitted usage)
+# one list per Kubernetes kind a Queue or a Quota becomes, plus the project namespaces and
+# the Workloads in each (admitted usage)
 LISTED_KINDS = sorted({api.kind for kind in ("Queue", "Quota") for api in OBJECTS_OF[kind]})
-BATCHED_REQUESTS = len(LISTED_KINDS) + 1
+BATCHED_REQUESTS = len(LISTED_KINDS) + 1 + len(PROJECTS)
 
 
 @dataclass
 class Case:
     n: int
+    prefix: str = ""
     objects: int = 0
     setup_seconds: float = 0.0
     batched_seconds: list[float] = field(default_factory=list)
@@ -109,12 +113,11 @@ def new_provider(client: KubeClient, prefix: str, root: Path) -> KubernetesProvi
 def populate(provider: KubernetesProvider, requests: list[ObserveRequest]) -> list[dict[str, Any]]:
     """Apply the project namespaces and every object of the requests; the objects."""
     for project in PROJECTS:
-        namespace = provider.naming.namespace(project)
-        provider.client.apply(
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
-            "trainform",
-            False,
-        )
+        document = _document({"owners": ["a@example.com"]})
+        for namespace in provider.render(
+            DesiredResource(f"Project/{project}", "Project", project, None, document)
+        ):
+            provider.client.apply(namespace, "trainform", False)
     manifests = [
         obj
         for r in requests
@@ -215,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
         api = start_kube_api(folder)  # one server per N: lists see only this N's objects
         client = KubeClient(make_api_client(str(api.kubeconfig), ""))
         try:
-            measure(case, api, client, unique_prefix(), folder, arguments.repeat)
+            case.prefix = unique_prefix()
+            measure(case, api, client, case.prefix, folder, arguments.repeat)
         finally:
             client.close()
             api.stop()
@@ -224,8 +228,12 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = []
     failures = []
-    expected_paths = sorted([BY_KIND[kind].path() for kind in LISTED_KINDS] + [WORKLOAD.path()])
     for case in cases:
+        expected_paths = sorted(
+            [BY_KIND[kind].path() for kind in LISTED_KINDS]
+            + [NAMESPACE.path()]
+            + [WORKLOAD.path(f"{case.prefix}{project}") for project in PROJECTS]
+        )
         batched_s = statistics.median(case.batched_seconds)
         naive_s = statistics.median(case.naive_seconds)
         batched_requests = max(case.batched_requests)

@@ -27,7 +27,7 @@ from providers.errors import (
     ProviderConfigError,
     TransientProviderError,
 )
-from providers.kubernetes.kinds import BY_KIND, ApiKind
+from providers.kubernetes.kinds import BY_KIND, MINIMUM_KUEUE, ApiKind
 from specs.secrets import redact, register_secret
 
 TIMEOUT = 30.0
@@ -192,26 +192,51 @@ class KubeClient:
         return None
 
     def list(
-        self, api: ApiKind, selector: str = "", namespace: str | None = None
+        self,
+        api: ApiKind,
+        selector: str = "",
+        namespace: str | None = None,
+        page: int = 0,
     ) -> list[dict[str, Any]]:
         """Every object of the kind (in `namespace`, or cluster-wide) matching `selector`:
-        one request; each item gets its kind and apiVersion back."""
+        one request, or with `page` one request per `page` objects (limit/continue); each
+        item gets its kind and apiVersion back."""
         doing = f"list {api.plural}{f' in {namespace}' if namespace else ''}"
-        query = [("labelSelector", selector)] if selector else []
-        status, data = self._send("GET", api.path(namespace), doing, query)
-        if status == 404 and api.namespaced and namespace:
-            return []  # the namespace is gone, so is everything in it
-        if status == 404:
-            raise PermanentProviderError(
-                f"cannot {doing}: the cluster does not serve {api.api_version} {api.kind}"
-                + (" (is Kueue installed?)" if api.api_version.startswith("kueue") else "")
-            )
-        answer = self._check(status, data, doing)
-        items = answer.get("items") or []
+        items: list[dict[str, Any]] = []
+        token = ""
+        while True:
+            query = [("labelSelector", selector)] if selector else []
+            if page:
+                query.append(("limit", str(page)))
+            if token:
+                query.append(("continue", token))
+            status, data = self._send("GET", api.path(namespace), doing, query)
+            if status == 404 and api.namespaced and namespace:
+                return []  # the namespace is gone, so is everything in it
+            if status == 404:
+                raise PermanentProviderError(f"cannot {doing}: {self._not_served(api)}")
+            answer = self._check(status, data, doing)
+            items += answer.get("items") or []
+            token = str((answer.get("metadata") or {}).get("continue") or "")
+            if not page or not token:
+                break
         for item in items:
             item.setdefault("kind", api.kind)
             item.setdefault("apiVersion", api.api_version)
-        return list(items)
+        return items
+
+    def _not_served(self, api: ApiKind) -> str:
+        """Why the cluster has no `api`: for Kueue kinds, whether only v1beta1 is there."""
+        found = f"the cluster does not serve {api.api_version} {api.kind}"
+        if not api.api_version.startswith("kueue.x-k8s.io/"):
+            return found
+        status, _ = self._send("GET", "/apis/kueue.x-k8s.io/v1beta1", "discover Kueue", [])
+        if status == 200:
+            return (
+                f"{found}: the cluster serves only Kueue's v1beta1 API; trainform needs "
+                f"Kueue {MINIMUM_KUEUE} or later (kueue.x-k8s.io/v1beta2)"
+            )
+        return f"{found}: Kueue is not installed (trainform needs Kueue {MINIMUM_KUEUE} or later)"
 
     def apply(self, manifest: dict[str, Any], field_manager: str, force: bool) -> dict[str, Any]:
         api = BY_KIND[manifest["kind"]]

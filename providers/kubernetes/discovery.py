@@ -6,16 +6,19 @@
   Nodes whose labels match nodeLabels (count, allocatable cpu and memory, accelerator
   count and resource name); else, with no Node to read, from the largest quota a
   ClusterQueue grants on the flavor, as one node holding it all (the comment says so).
-- ClusterQueue -> Queue: cohort, pools and quotas (cpu, memory, and any other covered
-  resource as the accelerator), preemption, fair-sharing weight, queueing strategy, stop
-  policy; defaultPriority from the WorkloadPriorityClass of the same name (0 without one).
-  WorkloadPriorityClasses are not a trainform kind of their own.
+- Cohort -> Queue (trainform's layout, project_queues.py): parent cohort, pools and
+  quotas, fair-sharing weight from the Cohort; preemption, queueing strategy and stop
+  policy from a ClusterQueue in it; defaultPriority from the WorkloadPriorityClass of the
+  same name (0 without one). A Cohort with no quota that is only another's parent is a
+  trainform `spec.cohort`, not a Queue.
 - LocalQueue -> Quota `<local queue>` of the Project its namespace stands for (namespace
-  minus namespacePrefix), on the queue its ClusterQueue is; limits from the ResourceQuota
-  of the same name when there is one. Each such namespace -> Project (owners from
+  minus namespacePrefix), when its ClusterQueue is in a queue's Cohort; limits from that
+  ClusterQueue (borrowingLimits, pod count). Each such namespace -> Project (owners from
   trainform's annotation, else the namespace itself as a placeholder owner to edit).
+  A ClusterQueue laid out otherwise (holding quota of its own, as many clusters set up
+  by hand are) has no trainform equivalent and is not imported.
 
-Identifiers name the primary object: `ResourceFlavor/<name>`, `ClusterQueue/<name>`,
+Identifiers name the primary object: `ResourceFlavor/<name>`, `Cohort/<name>`,
 `LocalQueue/<namespace>/<name>`, `Namespace/<name>`. Read-only.
 """
 
@@ -30,17 +33,24 @@ from providers.errors import PermanentProviderError
 from providers.kubernetes.client import KubeClient
 from providers.kubernetes.kinds import (
     CLUSTER_QUEUE,
+    COHORT,
     LOCAL_QUEUE,
     NAMESPACE,
     NODE,
     RESOURCE_FLAVOR,
-    RESOURCE_QUOTA,
     TOPOLOGY,
     WORKLOAD_PRIORITY_CLASS,
 )
 from providers.kubernetes.manifests import OWNERS_ANNOTATION, POOL_ANNOTATION
 from providers.kubernetes.naming import Naming
-from providers.kubernetes.projection import canonical, project_document, resource_key
+from providers.kubernetes.placement import flavor_pool
+from providers.kubernetes.project_queues import PODS, queue_policy
+from providers.kubernetes.projection import (
+    canonical,
+    project_document,
+    read_queue_policy,
+    resource_key,
+)
 from specs.quantity import parse_quantity
 
 _EMPTY_QUEUE = {"pools": []}
@@ -126,7 +136,7 @@ def _left_out(queue: dict[str, Any]) -> str:
             name
             for group in (queue.get("spec") or {}).get("resourceGroups") or []
             for name in group.get("coveredResources") or []
-            if resource_key(name) is None
+            if resource_key(name) is None and name != PODS
         }
     )
     return (
@@ -155,16 +165,44 @@ def _largest_quotas(queues: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
     return largest
 
 
+def live_queue_facts(
+    client: KubeClient, naming: Naming, queue: str, cluster_queue: dict[str, Any] | None
+) -> dict[str, Any]:
+    """A Queue's facts (project_queues.QueueFacts) read from the cluster, for adopting a
+    Quota whose Queue has no outputs yet: the pools of its Cohort, each pool's
+    accelerator from its ResourceFlavor, the policy of the ClusterQueue adopted."""
+    cohort = client.get(COHORT, naming.cluster_name(queue)) or {}
+    flavors = {_name(f): f for f in client.list(RESOURCE_FLAVOR)}
+    pools: list[str] = []
+    names: dict[str, str] = {}
+    for group in (cohort.get("spec") or {}).get("resourceGroups") or []:
+        for flavor in group.get("flavors") or []:
+            pool = naming.spec_name(str(flavor.get("name", ""))) or str(flavor.get("name", ""))
+            pools.append(pool)
+            found = flavors.get(str(flavor.get("name", "")))
+            resource = flavor_pool(found, {}).resource_name if found else None
+            if resource:
+                names[pool] = resource
+    spec: dict[str, Any] = {}
+    if cluster_queue is not None:
+        read_queue_policy(spec, cluster_queue.get("spec") or {})
+    return {"flavors": pools, "resourceNames": names, "policy": queue_policy(spec)}
+
+
 def discover_documents(client: KubeClient, naming: Naming, instance: str) -> list[Discovered]:
     flavors = client.list(RESOURCE_FLAVOR)
     topologies = {_name(t): t for t in client.list(TOPOLOGY)}
-    queues = client.list(CLUSTER_QUEUE)
+    cohorts = client.list(COHORT)
+    queues = {_name(q): q for q in client.list(CLUSTER_QUEUE)}
     priorities = {_name(p): p for p in client.list(WORKLOAD_PRIORITY_CLASS)}
     local_queues = client.list(LOCAL_QUEUE)
-    quotas = {(_namespace(q), _name(q)): q for q in client.list(RESOURCE_QUOTA)}
     namespaces = {_name(n): n for n in client.list(NAMESPACE)}
     nodes = _nodes(client) if flavors else []
-    largest = _largest_quotas(queues)
+    largest = _largest_quotas([*cohorts, *queues.values()])
+    members: dict[str, list[dict[str, Any]]] = {}
+    for queue in queues.values():
+        members.setdefault(str((queue.get("spec") or {}).get("cohortName", "")), []).append(queue)
+    parents = {str((c.get("spec") or {}).get("parentName", "")) for c in cohorts}
     found: list[Discovered] = []
     for flavor in flavors:
         name = naming.spec_name(_name(flavor))
@@ -181,34 +219,37 @@ def discover_documents(client: KubeClient, naming: Naming, instance: str) -> lis
         if not document["spec"].get("topology"):
             document["spec"].pop("topology", None)
         found.append(Discovered(document, f"ResourceFlavor/{_name(flavor)}", source))
-    for queue in queues:
-        name = naming.spec_name(_name(queue))
-        if name is None:
-            continue
-        objects = {"ClusterQueue": queue, "WorkloadPriorityClass": priorities.get(_name(queue))}
+    for cohort in cohorts:
+        name = naming.spec_name(_name(cohort))
+        groups = (cohort.get("spec") or {}).get("resourceGroups")
+        if name is None or (not groups and _name(cohort) in parents):
+            continue  # only the parent of other queues: a trainform `spec.cohort`
+        objects = {
+            "Cohort": cohort,
+            "WorkloadPriorityClass": priorities.get(_name(cohort)),
+            "ClusterQueue": (members.get(_name(cohort)) or [None])[0],
+        }
         projected = project_document(
-            "Queue", {"metadata": {}, "spec": dict(_EMPTY_QUEUE)}, objects, naming
+            "Queue", {"metadata": {}, "spec": {**_EMPTY_QUEUE, **queue_policy({})}}, objects, naming
         )
         spec = (projected or {}).get("spec", {})
         if spec.get("defaultPriority") is None:
             spec["defaultPriority"] = 0
         found.append(
-            Discovered(
-                _document("Queue", name, spec), f"ClusterQueue/{_name(queue)}", _left_out(queue)
-            )
+            Discovered(_document("Queue", name, spec), f"Cohort/{_name(cohort)}", _left_out(cohort))
         )
     projects: set[str] = set()
     for local_queue in local_queues:
         namespace = _namespace(local_queue)
         project = naming.project_of(namespace)
-        target = naming.spec_name(str((local_queue.get("spec") or {}).get("clusterQueue", "")))
-        if project is None or target is None:
-            continue
+        target = queues.get(str((local_queue.get("spec") or {}).get("clusterQueue", "")))
+        cohort = str(((target or {}).get("spec") or {}).get("cohortName", ""))
+        if project is None or target is None or naming.spec_name(cohort) is None:
+            continue  # not a project's queue in a trainform queue's Cohort
         if project not in projects:
             projects.add(project)
             found.append(_project(namespaces.get(namespace), project))
-        quota = quotas.get((namespace, _name(local_queue)))
-        objects = {"ResourceQuota": quota or {"spec": {}}, "LocalQueue": local_queue}
+        objects = {"ClusterQueue": target, "LocalQueue": local_queue}
         projected = project_document("Quota", {"metadata": {}, "spec": {}}, objects, naming) or {
             "spec": {}
         }
@@ -216,7 +257,7 @@ def discover_documents(client: KubeClient, naming: Naming, instance: str) -> lis
             Discovered(
                 _document("Quota", _name(local_queue), projected["spec"], project),
                 f"LocalQueue/{namespace}/{_name(local_queue)}",
-                "" if quota else "no ResourceQuota of the same name: no limits",
+                _left_out(target),
             )
         )
     return found

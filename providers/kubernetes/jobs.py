@@ -1,7 +1,8 @@
 """Training and evaluation attempts as batch/v1 Jobs admitted by Kueue, and their status.
 
 An attempt becomes one Indexed Job in the project's namespace: completions = parallelism =
-nodes (one pod per node), the accelerator requested and limited per pod, created with
+nodes (one pod per node, pods.py), the accelerator of the pools it fits requested and
+limited per pod (placement.py), created with
 `suspend: true` and the label `kueue.x-k8s.io/queue-name` (the project's LocalQueue named
 as the queue), so Kueue unsuspends it when it admits its Workload. `backoffLimit: 0`:
 trainform, not the Job controller, decides on retries (planner/jobs.py resumes a failed
@@ -34,6 +35,7 @@ import json
 from typing import Any
 
 from providers.jobs import JobLaunch
+from providers.kubernetes import pods
 from providers.kubernetes.naming import (
     PRIORITY_CLASS_LABEL,
     QUEUE_NAME_LABEL,
@@ -42,6 +44,7 @@ from providers.kubernetes.naming import (
     label_safe,
     short_hash,
 )
+from providers.kubernetes.placement import DEFAULT_GPU, Placement
 from providers.kubernetes.timeline import (  # noqa: F401 - kept here for their importers
     DELETED,
     attempt_status,
@@ -127,13 +130,21 @@ def job_environment(launch: JobLaunch) -> dict[str, str]:
 
 
 def job_manifest(
-    naming: Naming, launch: JobLaunch, gpu_name: str, priority_class: str | None
+    naming: Naming,
+    launch: JobLaunch,
+    placement: Placement,
+    priority_class: str | None,
+    max_seconds: int | None = None,
 ) -> dict[str, Any]:
+    """The attempt's Job; `placement` names the pools it may run on (placement.py) and
+    `max_seconds` the shortest of the job's, queue's and quota's time limits."""
     namespace = naming.namespace(launch.project or "")
+    name = job_name(launch)
     per_node = launch.gpus // max(launch.nodes, 1)
     requests: dict[str, str] = {"cpu": str(launch.cpu), "memory": str(launch.memory)}
     limits: dict[str, str] = {"memory": str(launch.memory)}
     if per_node:
+        gpu_name = placement.resource_name or DEFAULT_GPU
         requests[gpu_name] = limits[gpu_name] = str(per_node)
     run_labels = {
         RUN_LABEL: label_safe(launch.run_id),
@@ -151,40 +162,48 @@ def job_manifest(
     annotations = naming.annotations(launch.address)
     if launch.suite:
         annotations[SUITE_ANNOTATION] = launch.suite
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "containers": [
+            {
+                "name": CONTAINER,
+                "image": launch.image,
+                "command": list(launch.command),
+                "env": [{"name": k, "value": v} for k, v in sorted(job_environment(launch).items())]
+                + [NODE_INDEX]
+                + pods.rendezvous_environment(name, namespace, launch.nodes),
+                "resources": {"requests": requests, "limits": limits},
+            }
+        ],
+    }
+    if launch.nodes > 1:
+        pod_spec["subdomain"] = name
+    found = pods.affinity(name, placement, launch.nodes)
+    if found:
+        pod_spec["affinity"] = found
+    template_metadata: dict[str, Any] = {
+        "labels": {**naming.labels(launch.address, "TrainingJob"), **run_labels}
+    }
+    topology = pods.topology_annotations(placement, launch.nodes)
+    if topology:
+        template_metadata["annotations"] = topology
     spec: dict[str, Any] = {
         "suspend": True,
         "completionMode": "Indexed",
         "completions": launch.nodes,
         "parallelism": launch.nodes,
         "backoffLimit": 0,
-        "template": {
-            "metadata": {"labels": {**naming.labels(launch.address, "TrainingJob"), **run_labels}},
-            "spec": {
-                "restartPolicy": "Never",
-                "priorityClassName": naming.cluster_name(launch.queue),
-                "containers": [
-                    {
-                        "name": CONTAINER,
-                        "image": launch.image,
-                        "command": list(launch.command),
-                        "env": [
-                            {"name": k, "value": v}
-                            for k, v in sorted(job_environment(launch).items())
-                        ]
-                        + [NODE_INDEX],
-                        "resources": {"requests": requests, "limits": limits},
-                    }
-                ],
-            },
-        },
+        "podFailurePolicy": pods.DISRUPTIONS_IGNORED,
+        "template": {"metadata": template_metadata, "spec": pod_spec},
     }
-    if launch.max_runtime:
-        spec["activeDeadlineSeconds"] = launch.max_runtime
+    if max_seconds:
+        spec["activeDeadlineSeconds"] = max_seconds
+        labels[pods.MAX_EXEC_TIME_LABEL] = str(max_seconds)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
-            "name": job_name(launch),
+            "name": name,
             "namespace": namespace,
             "labels": labels,
             "annotations": annotations,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
+MINIMUM_KUEUE = "v0.15.0"  # the first release serving kueue.x-k8s.io/v1beta2
 
 
 @dataclass(frozen=True)
@@ -32,10 +33,12 @@ NAMESPACE = ApiKind("Namespace", "v1", "namespaces", False)
 RESOURCE_QUOTA = ApiKind("ResourceQuota", "v1", "resourcequotas", True)
 NODE = ApiKind("Node", "v1", "nodes", False)
 CONFIG_MAP = ApiKind("ConfigMap", "v1", "configmaps", True)
+SERVICE = ApiKind("Service", "v1", "services", True)
 JOB = ApiKind("Job", "batch/v1", "jobs", True)
 RESOURCE_FLAVOR = ApiKind("ResourceFlavor", KUEUE, "resourceflavors", False)
 TOPOLOGY = ApiKind("Topology", KUEUE, "topologies", False)
 CLUSTER_QUEUE = ApiKind("ClusterQueue", KUEUE, "clusterqueues", False)
+COHORT = ApiKind("Cohort", KUEUE, "cohorts", False)
 LOCAL_QUEUE = ApiKind("LocalQueue", KUEUE, "localqueues", True)
 WORKLOAD_PRIORITY_CLASS = ApiKind("WorkloadPriorityClass", KUEUE, "workloadpriorityclasses", False)
 WORKLOAD = ApiKind("Workload", KUEUE, "workloads", True)
@@ -48,10 +51,12 @@ BY_KIND = {
         RESOURCE_QUOTA,
         NODE,
         CONFIG_MAP,
+        SERVICE,
         JOB,
         RESOURCE_FLAVOR,
         TOPOLOGY,
         CLUSTER_QUEUE,
+        COHORT,
         LOCAL_QUEUE,
         WORKLOAD_PRIORITY_CLASS,
         WORKLOAD,
@@ -59,11 +64,11 @@ BY_KIND = {
     )
 }
 
-# What each trainform kind becomes, primary object first (the one observe reads the spec from);
-# a kind twice (a Quota's two ResourceQuotas) is keyed `Kind`, then `Kind#2`.
+# What each trainform kind becomes, primary object first (the one observe reads the spec from).
+# ResourceQuota and PriorityClass are only read (import of clusters set up by hand).
 OBJECTS_OF = {
     "Project": (NAMESPACE,),
     "ResourcePool": (RESOURCE_FLAVOR, TOPOLOGY),
-    "Queue": (CLUSTER_QUEUE, WORKLOAD_PRIORITY_CLASS, PRIORITY_CLASS),
-    "Quota": (RESOURCE_QUOTA, LOCAL_QUEUE),
+    "Queue": (COHORT, WORKLOAD_PRIORITY_CLASS),
+    "Quota": (CLUSTER_QUEUE, LOCAL_QUEUE),  # and a ResourceFlavor for runningJobs on pools
 }

@@ -19,9 +19,13 @@ Across the resources of one provider instance (`instance_problems`):
 - a queue admitting onto a pool that is not declared on this instance (flavor missing);
 - two Quotas of one project on the same queue (both would own its LocalQueue);
 - a TrainingJob whose project has no Quota on its queue (no LocalQueue: never admitted);
-- a TrainingJob no pool of its queue can hold: more accelerators than nominalQuota plus
-  borrowingLimit of every pool (a pod set is admitted onto one flavor), or more per node
-  than any pool's nodes have.
+- runningJobs on a Quota whose project has a multi-node job on that queue (Kueue counts
+  pods, so it would count one job per node), or whose queue has several pools some of
+  which have topology (see project_queues.py);
+- the API and admission limits of api_limits.py (sizes, priorities, reserved names,
+  flavor x resource pairs, and a TrainingJob no pool of its queue can hold: pods larger
+  than every pool's nodes, or more accelerators than the queue can ever admit on the
+  pools its pods fit, its cohort's lendable quota included).
 
 Cohort cycles cannot be expressed: `spec.cohort` names a flat cohort (trainform has no
 Cohort kind with a parent), so a cohort never contains another. Sharing a flavor between
@@ -36,6 +40,7 @@ from decimal import Decimal
 from typing import Any
 
 from providers.base import DesiredResource, ValidationProblem
+from providers.kubernetes.api_limits import job_fit_problems, limit_problems, queue_size_problems
 from providers.kubernetes.manifests import AMOUNT_FIELDS
 from providers.kubernetes.naming import Naming
 from specs.quantity import parse_quantity
@@ -142,7 +147,7 @@ def _pool_problems(spec: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def resource_problems(resource: DesiredResource, naming: Naming) -> list[ValidationProblem]:
-    found: list[tuple[str, str]] = []
+    found: list[tuple[str, str]] = limit_problems(resource, naming)
     if resource.kind == "Queue":
         found += _queue_problems(resource)
         name = naming.cluster_name(resource.name)
@@ -198,12 +203,16 @@ def instance_problems(resources: list[DesiredResource]) -> list[ValidationProble
                     )
                 )
             quotas.setdefault(key, resource.address)
+    problems += _running_jobs_problems(resources)
     queues = {r.name: r for r in resources if r.kind == "Queue"}
     pool_specs = {r.name: r.spec for r in resources if r.kind == "ResourcePool"}
+    queue_specs = [queue.spec for queue in queues.values()]
+    for queue in queues.values():
+        problems += queue_size_problems(queue, pool_specs)
     for resource in resources:
         if resource.kind == "TrainingJob" and resource.spec.get("queue") in queues:
             queue_resource = queues[resource.spec["queue"]]
-            problems += _fit_problems(resource, queue_resource.spec, pool_specs)
+            problems += job_fit_problems(resource, queue_resource.spec, pool_specs, queue_specs)
         if resource.kind == "TrainingJob":
             queue = resource.spec.get("queue", "")
             if (resource.project, queue) not in quotas:
@@ -218,50 +227,44 @@ def instance_problems(resources: list[DesiredResource]) -> list[ValidationProble
     return problems
 
 
-def _fit_problems(
-    job: DesiredResource, queue: dict[str, Any], pools: dict[str, dict[str, Any]]
-) -> list[ValidationProblem]:
-    """A job no pool of its queue can ever hold: Kueue keeps it pending forever (its pod
-    set must fit one flavor's quota) or the scheduler never places its pods."""
-    wanted = job.spec.get("resources") or {}
-    per_node = int(wanted.get("acceleratorsPerNode", 0))
-    total = per_node * int(wanted.get("nodes", 1))
-    entries = [e for e in queue.get("pools", []) if e.get("pool") in pools]
-    if not entries:
-        return []
+def _running_jobs_problems(resources: list[DesiredResource]) -> list[ValidationProblem]:
+    """runningJobs is Kueue's pod count on the project's ClusterQueue: exact while every
+    job of the project on that queue is one pod, refused when one has several nodes."""
+    limited = {
+        (r.project, r.spec.get("queue")): r
+        for r in resources
+        if r.kind == "Quota" and (r.spec.get("limits") or {}).get("runningJobs") is not None
+    }
     problems = []
-    if per_node and all(
-        per_node > ((pools[e["pool"]].get("accelerator") or {}).get("count") or 0) for e in entries
-    ):
-        problems.append(
-            ValidationProblem(
-                job.address,
-                "spec.resources.acceleratorsPerNode",
-                f"{per_node} accelerators per node: no pool of queue {queue_name(job)} has "
-                "nodes that large, so its pods would never be scheduled",
+    queues = {r.name: r.spec for r in resources if r.kind == "Queue"}
+    topology = {r.name for r in resources if r.kind == "ResourcePool" and r.spec.get("topology")}
+    for (_, queue), quota in sorted(limited.items(), key=lambda item: item[1].address):
+        pools = [entry.get("pool") for entry in (queues.get(queue) or {}).get("pools", [])]
+        if len(pools) > 1 and topology & set(pools):
+            problems.append(
+                ValidationProblem(
+                    quota.address,
+                    "spec.limits.runningJobs",
+                    f"queue {queue} has several pools, some with topology: Kueue counts "
+                    "pods per pool, and counting them across pools takes a flavor without "
+                    "topology, which a topology-aware job cannot use; remove runningJobs "
+                    "(limit gpu, cpu or memory instead)",
+                )
             )
-        )
-
-    def capacity(entry: dict[str, Any]) -> Decimal | None:
-        nominal = _amount((entry.get("nominalQuota") or {}).get("gpu", 0)) or Decimal(0)
-        borrowing = (entry.get("borrowingLimit") or {}).get("gpu")
-        if borrowing is None:
-            return None if queue.get("cohort") else nominal
-        return nominal + (_amount(borrowing) or Decimal(0))
-
-    limits = [capacity(e) for e in entries]
-    if total and all(limit is not None and total > limit for limit in limits):
-        problems.append(
-            ValidationProblem(
-                job.address,
-                "spec.resources",
-                f"{total} accelerators in all: more than any pool of queue {queue_name(job)} "
-                f"can ever admit (at most {max(x for x in limits if x is not None)} with "
-                "borrowing); Kueue would keep it pending forever",
+    for job in resources:
+        if job.kind != "TrainingJob":
+            continue
+        quota = limited.get((job.project, job.spec.get("queue")))
+        nodes = int((job.spec.get("resources") or {}).get("nodes", 1))
+        if quota is not None and nodes > 1:
+            problems.append(
+                ValidationProblem(
+                    quota.address,
+                    "spec.limits.runningJobs",
+                    f"{job.address} runs on {nodes} nodes: Kubernetes (Kueue) counts running "
+                    "jobs as pods, one per node, so it would count as "
+                    f"{nodes} jobs; remove runningJobs from this Quota (limit gpu, cpu or "
+                    "memory instead) or run the job on one node",
+                )
             )
-        )
     return problems
-
-
-def queue_name(job: DesiredResource) -> str:
-    return str(job.spec.get("queue", ""))

@@ -5,21 +5,18 @@
     ResourcePool -> ResourceFlavor (nodeLabels, tolerations, topologyName) and, when the
                     pool lists topology levels, a Topology of the same name; nodes, cpu,
                     memory and the accelerator as the annotation trainform.dev/pool
-    Queue        -> ClusterQueue (cohortName, namespaceSelector, one resource group whose
-                    flavors are the pools, preemption, fairSharing, queueingStrategy,
-                    stopPolicy) and a WorkloadPriorityClass of the queue's defaultPriority
-    Queue also   -> a PriorityClass of the same name its jobs' pods run at, so quotas can
-                    be scoped to the queue
-    Quota        -> ResourceQuota in the project's namespace scoped to the queue's pods
-                    (PriorityClass scope: gpu, cpu, memory), the LocalQueue (named as the
-                    queue) through which the project's jobs reach the ClusterQueue, and for
-                    runningJobs a ResourceQuota `<name>-jobs` of count/jobs.batch (object
-                    counts cannot be scoped: it bounds the namespace)
+    Queue        -> Cohort `<namePrefix><name>` holding the queue's quota (one resource
+                    group whose flavors are the pools, nominalQuota, borrowingLimit and
+                    lendingLimit against the parent Cohort `spec.cohort`, fairSharing)
+                    and a WorkloadPriorityClass of the queue's defaultPriority
+    Quota        -> a ClusterQueue in that Cohort for the project, and the LocalQueue
+                    (named as the queue) through which the project's jobs reach it
+                    (project_queues.py: the project's limits are its borrowingLimits)
 
 Quantities are written in trainform's canonical form (plain numbers: "2400", memory in
 bytes); the API server and projection.py read any Kubernetes spelling back. Each manifest
 carries the ownership marks of naming.py. Callers pass `gpu_names`: the extended resource
-name of each pool's accelerator (default nvidia.com/gpu).
+name of each pool's accelerator (default nvidia.com/gpu), from the pools' outputs.
 """
 
 from __future__ import annotations
@@ -27,27 +24,22 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from providers.kubernetes import project_queues
 from providers.kubernetes.kinds import KUEUE
-from providers.kubernetes.naming import (
-    MANAGER_LABEL,
-    PROJECT_LABEL,
-    Naming,
-    dns_label,
-    label_safe,
-)
+from providers.kubernetes.naming import PROJECT_LABEL, Naming
+from providers.kubernetes.project_queues import queue_policy
 
 DEFAULT_GPU = "nvidia.com/gpu"
 DISPLAY_NAME_ANNOTATION = "trainform.dev/display-name"
 OWNERS_ANNOTATION = "trainform.dev/owners"
 POOL_ANNOTATION = "trainform.dev/pool"
 MAX_RUNTIME_ANNOTATION = "trainform.dev/max-runtime"
-MAX_WALL_TIME_ANNOTATION = "trainform.dev/max-wall-time"
-JOB_COUNT = "count/jobs.batch"
+MAX_WALL_TIME_ANNOTATION = project_queues.MAX_WALL_TIME_ANNOTATION
 AMOUNT_FIELDS = ("nominalQuota", "borrowingLimit", "lendingLimit")
 Manifests = list[dict[str, Any]]
 
 
-def _metadata(
+def object_metadata(
     naming: Naming,
     address: str,
     kind: str,
@@ -73,7 +65,7 @@ def _metadata(
 
 def render_project(naming: Naming, address: str, name: str, document: dict[str, Any]) -> Manifests:
     spec = document["spec"]
-    metadata = _metadata(
+    metadata = object_metadata(
         naming,
         address,
         "Project",
@@ -108,7 +100,7 @@ def toleration(entry: dict[str, Any]) -> dict[str, Any]:
 def render_pool(naming: Naming, address: str, name: str, document: dict[str, Any]) -> Manifests:
     spec = document["spec"]
     flavor_name = naming.cluster_name(name)
-    metadata = _metadata(
+    metadata = object_metadata(
         naming,
         address,
         "ResourcePool",
@@ -130,21 +122,29 @@ def render_pool(naming: Naming, address: str, name: str, document: dict[str, Any
             {
                 "apiVersion": KUEUE,
                 "kind": "Topology",
-                "metadata": _metadata(naming, address, "ResourcePool", flavor_name, document),
+                "metadata": object_metadata(naming, address, "ResourcePool", flavor_name, document),
                 "spec": {"levels": [{"nodeLabel": level} for level in spec["topology"]]},
             }
         )
     return objects
 
 
+def is_accelerator(resource: str) -> bool:
+    """An extended resource (vendor/name: nvidia.com/gpu, amd.com/gpu,
+    nvidia.com/mig-1g.10gb), as opposed to cpu, memory or pods."""
+    return "/" in resource
+
+
 def covered_resources(spec: dict[str, Any], gpu_names: dict[str, str]) -> list[str]:
-    """cpu, memory, then the accelerator resource of every pool whose entry sets a GPU amount."""
+    """cpu, memory, then the accelerator resource of every pool that has an accelerator
+    (or whose entry sets a GPU amount), in the order the pools are listed."""
     accelerators: list[str] = []
     for entry in spec["pools"]:
-        if any("gpu" in (entry.get(field) or {}) for field in AMOUNT_FIELDS):
-            resource = gpu_names.get(entry["pool"], DEFAULT_GPU)
-            if resource not in accelerators:
-                accelerators.append(resource)
+        resource = gpu_names.get(entry["pool"])
+        if resource is None and any("gpu" in (entry.get(f) or {}) for f in AMOUNT_FIELDS):
+            resource = DEFAULT_GPU
+        if resource is not None and resource not in accelerators:
+            accelerators.append(resource)
     return ["cpu", "memory", *accelerators]
 
 
@@ -166,6 +166,24 @@ def _flavor_quotas(
     return resources
 
 
+def queue_facts(
+    naming: Naming, spec: dict[str, Any], gpu_names: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """What a Queue's projects' ClusterQueues need of it (project_queues.QueueFacts)."""
+    names = gpu_names or {}
+    covered = covered_resources(spec, names)
+    accelerators = [r for r in covered if is_accelerator(r)]
+    return {
+        "flavors": [entry["pool"] for entry in spec["pools"]],
+        "resourceNames": {
+            entry["pool"]: names.get(entry["pool"], DEFAULT_GPU)
+            for entry in spec["pools"]
+            if names.get(entry["pool"], DEFAULT_GPU) in accelerators
+        },
+        "policy": queue_policy(spec),
+    }
+
+
 def render_queue(
     naming: Naming,
     address: str,
@@ -173,16 +191,12 @@ def render_queue(
     document: dict[str, Any],
     gpu_names: dict[str, str] | None = None,
 ) -> Manifests:
+    """The queue's Cohort (its quota, shared by its projects' ClusterQueues) and its
+    WorkloadPriorityClass."""
     spec = document["spec"]
     names = gpu_names or {}
     covered = covered_resources(spec, names)
-    preemption = spec.get("preemption") or {}
-    borrow = preemption.get("borrowWithinCohort") or {}
-    queue_spec: dict[str, Any] = {
-        "namespaceSelector": {
-            "matchLabels": {MANAGER_LABEL: label_safe(naming.manager)},
-            "matchExpressions": [{"key": PROJECT_LABEL, "operator": "Exists"}],
-        },
+    cohort_spec: dict[str, Any] = {
         "resourceGroups": [
             {
                 "coveredResources": covered,
@@ -197,47 +211,27 @@ def render_queue(
                 ],
             }
         ],
-        "preemption": {
-            "withinClusterQueue": preemption.get("withinQueue", "Never"),
-            "reclaimWithinCohort": preemption.get("reclaimWithinCohort", "Never"),
-            "borrowWithinCohort": {
-                "policy": borrow.get("policy", "Never"),
-                **(
-                    {"maxPriorityThreshold": borrow["maxPriorityThreshold"]}
-                    if borrow.get("maxPriorityThreshold") is not None
-                    else {}
-                ),
-            },
-        },
         "fairSharing": {"weight": format_weight(spec.get("fairShareWeight", 1.0))},
-        "queueingStrategy": spec.get("queueingStrategy", "BestEffortFIFO"),
-        "stopPolicy": spec.get("stopPolicy", "None"),
     }
     if spec.get("cohort"):
-        queue_spec["cohortName"] = spec["cohort"]
+        cohort_spec["parentName"] = naming.cluster_name(spec["cohort"])
     extra = {MAX_RUNTIME_ANNOTATION: spec["maxRuntime"]} if spec.get("maxRuntime") else {}
     cluster_name = naming.cluster_name(name)
     return [
         {
             "apiVersion": KUEUE,
-            "kind": "ClusterQueue",
-            "metadata": _metadata(naming, address, "Queue", cluster_name, document, None, extra),
-            "spec": queue_spec,
+            "kind": "Cohort",
+            "metadata": object_metadata(
+                naming, address, "Queue", cluster_name, document, None, extra
+            ),
+            "spec": cohort_spec,
         },
         {
             "apiVersion": KUEUE,
             "kind": "WorkloadPriorityClass",
-            "metadata": _metadata(naming, address, "Queue", cluster_name, document),
+            "metadata": object_metadata(naming, address, "Queue", cluster_name, document),
             "value": spec.get("defaultPriority", 0),
             "description": f"default priority of trainform queue {name}",
-        },
-        {
-            "apiVersion": "scheduling.k8s.io/v1",
-            "kind": "PriorityClass",
-            "metadata": _metadata(naming, address, "Queue", cluster_name, document),
-            "value": spec.get("defaultPriority", 0),
-            "globalDefault": False,
-            "description": f"pods of trainform queue {name} (scopes the projects' quotas)",
         },
     ]
 
@@ -253,54 +247,8 @@ def render_quota(
     name: str,
     project: str,
     document: dict[str, Any],
-    gpu_name: str = DEFAULT_GPU,
+    facts: dict[str, Any] | None = None,
 ) -> Manifests:
-    spec = document["spec"]
-    limits = spec.get("limits") or {}
-    namespace = naming.namespace(project)
-    hard: dict[str, str] = {}
-    if limits.get("gpu") is not None:
-        hard[f"requests.{gpu_name}"] = str(limits["gpu"])
-    for key in ("cpu", "memory"):
-        if limits.get(key) is not None:
-            hard[f"requests.{key}"] = str(limits[key])
-    extra = {MAX_WALL_TIME_ANNOTATION: limits["maxWallTime"]} if limits.get("maxWallTime") else {}
-    scope = {
-        "matchExpressions": [
-            {
-                "scopeName": "PriorityClass",
-                "operator": "In",
-                "values": [naming.cluster_name(spec["queue"])],
-            }
-        ]
-    }
-    objects: Manifests = [
-        {
-            "apiVersion": "v1",
-            "kind": "ResourceQuota",
-            "metadata": _metadata(
-                naming, address, "Quota", dns_label(name), document, namespace, extra
-            ),
-            "spec": {"hard": hard, "scopeSelector": scope},
-        },
-        {
-            "apiVersion": KUEUE,
-            "kind": "LocalQueue",
-            "metadata": _metadata(
-                naming, address, "Quota", dns_label(spec["queue"]), document, namespace
-            ),
-            "spec": {"clusterQueue": naming.cluster_name(spec["queue"])},
-        },
-    ]
-    if limits.get("runningJobs") is not None:  # object counts cannot be scoped to a queue
-        objects.append(
-            {
-                "apiVersion": "v1",
-                "kind": "ResourceQuota",
-                "metadata": _metadata(
-                    naming, address, "Quota", dns_label(f"{name}-jobs"), document, namespace
-                ),
-                "spec": {"hard": {JOB_COUNT: str(limits["runningJobs"])}},
-            }
-        )
-    return objects
+    return project_queues.render_quota(
+        naming, address, name, project, document, facts or {}, object_metadata
+    )

@@ -10,11 +10,13 @@ manage never show up as drift. The inverse of manifests.py:
 - Project: spec.displayName and spec.owners from the namespace's annotations;
 - ResourcePool: nodeSelector, tolerations from the ResourceFlavor, topology from the
   Topology, nodes/cpu/memory/accelerator from the trainform.dev/pool annotation;
-- Queue: cohort, pools with their quotas, preemption, fairShareWeight, queueingStrategy,
-  stopPolicy from the ClusterQueue; defaultPriority from the WorkloadPriorityClass
-  (null when it is gone); maxRuntime from an annotation;
-- Quota: limits from the ResourceQuota, spec.queue from the LocalQueue's clusterQueue
-  (null when the LocalQueue is gone, so the Quota shows as drifted).
+- Queue: cohort (parentName), pools with their quotas, fairShareWeight and maxRuntime
+  (an annotation) from the Cohort; preemption, queueingStrategy, stopPolicy from one of
+  its projects' ClusterQueues (as desired when it has none); defaultPriority from the
+  WorkloadPriorityClass (null when it is gone);
+- Quota: limits from the project's ClusterQueue (borrowingLimits, the pod count,
+  maxWallTime as an annotation), spec.queue from its Cohort when the LocalQueue points
+  at it (null when the LocalQueue is gone, so the Quota shows as drifted).
 
 Quantities in any Kubernetes spelling (64, "2k", "21600Gi") come back in trainform's
 canonical form. Pure; no I/O.
@@ -29,13 +31,13 @@ from typing import Any
 from providers.kubernetes.manifests import (
     AMOUNT_FIELDS,
     DISPLAY_NAME_ANNOTATION,
-    JOB_COUNT,
     MAX_RUNTIME_ANNOTATION,
     MAX_WALL_TIME_ANNOTATION,
     OWNERS_ANNOTATION,
     POOL_ANNOTATION,
 )
 from providers.kubernetes.naming import Naming
+from providers.kubernetes.project_queues import PODS
 from specs.quantity import Quantity, parse_quantity
 
 Objects = dict[str, dict[str, Any] | None]
@@ -175,10 +177,25 @@ def _queue_pools(
 
 
 def _queue(spec: dict[str, Any], objects: Objects, naming: Naming) -> None:
-    cluster_queue = objects["ClusterQueue"] or {}
-    queue_spec = cluster_queue.get("spec") or {}
-    _set(spec, "cohort", queue_spec.get("cohortName"))
-    spec["pools"] = _queue_pools(cluster_queue, spec.get("pools", []), naming)
+    cohort = objects["Cohort"] or {}
+    cohort_spec = cohort.get("spec") or {}
+    parent = cohort_spec.get("parentName")
+    _set(spec, "cohort", (naming.spec_name(parent) or parent) if parent else None)
+    spec["pools"] = _queue_pools(cohort, spec.get("pools", []), naming)
+    weight = (cohort_spec.get("fairSharing") or {}).get("weight", 1)
+    try:
+        spec["fairShareWeight"] = float(parse_quantity(str(weight)))
+    except ValueError:
+        spec["fairShareWeight"] = weight
+    _set(spec, "maxRuntime", _meta(cohort, "annotations").get(MAX_RUNTIME_ANNOTATION))
+    priority_class = objects.get("WorkloadPriorityClass")
+    spec["defaultPriority"] = priority_class.get("value") if priority_class else None
+    project_queue = objects.get("ClusterQueue")
+    if project_queue is not None:  # the policy lives on the projects' ClusterQueues
+        read_queue_policy(spec, project_queue.get("spec") or {})
+
+
+def read_queue_policy(spec: dict[str, Any], queue_spec: dict[str, Any]) -> None:
     preemption = queue_spec.get("preemption") or {}
     borrow = preemption.get("borrowWithinCohort") or {}
     borrowing: dict[str, Any] = {"policy": borrow.get("policy", "Never")}
@@ -189,47 +206,61 @@ def _queue(spec: dict[str, Any], objects: Objects, naming: Naming) -> None:
         "reclaimWithinCohort": preemption.get("reclaimWithinCohort", "Never"),
         "borrowWithinCohort": borrowing,
     }
-    weight = (queue_spec.get("fairSharing") or {}).get("weight", 1)
-    try:
-        spec["fairShareWeight"] = float(parse_quantity(str(weight)))
-    except ValueError:
-        spec["fairShareWeight"] = weight
     spec["queueingStrategy"] = queue_spec.get("queueingStrategy", "BestEffortFIFO")
     spec["stopPolicy"] = queue_spec.get("stopPolicy", "None")
-    _set(spec, "maxRuntime", _meta(cluster_queue, "annotations").get(MAX_RUNTIME_ANNOTATION))
-    priority_class = objects.get("WorkloadPriorityClass")
-    spec["defaultPriority"] = priority_class.get("value") if priority_class else None
+
+
+def quota_limits(cluster_queue: dict[str, Any]) -> dict[str, Any]:
+    """The project's limits from its ClusterQueue: borrowingLimits of the first flavor
+    (they are the same on every flavor) and the pod count (in any resource group). An
+    accelerator of the flavor without a borrowingLimit means no gpu limit; otherwise the
+    largest is the limit (the others are the 0 of accelerators the pool does not have)."""
+    limits: dict[str, Any] = {}
+    groups = (cluster_queue.get("spec") or {}).get("resourceGroups") or []
+    for group in groups:
+        for flavor in (group.get("flavors") or [])[:1]:
+            for resource in flavor.get("resources") or []:
+                if resource.get("name") == PODS:
+                    count = parse_quantity(str(resource.get("nominalQuota", 0)))
+                    whole = count == count.to_integral()
+                    limits["runningJobs"] = int(count) if whole else str(count)
+    flavors = (groups[0].get("flavors") or []) if groups else []
+    accelerators: list[Any] = []
+    unlimited = False
+    for resource in (flavors[0].get("resources") or []) if flavors else []:
+        name = resource.get("name", "")
+        if name == PODS:
+            continue
+        if name in ("cpu", "memory"):
+            if "borrowingLimit" in resource:
+                limits[name] = canonical(resource["borrowingLimit"])
+        elif "borrowingLimit" in resource:
+            accelerators.append(resource["borrowingLimit"])
+        else:
+            unlimited = True
+    if accelerators and not unlimited:
+        limits["gpu"] = canonical(max(accelerators, key=lambda v: parse_quantity(str(v))))
+    return limits
 
 
 def _quota(spec: dict[str, Any], objects: Objects, naming: Naming) -> None:
-    quota = objects["ResourceQuota"] or {}
-    hard = {
-        key: value
-        for name in ("ResourceQuota#2", "ResourceQuota")
-        for key, value in (((objects.get(name) or {}).get("spec") or {}).get("hard") or {}).items()
-    }
-    limits: dict[str, Any] = {}
-    for key, value in hard.items():
-        if key == JOB_COUNT:
-            count = parse_quantity(str(value))
-            limits["runningJobs"] = int(count) if count == count.to_integral() else str(count)
-        elif key.startswith("requests."):
-            amount = resource_key(key[len("requests.") :])
-            if amount is not None:
-                limits[amount] = canonical(value)
-    wall = _meta(quota, "annotations").get(MAX_WALL_TIME_ANNOTATION)
+    cluster_queue = objects["ClusterQueue"] or {}
+    limits = quota_limits(cluster_queue)
+    wall = _meta(cluster_queue, "annotations").get(MAX_WALL_TIME_ANNOTATION)
     if wall:
         limits["maxWallTime"] = wall
     spec["limits"] = limits
     local_queue = objects.get("LocalQueue")
     target = ((local_queue or {}).get("spec") or {}).get("clusterQueue")
-    spec["queue"] = naming.spec_name(target) or target if target else None
+    cohort = (cluster_queue.get("spec") or {}).get("cohortName")
+    queue = (naming.spec_name(cohort) or cohort) if cohort else None
+    spec["queue"] = queue if target == (cluster_queue.get("metadata") or {}).get("name") else None
 
 
 _PRIMARY = {
     "Project": "Namespace",
     "ResourcePool": "ResourceFlavor",
-    "Queue": "ClusterQueue",
-    "Quota": "ResourceQuota",
+    "Queue": "Cohort",
+    "Quota": "ClusterQueue",
 }
 _PROJECTIONS = {"Project": _project, "ResourcePool": _pool, "Queue": _queue, "Quota": _quota}

@@ -33,19 +33,22 @@ from providers.kubernetes.impact import admitted_usage, quota_impact
 from providers.kubernetes.kinds import (
     BY_KIND,
     CLUSTER_QUEUE,
+    NAMESPACE,
     OBJECTS_OF,
-    PRIORITY_CLASS,
     WORKLOAD,
     ApiKind,
 )
 from providers.kubernetes.kueue_rules import instance_problems, resource_problems
 from providers.kubernetes.naming import KIND_LABEL, Naming, address_of
+from providers.kubernetes.project_queues import QUEUE_LABEL
 from providers.kubernetes.projection import project_document, roles
+from providers.kubernetes.queue_sync import with_live_queue_facts, write_queue_policy
 from providers.kubernetes.runs import KubernetesJobs
 
 RESOURCE_KINDS = ("Project", "ResourcePool", "Queue", "Quota")
 FORCE_ANNOTATION = "trainform.dev/force-conflicts"  # on a spec: take its fields back
 Key = tuple[str, str, str]  # (kind, namespace, name)
+WORKLOAD_PAGE = 500
 
 
 def _key(obj: dict[str, Any]) -> Key:
@@ -58,7 +61,10 @@ class KubernetesProvider(KubernetesJobs, Provider):
     schemas: ClassVar[dict[str, KindSchema]] = {
         "Project": KindSchema("Project", ignored=("spec.users", "spec.specPaths")),
         "ResourcePool": KindSchema(
-            "ResourcePool", ignored=("spec.provider", "spec.nodeList", "spec.features")
+            "ResourcePool",
+            # a ResourceFlavor's topologyName and a Topology's levels are immutable (CEL)
+            forces_replacement=("spec.topology",),
+            ignored=("spec.provider", "spec.nodeList", "spec.features"),
         ),
         "Queue": KindSchema("Queue"),
         "Quota": KindSchema("Quota", forces_replacement=("spec.queue",)),  # immutable LocalQueue
@@ -121,10 +127,17 @@ class KubernetesProvider(KubernetesJobs, Provider):
         if resource.kind == "ResourcePool":
             return manifests.render_pool(naming, address, name, document)
         if resource.kind == "Queue":
-            return manifests.render_queue(naming, address, name, document, _gpu_names(resource))
+            return manifests.render_queue(
+                naming, address, name, document, _gpu_names(resource, self.name)
+            )
         if resource.kind == "Quota":
             return manifests.render_quota(
-                naming, address, name, resource.project or "", document, _quota_gpu(resource)
+                naming,
+                address,
+                name,
+                resource.project or "",
+                document,
+                _queue_facts(resource, self.name),
             )
         if resource.kind == "TrainingJob":
             return [self.preview_job(resource)]
@@ -154,12 +167,10 @@ class KubernetesProvider(KubernetesJobs, Provider):
                 "resourceName", manifests.DEFAULT_GPU
             )
         if resource.kind == "Queue":
-            covered = (live or rendered[0]).get("spec", {}).get("resourceGroups") or [{}]
-            accelerators = [
-                r for r in covered[0].get("coveredResources", []) if r not in ("cpu", "memory")
-            ]
-            if accelerators:
-                outputs["resourceName"] = accelerators[0]
+            names = _gpu_names(resource, self.name) or dict(
+                resource.outputs_of_dependencies.get("", {}).get("resourceNames") or {}
+            )
+            outputs.update(manifests.queue_facts(self.naming, resource.spec, names))
         return outputs
 
     # reads -----------------------------------------------------------------------------
@@ -180,13 +191,28 @@ class KubernetesProvider(KubernetesJobs, Provider):
         wanted = [r for r in requests if r.kind in RESOURCE_KINDS]
         if not wanted:
             return observations
-        listed = self._listed({api for r in wanted for api in OBJECTS_OF[r.kind]})
+        apis = {api for r in wanted for api in OBJECTS_OF[r.kind]}
         usage = None
         if any(r.kind == "Queue" for r in wanted):
-            usage = admitted_usage(self.client.list(WORKLOAD))
+            apis.add(CLUSTER_QUEUE)  # the policy and workloads of its projects' queues
+            usage = admitted_usage(self._workloads())
+        listed = self._listed(apis)
         for request in wanted:
             observations[request.address] = self._observe_one(request, listed, usage)
         return observations
+
+    def _workloads(self) -> list[dict[str, Any]]:
+        """Kueue Workloads in this instance's project namespaces only, paged."""
+        namespaces = [
+            obj["metadata"]["name"]
+            for obj in self.client.list(NAMESPACE, self.naming.selector)
+            if self._mine(obj)
+        ]
+        return [
+            workload
+            for namespace in sorted(namespaces)
+            for workload in self.client.list(WORKLOAD, "", namespace, page=WORKLOAD_PAGE)
+        ]
 
     def _observe_one(
         self,
@@ -195,6 +221,15 @@ class KubernetesProvider(KubernetesJobs, Provider):
         usage: dict[str, list[dict[str, Any]]] | None,
     ) -> Observation:
         resource = _as_resource(request)
+        if request.kind == "Queue":  # the accelerator names its last apply recorded
+            resource = DesiredResource(
+                request.address,
+                request.kind,
+                request.name,
+                request.project,
+                request.document,
+                {"": {"resourceNames": request.outputs.get("resourceNames") or {}}},
+            )
         rendered = self.render(resource)
         objects: dict[str, dict[str, Any] | None] = {}
         findings: list[Finding] = []
@@ -211,15 +246,27 @@ class KubernetesProvider(KubernetesJobs, Provider):
                         {"object": describe(obj)},
                     )
                 )
+        project_queues = []
+        if request.kind == "Queue":
+            cohort = rendered[0]["metadata"]["name"]
+            project_queues = [
+                obj
+                for key, obj in sorted(listed.items())
+                if key[0] == "ClusterQueue" and _labels(obj).get(QUEUE_LABEL) == cohort
+            ]
+            objects["ClusterQueue"] = project_queues[0] if project_queues else None
         document = project_document(request.kind, request.document, objects, self.naming)
         if document is None:
             return Observation(exists=False)
         status: dict[str, Any] = {}
         if request.kind == "Queue" and usage is not None:
-            name = rendered[0]["metadata"]["name"]
-            status["admittedWorkloads"] = usage.get(name, [])
-            queue = objects.get("ClusterQueue") or {}
-            status["flavorsUsage"] = (queue.get("status") or {}).get("flavorsUsage", [])
+            names = [q["metadata"]["name"] for q in project_queues]
+            status["admittedWorkloads"] = [w for name in names for w in usage.get(name, [])]
+            status["flavorsUsage"] = [
+                flavor
+                for queue in project_queues
+                for flavor in (queue.get("status") or {}).get("flavorsUsage", [])
+            ]
         return Observation(
             exists=True,
             live=document,
@@ -289,23 +336,20 @@ class KubernetesProvider(KubernetesJobs, Provider):
         self.require_valid(resource)
         if resource.kind in ("TrainingJob", "EvalSuite"):
             return {}  # runs go through submit(); suites are read at submission
+        if resource.kind == "Quota" and not _queue_facts(resource, self.name):
+            resource = with_live_queue_facts(self.client, self.naming, resource)
         rendered = self.render(resource)
         annotations = resource.document.get("metadata", {}).get("annotations") or {}
         forced = annotations.get(FORCE_ANNOTATION) == "true"
-        found = [self._check_owner(obj, resource.address, adopting) for obj in rendered]
-        for obj, live in zip(rendered, found, strict=True):
-            if obj["kind"] == "PriorityClass" and live and live.get("value") != obj["value"]:
-                # a PriorityClass's value is immutable: a new default priority replaces it
-                if not self.naming.owns(live, resource.address):
-                    raise PermanentProviderError(
-                        f"cannot apply {describe(obj)}: it exists with value "
-                        f"{live.get('value')} and is not trainform's to replace; set the "
-                        "queue's defaultPriority to that value or rename the queue"
-                    )
-                self.client.delete(PRIORITY_CLASS, obj["metadata"]["name"])
+        for obj in rendered:
+            self._check_owner(obj, resource.address, adopting)
+        for obj in rendered:
             # importing takes the fields over from whoever set them
             self.client.apply(obj, self.field_manager, self.force or adopting or forced)
-        return self._outputs(resource, rendered)
+        outputs = self._outputs(resource, rendered)
+        if resource.kind == "Queue":
+            write_queue_policy(self.client, self.naming, self.field_manager, resource, outputs)
+        return outputs
 
     def _check_owner(
         self, obj: dict[str, Any], address: str, adopting: bool
@@ -374,10 +418,11 @@ class KubernetesProvider(KubernetesJobs, Provider):
 def _delete_order(
     found: list[tuple[ApiKind, dict[str, Any]]],
 ) -> list[tuple[ApiKind, dict[str, Any]]]:
-    """Dependents first: a LocalQueue before its ResourceQuota's namespace objects, a
-    ResourceFlavor before the Topology it names, a ClusterQueue before its priority class."""
-    first = ("LocalQueue", "ResourceFlavor", "ClusterQueue")
-    return sorted(found, key=lambda item: 0 if item[0].kind in first else 1)
+    """Dependents first: a LocalQueue before the ClusterQueue it points at, that before
+    the flavor only it uses, a ResourceFlavor before the Topology it names, a Cohort
+    before its priority class."""
+    rank = {"LocalQueue": 0, "ClusterQueue": 1, "Cohort": 1, "ResourceFlavor": 2}
+    return sorted(found, key=lambda item: rank.get(item[0].kind, 3))
 
 
 _SKELETON: dict[str, dict[str, Any]] = {
@@ -408,16 +453,34 @@ def _as_resource(request: ObserveRequest) -> DesiredResource:
     )
 
 
-def _gpu_names(resource: DesiredResource) -> dict[str, str]:
-    names = {}
+def _dependency_outputs(resource: DesiredResource, prefix: str, instance: str) -> dict[str, dict]:
+    """Outputs of the dependencies whose address starts with `prefix`, by their name. The
+    engine records a resource's outputs per provider instance ({instance: {...}}); a bare
+    mapping (a provider's own call) is read as it is."""
+    found: dict[str, dict[str, Any]] = {}
     for address, outputs in resource.outputs_of_dependencies.items():
-        if address.startswith("ResourcePool/") and outputs.get("resourceName"):
-            names[address.rsplit("/", 1)[-1]] = str(outputs["resourceName"])
-    return names
+        if not address.startswith(prefix):
+            continue
+        mine = outputs.get(instance) if instance else None
+        found[address.rsplit("/", 1)[-1]] = mine if isinstance(mine, dict) else outputs
+    return found
 
 
-def _quota_gpu(resource: DesiredResource) -> str:
-    for address, outputs in resource.outputs_of_dependencies.items():
-        if address.startswith("Queue/") and outputs.get("resourceName"):
-            return str(outputs["resourceName"])
-    return manifests.DEFAULT_GPU
+def _gpu_names(resource: DesiredResource, instance: str) -> dict[str, str]:
+    """The accelerator resource name of each pool the queue admits onto."""
+    return {
+        pool: str(outputs["resourceName"])
+        for pool, outputs in _dependency_outputs(resource, "ResourcePool/", instance).items()
+        if outputs.get("resourceName")
+    }
+
+
+def _queue_facts(resource: DesiredResource, instance: str) -> dict[str, Any]:
+    """The outputs of the quota's Queue (its pools, accelerators and policy)."""
+    for outputs in _dependency_outputs(resource, "Queue/", instance).values():
+        return outputs
+    return {}
+
+
+def _labels(obj: dict[str, Any]) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get("labels") or {})

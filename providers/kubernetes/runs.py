@@ -10,12 +10,13 @@ joins ledger, Jobs, Kueue Workloads and pods into timelines (timeline.py). Reque
   list of the address's pods when an attempt not yet recorded as finished has a Job that
   is not suspended (a suspended Job has no pods);
 - `observe_jobs` for many addresses: one list of ledgers and one of Jobs across
-  namespaces, plus one Workload list and one pod list, each per namespace (one across
-  namespaces when several need it) among the namespaces holding attempts whose facts are
-  not yet recorded in the ledger: unfinished, or finished since trainform last wrote;
+  namespaces, plus one Workload list per namespace (paged) and one pod list (per
+  namespace, or one across namespaces when several need it) among the namespaces holding
+  attempts whose facts are not yet recorded in the ledger: unfinished, or finished since
+  trainform last wrote;
 - `accounting(since)`: one list of ledgers and one of Jobs across namespaces, plus one
-  Workload list and one pod list across namespaces when an attempt's facts are not yet
-  recorded;
+  Workload list per namespace (paged) and one pod list across namespaces when an
+  attempt's facts are not yet recorded;
 - `read_log`: the ledger, the attempt's pods, its Job, one log read per pod that has
   started; with no pods left, one S3 read of the archive (logs.py).
 
@@ -55,20 +56,20 @@ from providers.kubernetes.jobs import (
     run_location,
 )
 from providers.kubernetes.kinds import (
-    CLUSTER_QUEUE,
     CONFIG_MAP,
     JOB,
     KUEUE,
+    SERVICE,
     WORKLOAD,
     WORKLOAD_PRIORITY_CLASS,
     ApiKind,
 )
+from providers.kubernetes.launch_reads import read_placement
 from providers.kubernetes.logs import (
     archive_location,
     pods_text,
     write_archive,
 )
-from providers.kubernetes.manifests import DEFAULT_GPU
 from providers.kubernetes.naming import (
     ADDRESS_HASH_LABEL,
     KIND_LABEL,
@@ -76,6 +77,8 @@ from providers.kubernetes.naming import (
     address_of,
     short_hash,
 )
+from providers.kubernetes.placement import Placement
+from providers.kubernetes.pods import headless_service
 from providers.kubernetes.timeline import (
     POD,
     attempt_status,
@@ -86,6 +89,7 @@ from providers.kubernetes.timeline import (
 from providers.local.status import run_to_json
 
 PRIORITY_KIND = "Priority"
+WORKLOAD_PAGE = 500
 
 
 def _now() -> str:
@@ -137,8 +141,12 @@ class KubernetesJobs(RunHistory):
         entries = ledger_entries(ledger)
         if any(_same_attempt(entry, launch) for entry in entries):
             return {"runId": launch.run_id, "attempt": launch.attempt}
+        placement, queue_limit = self._placement(launch)
+        max_seconds = min(
+            (limit for limit in (launch.max_runtime, queue_limit) if limit), default=None
+        )
         manifest = job_manifest(
-            self.naming, launch, self._gpu_name(launch.queue), self._priority_class(launch)
+            self.naming, launch, placement, self._priority_class(launch), max_seconds
         )
         existing = self.client.get(JOB, manifest["metadata"]["name"], namespace)
         if existing is not None and not self.naming.owns(existing, launch.address):
@@ -146,8 +154,17 @@ class KubernetesJobs(RunHistory):
                 f"cannot submit {launch.address}: Job {namespace}/"
                 f"{manifest['metadata']['name']} exists and is not this trainform's"
             )
-        self._finalize(namespace, launch.address, entries)
+        finished = self._finalize(namespace, launch.address, entries)
         if existing is None:
+            if launch.nodes > 1:
+                metadata = manifest["metadata"]
+                service = headless_service(
+                    metadata["name"],
+                    namespace,
+                    self.naming.labels(launch.address, "TrainingJob"),
+                    self.naming.annotations(launch.address),
+                )
+                self.client.apply(service, self.field_manager, self.force)
             self.client.apply(manifest, self.field_manager, self.force)
         entries.append(ledger_entry(launch, _now()))
         self.client.apply(
@@ -155,15 +172,19 @@ class KubernetesJobs(RunHistory):
             self.field_manager,
             self.force,
         )
+        self._clean(namespace, finished)
         return {"runId": launch.run_id, "attempt": launch.attempt}
 
-    def _gpu_name(self, queue: str) -> str:
-        cluster_queue = self.client.get(CLUSTER_QUEUE, self.naming.cluster_name(queue)) or {}
-        for group in (cluster_queue.get("spec") or {}).get("resourceGroups") or []:
-            for resource in group.get("coveredResources") or []:
-                if resource not in ("cpu", "memory"):
-                    return str(resource)
-        return DEFAULT_GPU
+    def _clean(self, namespace: str, finished: list[str]) -> None:
+        """Delete the Jobs (and their headless Services) of attempts whose facts the ledger
+        now holds: a finished Job has nothing left to say, and Kueue and quotas count only
+        what is admitted, but an API server keeps every object until someone deletes it."""
+        for name in finished:
+            self.client.delete(JOB, name, namespace)
+            self.client.delete(SERVICE, name, namespace)
+
+    def _placement(self, launch: JobLaunch) -> tuple[Placement, int | None]:
+        return read_placement(self.client, self.naming, launch, self._namespace_of(launch.address))
 
     def _priority_class(self, launch: JobLaunch) -> str:
         """The queue's own WorkloadPriorityClass when the job runs at its default priority,
@@ -215,7 +236,7 @@ class KubernetesJobs(RunHistory):
             checkpoint_prefix=checkpoint.get("prefix", ""),
             image=f"{spec['image']} (pinned at submission)",
         )
-        return job_manifest(self.naming, launch, DEFAULT_GPU, None)
+        return job_manifest(self.naming, launch, Placement(()), None, launch.max_runtime)
 
     # cancelling ------------------------------------------------------------------------
 
@@ -238,12 +259,14 @@ class KubernetesJobs(RunHistory):
         recorded = self._finalize(namespace, address, entries, jobs)  # before pods go
         for name in victims:
             self.client.delete(JOB, name, namespace)
+            self.client.delete(SERVICE, name, namespace)
         if victims or recorded:
             self.client.apply(
                 ledger_manifest(self.naming, address, namespace, entries),
                 self.field_manager,
                 self.force,
             )
+        self._clean(namespace, [name for name in recorded if name not in victims])
 
     # recording finished attempts -------------------------------------------------------
 
@@ -253,22 +276,22 @@ class KubernetesJobs(RunHistory):
         address: str,
         entries: list[dict[str, Any]],
         jobs: dict[str, dict[str, Any]] | None = None,
-    ) -> bool:
+    ) -> list[str]:
         """Record in `entries` the facts of each attempt seen finished and archive its
         log to S3 (an attempt whose archive cannot be written is left for the next write).
-        True when an entry changed."""
+        The names of the Jobs whose attempts were recorded (still present)."""
         pending = [e for e in entries if not isinstance(e.get("final"), dict)]
         if not pending:
-            return False
+            return []
         jobs = self._jobs(namespace, address) if jobs is None else jobs
-        workloads = self._workloads_by_job(self.client.list(WORKLOAD, "", namespace))
+        workloads = self._workloads_by_job(self._workloads_in(namespace))
         mine = workloads.get(namespace, {})
         pods = (
             pods_by_job(self._pods(namespace, address)) if self._needs_pods(pending, jobs) else {}
         )
         store = self._store()
         checkpoints: dict[str, list[CheckpointStatus]] = {}
-        changed = False
+        changed: list[str] = []
         for entry in pending:
             name = str(entry.get("job"))
             status = attempt_status(entry, jobs.get(name), mine.get(name), pods.get(name))
@@ -294,7 +317,8 @@ class KubernetesJobs(RunHistory):
             facts = final_facts(status)
             facts["pool"] = self._pool(mine.get(name))
             entry["final"] = facts
-            changed = True
+            if name in jobs:
+                changed.append(name)
         return changed
 
     # reading ---------------------------------------------------------------------------
@@ -343,9 +367,14 @@ class KubernetesJobs(RunHistory):
             return []
         entries = ledger_entries(ledger)
         jobs = self._jobs(namespace, address)
-        workloads = self._workloads_by_job(self.client.list(WORKLOAD, "", namespace))
+        workloads = self._workloads_by_job(self._workloads_in(namespace))
         pods = self._pods(namespace, address) if self._needs_pods(entries, jobs) else []
         return self._statuses(entries, jobs, workloads.get(namespace, {}), pods_by_job(pods))
+
+    def _workloads_in(self, namespace: str) -> list[dict[str, Any]]:
+        """Kueue's Workloads in one of this instance's namespaces, paged (never every
+        Workload of the cluster)."""
+        return self.client.list(WORKLOAD, "", namespace, page=WORKLOAD_PAGE)
 
     @staticmethod
     def _workloads_by_job(workloads: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -384,12 +413,9 @@ class KubernetesJobs(RunHistory):
                 workload_spaces.add(namespace)
             if self._needs_pods(entries, mine):
                 pod_spaces.add(namespace)
-        workloads: dict[str, dict[str, Any]] = {}
-        if len(workload_spaces) == 1:
-            [only] = workload_spaces
-            workloads = self._workloads_by_job(self.client.list(WORKLOAD, "", only))
-        elif workload_spaces:
-            workloads = self._workloads_by_job(self.client.list(WORKLOAD, ""))
+        workloads = self._workloads_by_job(
+            [w for space in sorted(workload_spaces) for w in self._workloads_in(space)]
+        )
         pods: dict[str, list[dict[str, Any]]] = {}
         listed = []
         if len(pod_spaces) == 1:

@@ -23,6 +23,7 @@ MODELS = {
     "ResourceQuota": "V1ResourceQuota",
     "Job": "V1Job",
     "ConfigMap": "V1ConfigMap",
+    "Service": "V1Service",
     "PriorityClass": "V1PriorityClass",
 }
 

@@ -11,6 +11,8 @@ from providers.base import DesiredResource, ObserveRequest, ProviderContext
 from providers.jobs import JobLaunch
 from providers.kubernetes.client import KubeClient, make_api_client
 from providers.kubernetes.jobs import job_manifest, ledger_entry, ledger_manifest
+from providers.kubernetes.kinds import CONFIG_MAP
+from providers.kubernetes.placement import Placement
 from providers.kubernetes.provider import KubernetesProvider
 from tests.providers.kubernetes.fixtures import unique_prefix
 from tests.services.kube_api import KubeAPI
@@ -44,9 +46,7 @@ def _launch(index: int) -> JobLaunch:
     )
 
 
-def test_observing_600_resources_costs_one_list_per_kind(
-    kube_api: KubeAPI, tmp_path: Path
-) -> None:
+def test_observing_600_resources_costs_one_list_per_kind(kube_api: KubeAPI, tmp_path: Path) -> None:
     prefix = unique_prefix()
     provider = KubernetesProvider(KubeClient(make_api_client(str(kube_api.kubeconfig), "")))
     provider.configure(
@@ -58,12 +58,17 @@ def test_observing_600_resources_costs_one_list_per_kind(
             "defaultPriority": 0,
         }
     )
-    quota = _document({"queue": "q-0", "limits": {"gpu": "4"}})
     requests = [
         ObserveRequest(f"Queue/q-{i}", "Queue", f"q-{i}", None, queue) for i in range(COUNT)
     ]
     requests += [
-        ObserveRequest(f"Quota/vision/q-{i}", "Quota", f"q-{i}", "vision", quota)
+        ObserveRequest(
+            f"Quota/vision/q-{i}",
+            "Quota",
+            f"q-{i}",
+            "vision",
+            _document({"queue": f"q-{i}", "limits": {"gpu": "4"}}),
+        )
         for i in range(COUNT)
     ]
     requests += [
@@ -71,14 +76,16 @@ def test_observing_600_resources_costs_one_list_per_kind(
         for i in range(COUNT)
     ]
     namespace = f"{prefix}vision"
-    provider.client.apply(
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, "t", False
+    project = _document({"owners": ["a@example.com"]})
+    [namespace_object] = provider.render(
+        DesiredResource("Project/vision", "Project", "vision", None, project)
     )
+    provider.client.apply(namespace_object, "t", False)
     manifests = []
     for request in requests:
         if request.kind == "TrainingJob":
             launch = _launch(int(request.name.split("-")[1]))
-            manifests.append(job_manifest(provider.naming, launch, "nvidia.com/gpu", None))
+            manifests.append(job_manifest(provider.naming, launch, Placement(()), None))
             entry = ledger_entry(launch, "2026-01-01T00:00:00Z")
             manifests.append(ledger_manifest(provider.naming, launch.address, namespace, [entry]))
         else:
@@ -87,7 +94,7 @@ def test_observing_600_resources_costs_one_list_per_kind(
                     request.address, request.kind, request.name, request.project, request.document
                 )
             )
-    kept = ("ClusterQueue", "ResourceQuota", "LocalQueue", "Job", "ConfigMap")
+    kept = ("Cohort", "ClusterQueue", "LocalQueue", "Job", "ConfigMap")
     manifests = [m for m in manifests if m["kind"] in kept]  # what the count is about
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda m: provider.client.apply(m, "trainform", False), manifests))
@@ -96,19 +103,42 @@ def test_observing_600_resources_costs_one_list_per_kind(
     seen = provider.observe(requests)
 
     assert len(seen) == 3 * COUNT
-    assert all(observation.exists for observation in seen.values())
+    assert [a for a, o in seen.items() if not o.exists] == []
     lists = sorted(r.path for r in kube_api.requests)
     assert [r.method for r in kube_api.requests] == ["GET"] * len(lists)
     assert lists == sorted(
         [
+            "/apis/kueue.x-k8s.io/v1beta2/cohorts",
             "/apis/kueue.x-k8s.io/v1beta2/clusterqueues",
             "/apis/kueue.x-k8s.io/v1beta2/workloadpriorityclasses",
-            "/apis/scheduling.k8s.io/v1/priorityclasses",
-            "/apis/kueue.x-k8s.io/v1beta2/workloads",
-            "/api/v1/resourcequotas",
+            "/api/v1/namespaces",  # this instance's project namespaces
+            f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{namespace}/workloads",  # queue usage
             "/apis/kueue.x-k8s.io/v1beta2/localqueues",
             "/api/v1/configmaps",
             "/apis/batch/v1/jobs",
-            f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{namespace}/workloads",
+            f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{namespace}/workloads",  # job status
         ]
     )
+
+
+def test_a_paged_list_follows_continue_tokens_to_the_last_page(kube_api: KubeAPI) -> None:
+    client = KubeClient(make_api_client(str(kube_api.kubeconfig), ""))
+    namespace = f"{unique_prefix()}paged"
+    client.apply(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, "t", False
+    )
+    for index in range(5):
+        config_map = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": f"c{index}", "namespace": namespace},
+        }
+        client.apply(config_map, "t", False)
+    kube_api.reset_requests()
+
+    found = client.list(CONFIG_MAP, "", namespace, page=2)
+
+    assert sorted(item["metadata"]["name"] for item in found) == [f"c{i}" for i in range(5)]
+    queries = [r.query for r in kube_api.requests]
+    assert [q.get("limit") for q in queries] == ["2", "2", "2"]
+    assert "continue" not in queries[0] and all(q.get("continue") for q in queries[1:])

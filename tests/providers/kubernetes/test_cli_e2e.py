@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from providers.kubernetes.client import KubeClient, make_api_client
-from providers.kubernetes.kinds import CLUSTER_QUEUE, NODE
+from providers.kubernetes.kinds import CLUSTER_QUEUE, COHORT, NODE
 from tests.engine.support import REPO, run_trainform
 from tests.services.kube_api import KubeAPI
 
@@ -75,14 +75,14 @@ def tf(folder: Path, *args: str) -> tuple[int, str]:
 def kubectl_edit(
     client: KubeClient, kubectl_args: list[str], name: str, patch: dict[str, Any]
 ) -> None:
-    """What `kubectl edit clusterqueue` sends: a merge patch by the field manager
+    """What `kubectl edit cohort` sends: a merge patch by the field manager
     kubectl-edit; through kubectl itself when it is installed, else through the API."""
     kubectl = shutil.which("kubectl")
     if kubectl is None:
-        client.merge_patch(CLUSTER_QUEUE, name, None, patch, "kubectl-edit")
+        client.merge_patch(COHORT, name, None, patch, "kubectl-edit")
         return
     subprocess.run(
-        [kubectl, *kubectl_args, "patch", "clusterqueue", name, "--type", "merge"]
+        [kubectl, *kubectl_args, "patch", "cohort", name, "--type", "merge"]
         + ["--field-manager", "kubectl-edit", "-p", json.dumps(patch)],
         check=True,
         capture_output=True,
@@ -98,7 +98,7 @@ def apply_plan_and_drift(
     code, output = tf(folder, "plan", ".", "--detailed-exitcode")
     assert code == 0, output
 
-    queue = client.get(CLUSTER_QUEUE, f"{prefix}pretrain")
+    queue = client.get(COHORT, f"{prefix}pretrain")
     assert queue is not None
     groups = queue["spec"]["resourceGroups"]
     groups[0]["flavors"][0]["resources"][2]["nominalQuota"] = "64"
@@ -176,8 +176,8 @@ def test_examples_platform_on_a_real_cluster(tmp_path: Path) -> None:
 
 
 def _hand_made(client: KubeClient, prefix: str) -> None:
-    """Kueue objects another tool made: a flavor with one matching node, a queue, and a
-    namespace with a LocalQueue and a ResourceQuota."""
+    """Kueue objects another tool made in trainform's layout: a flavor with one matching
+    node, a queue's Cohort, and a namespace with a LocalQueue and its ClusterQueue."""
     kueue = "kueue.x-k8s.io/v1beta2"
     node_labels = {"pool": f"{prefix}a100"}
     namespace = f"{prefix}vision"
@@ -191,11 +191,10 @@ def _hand_made(client: KubeClient, prefix: str) -> None:
         },
         {
             "apiVersion": kueue,
-            "kind": "ClusterQueue",
+            "kind": "Cohort",
             "metadata": {"name": f"{prefix}train"},
             "spec": {
-                "namespaceSelector": {},
-                "cohortName": "research",
+                "parentName": "research",
                 "resourceGroups": [
                     {
                         "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
@@ -215,15 +214,43 @@ def _hand_made(client: KubeClient, prefix: str) -> None:
         },
         {
             "apiVersion": kueue,
-            "kind": "LocalQueue",
-            "metadata": {"name": "train", "namespace": namespace},
-            "spec": {"clusterQueue": f"{prefix}train"},
+            "kind": "ClusterQueue",
+            "metadata": {"name": f"{prefix}train-vision"},
+            "spec": {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                "cohortName": f"{prefix}train",
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu", "memory", "nvidia.com/gpu", "pods"],
+                        "flavors": [
+                            {
+                                "name": f"{prefix}a100",
+                                "resources": [
+                                    {"name": "cpu", "nominalQuota": 0},
+                                    {"name": "memory", "nominalQuota": 0},
+                                    {
+                                        "name": "nvidia.com/gpu",
+                                        "nominalQuota": 0,
+                                        "borrowingLimit": 8,
+                                    },
+                                    {
+                                        "name": "pods",
+                                        "nominalQuota": 5,
+                                        "borrowingLimit": 0,
+                                        "lendingLimit": 0,
+                                    },
+                                ],
+                            }
+                        ],
+                    }
+                ],
+            },
         },
         {
-            "apiVersion": "v1",
-            "kind": "ResourceQuota",
+            "apiVersion": kueue,
+            "kind": "LocalQueue",
             "metadata": {"name": "train", "namespace": namespace},
-            "spec": {"hard": {"requests.nvidia.com/gpu": "8", "count/jobs.batch": "5"}},
+            "spec": {"clusterQueue": f"{prefix}train-vision"},
         },
         {
             "apiVersion": "v1",
@@ -271,6 +298,11 @@ def test_import_from_the_cluster_then_plan_shows_no_changes(
     assert [(p["spec"]["nodes"], p["spec"]["accelerator"]["count"]) for p in pools] == [(1, 8)]
     code, output = tf(folder, "plan", ".", "--detailed-exitcode")
     assert code == 0, output
-    queue = client.get(CLUSTER_QUEUE, f"{prefix}train")
+    queue = client.get(COHORT, f"{prefix}train")
     assert queue is not None
     assert queue["metadata"]["annotations"]["trainform.dev/address"] == "Queue/train"
+    project_queue = client.get(CLUSTER_QUEUE, f"{prefix}train-vision")
+    assert project_queue is not None
+    assert project_queue["metadata"]["annotations"]["trainform.dev/address"] == "Quota/vision/train"
+    [quota] = [d for d in written if d and d["kind"] == "Quota"]
+    assert quota["spec"]["limits"] == {"gpu": "8", "runningJobs": 5}

@@ -17,6 +17,7 @@ from providers.errors import PermanentProviderError
 from providers.kubernetes.kinds import (
     BY_KIND,
     CLUSTER_QUEUE,
+    COHORT,
     LOCAL_QUEUE,
     PRIORITY_CLASS,
     WORKLOAD,
@@ -51,13 +52,13 @@ def provider(applied: tuple[SpecFolder, str]) -> KubernetesProvider:
 
 
 def _kubectl_edit_gpu_quota(provider: KubernetesProvider, name: str, value: str) -> None:
-    """What `kubectl edit clusterqueue` does: a merge patch by another field manager."""
-    queue = provider.client.get(CLUSTER_QUEUE, name)
+    """What `kubectl edit cohort` does: a merge patch by another field manager."""
+    queue = provider.client.get(COHORT, name)
     assert queue is not None
     groups = queue["spec"]["resourceGroups"]
     groups[0]["flavors"][0]["resources"][2]["nominalQuota"] = value
     provider.client.merge_patch(
-        CLUSTER_QUEUE, name, None, {"spec": {"resourceGroups": groups}}, "kubectl-edit"
+        COHORT, name, None, {"spec": {"resourceGroups": groups}}, "kubectl-edit"
     )
 
 
@@ -88,7 +89,7 @@ def test_a_kubectl_edit_of_a_quota_is_drift_and_apply_restores_it_when_allowed_t
     folder.converge(refresh=True)
 
     assert not detect_drift(folder.state(), folder.providers()).findings
-    live = provider.client.get(CLUSTER_QUEUE, f"{prefix}train")
+    live = provider.client.get(COHORT, f"{prefix}train")
     assert live is not None
     nominal = {
         r["name"]: r["nominalQuota"]
@@ -128,19 +129,19 @@ def test_a_deleted_local_queue_shows_the_quota_as_drifted(
     assert provider.client.get(LOCAL_QUEUE, "train", f"{prefix}vision") is not None
 
 
-def test_a_queue_is_drained_before_it_is_deleted_and_another_managers_queue_is_refused(
+def test_a_projects_queue_is_drained_before_it_is_deleted_and_another_managers_is_refused(
     applied: tuple[SpecFolder, str], provider: KubernetesProvider, kube_api: KubeAPI
 ) -> None:
     folder, prefix = applied
-    outputs = folder.state().resources["Queue/train"].outputs[INSTANCE]  # type: ignore[union-attr]
+    outputs = folder.state().resources["Quota/vision/train"].outputs[INSTANCE]  # type: ignore[union-attr]
     kube_api.reset_requests()
 
-    provider.delete("Queue/train", "Queue", outputs)
+    provider.delete("Quota/vision/train", "Quota", outputs)
 
     writes = [(r.method, r.path) for r in kube_api.requests if r.method in ("PATCH", "DELETE")]
-    queue_path = f"/apis/kueue.x-k8s.io/v1beta2/clusterqueues/{prefix}train"
+    queue_path = f"/apis/kueue.x-k8s.io/v1beta2/clusterqueues/{prefix}train-vision"
     assert writes.index(("PATCH", queue_path)) < writes.index(("DELETE", queue_path))
-    assert provider.client.get(CLUSTER_QUEUE, f"{prefix}train") is None
+    assert provider.client.get(CLUSTER_QUEUE, f"{prefix}train-vision") is None
     stranger = KubernetesProvider(provider.client)
     stranger.naming = provider.naming.__class__("someone-else", prefix, prefix)
     with pytest.raises(PermanentProviderError, match="not this trainform's"):
@@ -189,7 +190,7 @@ def test_a_lower_quota_lists_the_admitted_workloads_it_leaves_over_quota(
     namespace = f"{prefix}vision"
     for name, gpus in (("big", "24"), ("small", "12")):
         workload, status = _admitted_workload(
-            namespace, name, f"{prefix}train", f"{prefix}h100", gpus
+            namespace, name, f"{prefix}train-vision", f"{prefix}h100", gpus
         )
         check_manifest({**workload, **status})
         provider.client.apply(workload, "kueue-controller", False)
@@ -236,7 +237,7 @@ def test_imported_objects_plan_no_change(tmp_path: Path, kube_api: KubeAPI) -> N
 
     assert {d.identifier for d in found} >= {
         f"ResourceFlavor/{prefix}h100",
-        f"ClusterQueue/{prefix}train",
+        f"Cohort/{prefix}train",
         f"LocalQueue/{prefix}vision/train",
         f"Namespace/{prefix}vision",
     }
@@ -277,18 +278,18 @@ def _provider_lists_nothing(folder: SpecFolder) -> bool:
     return provider.list_owned() == []
 
 
-def test_a_new_default_priority_replaces_the_immutable_pod_priority_class(
+def test_a_new_default_priority_updates_the_workload_priority_class_and_no_pod_class(
     applied: tuple[SpecFolder, str], provider: KubernetesProvider
 ) -> None:
     folder, prefix = applied
-    before = provider.client.get(PRIORITY_CLASS, f"{prefix}train")
+    before = provider.client.get(WORKLOAD_PRIORITY_CLASS, f"{prefix}train")
     folder.edit("platform.yaml", "defaultPriority: 100", "defaultPriority: 200")
 
     folder.converge()
 
-    after = provider.client.get(PRIORITY_CLASS, f"{prefix}train")
+    after = provider.client.get(WORKLOAD_PRIORITY_CLASS, f"{prefix}train")
     assert before is not None and after is not None
     assert (before["value"], after["value"]) == (100, 200)
-    assert before["metadata"]["uid"] != after["metadata"]["uid"]
-    assert provider.client.get(WORKLOAD_PRIORITY_CLASS, f"{prefix}train")["value"] == 200  # type: ignore[index]
+    assert before["metadata"]["uid"] == after["metadata"]["uid"]
+    assert provider.client.get(PRIORITY_CLASS, f"{prefix}train") is None
     assert not folder.plan().has_changes

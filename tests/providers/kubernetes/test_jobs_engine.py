@@ -35,7 +35,7 @@ spec:
   queue: train
   image: trainer
   command: [python, train.py]
-  resources: {{nodes: 2, acceleratorsPerNode: 8, cpu: 16, memory: 64Gi}}
+  resources: {{nodes: 1, acceleratorsPerNode: 8, cpu: 16, memory: 64Gi}}
   retries: {{limit: 2}}
 """
 

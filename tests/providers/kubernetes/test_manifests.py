@@ -13,6 +13,7 @@ from providers.base import DesiredResource, ProviderContext
 from providers.jobs import DatasetInput, JobLaunch
 from providers.kubernetes.jobs import job_environment, job_manifest, ledger_manifest
 from providers.kubernetes.naming import Naming, dns_label, label_safe
+from providers.kubernetes.placement import Placement
 from providers.kubernetes.projection import by_role, canonical, project_document
 from providers.kubernetes.provider import KubernetesProvider
 from specs import load_specs
@@ -21,13 +22,27 @@ from tests.providers.kubernetes.schemas import check_manifest
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "platform"
 
 
-def _resources() -> list[DesiredResource]:
+def _resources(provider: KubernetesProvider) -> list[DesiredResource]:
+    """The example's resources on gke-prod, each with its dependencies' outputs as the
+    engine passes them after applying those (keyed by provider instance)."""
     desired = build_desired(load_specs(EXAMPLE))
-    return [
-        DesiredResource(a, i.kind, i.name, i.project, i.document)
-        for a, i in desired.items()
-        if "gke-prod" in i.providers
-    ]
+    outputs: dict[str, dict[str, Any]] = {}
+    resources = []
+    for kind in ("Project", "ResourcePool", "Queue", "Quota", "TrainingJob"):
+        for address, item in desired.items():
+            if item.kind != kind or "gke-prod" not in item.providers:
+                continue
+            resource = DesiredResource(
+                address,
+                item.kind,
+                item.name,
+                item.project,
+                item.document,
+                {d: {"gke-prod": outputs[d]} for d in item.dependencies if d in outputs},
+            )
+            outputs[address] = provider._outputs(resource, provider.render(resource))
+            resources.append(resource)
+    return resources
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +53,8 @@ def provider() -> KubernetesProvider:
 
 
 @pytest.fixture(scope="module")
-def resources() -> list[DesiredResource]:
-    return _resources()
+def resources(provider: KubernetesProvider) -> list[DesiredResource]:
+    return _resources(provider)
 
 
 def test_every_rendered_manifest_is_valid(
@@ -53,10 +68,9 @@ def test_every_rendered_manifest_is_valid(
         "Namespace",
         "ResourceFlavor",
         "Topology",
+        "Cohort",
         "ClusterQueue",
         "WorkloadPriorityClass",
-        "PriorityClass",
-        "ResourceQuota",
         "LocalQueue",
         "Job",
     }
@@ -87,15 +101,15 @@ def test_projecting_the_rendered_objects_gives_the_document_back(
         assert live == resource.document, resource.address
 
 
-def test_the_pretrain_queue_becomes_a_cluster_queue_with_kueue_fields(
+def test_the_pretrain_queue_becomes_a_cohort_holding_its_quota(
     provider: KubernetesProvider, resources: list[DesiredResource]
 ) -> None:
     queue = next(r for r in resources if r.address == "Queue/pretrain")
 
-    cluster_queue, priority, pod_priority = provider.render(queue)
+    cohort, priority = provider.render(queue)
 
-    spec = cluster_queue["spec"]
-    assert spec["cohortName"] == "training"
+    spec = cohort["spec"]
+    assert spec["parentName"] == "training"
     group = spec["resourceGroups"][0]
     assert group["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu"]
     gpu = group["flavors"][0]["resources"][2]
@@ -105,34 +119,35 @@ def test_the_pretrain_queue_becomes_a_cluster_queue_with_kueue_fields(
         "borrowingLimit": "32",
         "lendingLimit": "48",
     }
-    assert spec["preemption"]["borrowWithinCohort"] == {
-        "policy": "LowerPriority",
-        "maxPriorityThreshold": 500,
-    }
     assert spec["fairSharing"] == {"weight": "2"}
-    assert spec["namespaceSelector"]["matchExpressions"][0]["key"] == "trainform.dev/project"
-    assert priority["value"] == pod_priority["value"] == 1000
+    assert priority["value"] == 1000
 
 
-def test_a_quota_becomes_a_quota_scoped_to_the_queue_a_local_queue_and_a_job_count(
+def test_a_quota_becomes_the_projects_cluster_queue_borrowing_at_most_its_limits(
     provider: KubernetesProvider, resources: list[DesiredResource]
 ) -> None:
-    quota = next(r for r in resources if r.address == "Quota/llm-pretrain/pretrain")
+    quota = next(r for r in resources if r.address == "Quota/llm-pretrain/eval")
 
-    resource_quota, local_queue, job_count = provider.render(quota)
+    cluster_queue, local_queue = provider.render(quota)
 
-    assert resource_quota["metadata"]["namespace"] == "ml-llm-pretrain"
-    assert resource_quota["spec"]["hard"] == {
-        "requests.nvidia.com/gpu": "96",
-        "requests.cpu": "2400",
-        "requests.memory": str(21600 * 2**30),
+    assert cluster_queue["metadata"]["name"] == "eval-llm-pretrain"
+    spec = cluster_queue["spec"]
+    assert spec["cohortName"] == "eval"
+    assert spec["namespaceSelector"] == {
+        "matchLabels": {"kubernetes.io/metadata.name": "ml-llm-pretrain"}
     }
-    [scope] = resource_quota["spec"]["scopeSelector"]["matchExpressions"]
-    assert scope == {"scopeName": "PriorityClass", "operator": "In", "values": ["pretrain"]}
-    assert local_queue["metadata"]["name"] == "pretrain"
-    assert local_queue["spec"] == {"clusterQueue": "pretrain"}
-    assert job_count["metadata"]["name"] == "pretrain-jobs"
-    assert job_count["spec"] == {"hard": {"count/jobs.batch": "2"}}
+    [group] = spec["resourceGroups"]
+    assert group["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu"]
+    assert [f["name"] for f in group["flavors"]] == ["a100", "h100"]
+    for flavor in group["flavors"]:
+        assert flavor["resources"] == [
+            {"name": "cpu", "nominalQuota": "0"},
+            {"name": "memory", "nominalQuota": "0"},
+            {"name": "nvidia.com/gpu", "nominalQuota": "0", "borrowingLimit": "16"},
+        ]
+    assert spec["queueingStrategy"] == "StrictFIFO"
+    assert local_queue["metadata"]["namespace"] == "ml-llm-pretrain"
+    assert local_queue["spec"] == {"clusterQueue": "eval-llm-pretrain"}
 
 
 @pytest.mark.parametrize(
@@ -187,7 +202,7 @@ def _launch(**changes: Any) -> JobLaunch:
 
 
 def test_an_attempt_becomes_a_suspended_indexed_job_labelled_for_kueue() -> None:
-    job = job_manifest(Naming("trainform", "ml-"), _launch(), "nvidia.com/gpu", "train")
+    job = job_manifest(Naming("trainform", "ml-"), _launch(), Placement(()), "train", 3600)
 
     check_manifest(job)
     spec = job["spec"]
@@ -202,7 +217,6 @@ def test_an_attempt_becomes_a_suspended_indexed_job_labelled_for_kueue() -> None
     container = spec["template"]["spec"]["containers"][0]
     assert container["resources"]["requests"]["nvidia.com/gpu"] == "8"
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "8"
-    assert spec["template"]["spec"]["priorityClassName"] == "train"
     env = {e["name"]: e for e in container["env"]}
     assert env["TRAINFORM_NODES"]["value"] == "2"
     assert (

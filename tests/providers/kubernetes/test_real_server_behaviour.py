@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from planner.drift import detect_drift
 from providers.base import ObserveRequest
@@ -18,7 +19,7 @@ from providers.kubernetes.provider import KubernetesProvider
 from tests.engine.support import SpecFolder
 from tests.providers.kubernetes.fixtures import INSTANCE, platform_folder, unique_prefix
 from tests.providers.kubernetes.test_jobs import launch
-from tests.services.kube_api import KubeAPI, start_kube_api
+from tests.services.kube_api import CRD_FOLDER, KubeAPI, start_kube_api
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +39,7 @@ def test_server_defaults_are_not_drift_and_a_job_outside_state_is_orphaned(
         provider = folder.providers().get(INSTANCE)
         assert isinstance(provider, KubernetesProvider)
         provider.submit(launch())
-        queue = provider.client.get(CLUSTER_QUEUE, f"{prefix}train")
+        queue = provider.client.get(CLUSTER_QUEUE, f"{prefix}train-vision")
         assert queue is not None and "flavorFungibility" in queue["spec"]  # defaulted
         job = provider.client.get(JOB, job_name(launch()), f"{prefix}vision")
         assert job is not None and job["spec"]["podReplacementPolicy"]
@@ -61,8 +62,37 @@ def test_a_cluster_without_kueue_is_named_as_such(tmp_path: Path) -> None:
         provider = folder.providers().get(INSTANCE)
         request = ObserveRequest("Queue/train", "Queue", "train", None, {"spec": {"pools": []}})
 
-        with pytest.raises(PermanentProviderError, match="is Kueue installed"):
+        with pytest.raises(PermanentProviderError, match="Kueue is not installed"):
             provider.observe([request])
+        folder.close()
+    finally:
+        api.stop()
+
+
+def test_a_cluster_with_only_kueue_v1beta1_is_told_the_minimum_kueue_version(
+    tmp_path: Path,
+) -> None:
+    crds = tmp_path / "crds"
+    crds.mkdir()
+    for path in sorted(CRD_FOLDER.glob("*.yaml")):
+        crd = yaml.safe_load(path.read_text())
+        versions = [v for v in crd["spec"]["versions"] if v["name"] == "v1beta1"]
+        if not versions:
+            continue
+        versions[0].update(served=True, storage=True)
+        crd["spec"]["versions"] = versions
+        crd["spec"].pop("conversion", None)
+        (crds / path.name).write_text(yaml.safe_dump(crd))
+    (tmp_path / "old").mkdir()
+    api = start_kube_api(tmp_path / "old", crd_folder=crds)
+    try:
+        folder = SpecFolder(platform_folder(tmp_path / "specs", api, unique_prefix()))
+        provider = folder.providers().get(INSTANCE)
+        request = ObserveRequest("Queue/train", "Queue", "train", None, {"spec": {"pools": []}})
+
+        with pytest.raises(PermanentProviderError, match="only Kueue's v1beta1 API") as raised:
+            provider.observe([request])
+        assert "Kueue v0.15.0 or later" in str(raised.value)
         folder.close()
     finally:
         api.stop()

@@ -1,0 +1,64 @@
+"""Writes that keep a Queue's projects' ClusterQueues in step with the Queue.
+
+A Queue's pools and admission policy (preemption, queueingStrategy, stopPolicy) are
+fields of its projects' ClusterQueues (project_queues.py). `write_queue_policy` runs after
+a Queue is applied and rewrites those fields on each of them, keeping each project's own
+limits (read back from the ClusterQueue), so the Queue's planned change is what reaches
+them. `with_live_queue_facts` gives a Quota its Queue's facts from the cluster when the
+Queue has no outputs recorded (an import adopting the Quota before its Queue). Called by
+provider.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from providers.base import DesiredResource
+from providers.kubernetes.client import KubeClient
+from providers.kubernetes.discovery import live_queue_facts
+from providers.kubernetes.kinds import CLUSTER_QUEUE
+from providers.kubernetes.naming import Naming, address_of
+from providers.kubernetes.project_queues import (
+    QUEUE_LABEL,
+    project_queue_name,
+    project_queue_spec,
+)
+from providers.kubernetes.projection import quota_limits
+
+
+def write_queue_policy(
+    client: KubeClient,
+    naming: Naming,
+    field_manager: str,
+    resource: DesiredResource,
+    facts: dict[str, Any],
+) -> None:
+    """Write the queue's pools and admission policy onto each of its projects'
+    ClusterQueues (their own limits kept), as the Queue's spec says."""
+    cohort = naming.cluster_name(resource.name)
+    for queue in client.list(CLUSTER_QUEUE, f"{naming.selector},{QUEUE_LABEL}={cohort}"):
+        address = address_of(queue)
+        if not address or not naming.owns(queue, address):
+            continue
+        project = address.split("/")[1] if address.count("/") == 2 else ""
+        spec = project_queue_spec(naming, facts, resource.name, project, quota_limits(queue))
+        client.merge_patch(
+            CLUSTER_QUEUE, queue["metadata"]["name"], None, {"spec": spec}, field_manager
+        )
+
+
+def with_live_queue_facts(
+    client: KubeClient, naming: Naming, resource: DesiredResource
+) -> DesiredResource:
+    """The Quota with its Queue's facts read from the cluster."""
+    queue = str(resource.spec.get("queue", ""))
+    name = project_queue_name(naming, queue, resource.project or "")
+    facts = live_queue_facts(client, naming, queue, client.get(CLUSTER_QUEUE, name))
+    return DesiredResource(
+        resource.address,
+        resource.kind,
+        resource.name,
+        resource.project,
+        resource.document,
+        {**resource.outputs_of_dependencies, f"Queue/{queue}": facts},
+    )

@@ -1,0 +1,155 @@
+"""Acceptance through the engine with the Kueue stand-in running (the `kueue` fixture of
+tests/services/kube_api, from the kubeapi branch): one queue over an NVIDIA, a MIG and an
+AMD pool, two projects.
+
+Kueue, not a ResourceQuota, holds each project to its limits: a project over its GPU
+limit has its second job wait in Kueue's words (no pod is ever refused), and a project
+with `runningJobs: 2` has all four of its jobs accepted, two admitted and two waiting for
+pods. Each admitted job ran on a pool of the accelerator it asked for.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from providers.jobs import RunPhase
+from providers.kubernetes.kinds import JOB
+from providers.kubernetes.naming import short_hash
+from providers.kubernetes.provider import KubernetesProvider
+from tests.engine.support import SpecFolder
+from tests.providers.kubernetes.fixtures import INSTANCE, kubernetes_config, unique_prefix
+from tests.providers.kubernetes.test_accelerators import POOL, POOLS
+from tests.providers.oci.fixtures import registry_server
+from tests.services.kube_api import KubeAPI
+from tests.services.registry import RegistryServer, push_image
+
+__all__ = ["registry_server"]
+
+PLATFORM = """\
+apiVersion: trainform/v1
+kind: Queue
+metadata: {{name: mixed}}
+spec:
+  pools:
+{entries}
+---
+apiVersion: trainform/v1
+kind: Image
+metadata: {{name: trainer}}
+spec: {{reference: "{reference}"}}
+"""
+PROJECT = """---
+apiVersion: trainform/v1
+kind: Project
+metadata: {{name: {project}}}
+spec: {{owners: [leads@example.com]}}
+---
+apiVersion: trainform/v1
+kind: Quota
+metadata: {{name: mixed, project: {project}}}
+spec: {{queue: mixed, limits: {limits}}}
+"""
+JOB_SPEC = """---
+apiVersion: trainform/v1
+kind: TrainingJob
+metadata: {{name: {name}, project: {project}}}
+spec:
+  queue: mixed
+  image: trainer
+  command: [python, train.py]
+  resources: {{nodes: {nodes}, acceleratorsPerNode: {per_node}, cpu: 8, memory: 32Gi}}
+"""
+# name: (project, nodes, accelerators per node)
+JOBS = {
+    "small": ("vision", 1, 2),  # nvidia.com/gpu
+    "sliced": ("vision", 1, 6),  # nvidia.com/mig-1g.10gb
+    "wide": ("vision", 1, 8),  # amd.com/gpu
+    "tiny": ("vision", 1, 1),  # nvidia.com/gpu
+    "first": ("nlp", 2, 4),  # 8 nvidia.com/gpu: the whole of nlp's limit
+    "second": ("nlp", 2, 4),  # another 8: over nlp's limit while the first runs
+}
+
+
+@pytest.fixture
+def folder(
+    tmp_path: Path, kueue: KubeAPI, registry_server: RegistryServer
+) -> Iterator[tuple[SpecFolder, str]]:
+    prefix = unique_prefix()
+    repository = f"ml/{uuid.uuid4().hex[:8]}"
+    push_image(registry_server.url, repository, "v1")
+    host = registry_server.host
+    registry = (
+        "  - name: registry\n    type: registry\n"
+        f"    connection: {{url: 'http://{host}', insecure: true, allowed: ['{host}']}}\n"
+    )
+    root = tmp_path / "specs"
+    root.mkdir()
+    (root / "trainform.yaml").write_text(
+        kubernetes_config(kueue, prefix).replace("state:", registry + "state:", 1)
+    )
+    entries = "".join(
+        f"    - pool: {name}\n      nominalQuota: {{gpu: 16, cpu: 256, memory: 2048Gi}}\n"
+        for name in POOLS
+    )
+    text = PLATFORM.format(entries=entries, reference=f"{host}/{repository}:v1")
+    text += "".join(
+        POOL.format(name=name, resource=resource, count=count, label=label)
+        for name, (resource, count, label) in POOLS.items()
+    )
+    text += PROJECT.format(project="vision", limits="{gpu: 8, runningJobs: 2}")
+    text += PROJECT.format(project="nlp", limits="{gpu: 8}")
+    text += "".join(
+        JOB_SPEC.format(name=name, project=project, nodes=nodes, per_node=per_node)
+        for name, (project, nodes, per_node) in JOBS.items()
+    )
+    (root / "platform.yaml").write_text(text)
+    spec_folder = SpecFolder(root)
+    yield spec_folder, prefix
+    spec_folder.close()
+
+
+def test_kueue_admits_each_project_within_its_limits_and_the_rest_wait(
+    folder: tuple[SpecFolder, str],
+) -> None:
+    spec_folder, prefix = folder
+
+    providers = spec_folder.providers()
+    result = spec_folder.apply(spec_folder.plan(providers), providers, parallelism=1)
+    assert not result.failed, result.outcomes
+
+    provider = spec_folder.providers().get(INSTANCE)
+    assert isinstance(provider, KubernetesProvider)
+    attempts = {}
+    for name, (project, _, _) in JOBS.items():
+        [run] = provider.runs(f"TrainingJob/{project}/{name}")
+        attempts[name] = run.attempts[-1]
+    running = {n for n, a in attempts.items() if a.phase is RunPhase.RUNNING}
+    waiting = {n: a.reason for n, a in attempts.items() if a.phase is RunPhase.QUEUED}
+    assert running | set(waiting) == set(JOBS)
+    vision = [n for n in JOBS if JOBS[n][0] == "vision"]
+    assert len([n for n in vision if n in running]) == 2, attempts
+    for name in vision:
+        if name in waiting:
+            assert "insufficient unused quota for pods" in waiting[name], waiting
+    assert ("first" in running) != ("second" in running), attempts
+    [late] = [n for n in ("first", "second") if n in waiting]
+    assert "insufficient unused quota for nvidia.com/gpu" in waiting[late], waiting
+
+    assert not spec_folder.plan(providers, refresh=True).has_changes
+    for name in running:
+        project = JOBS[name][0]
+        [job] = provider.client.list(
+            JOB, f"trainform.dev/address-hash={_hash(project, name)}", f"{prefix}{project}"
+        )
+        pod = job["spec"]["template"]["spec"]
+        [resource] = [r for r in pod["containers"][0]["resources"]["requests"] if "/" in r]
+        pool = pod["nodeSelector"]["example.com/pool"]  # the flavor Kueue admitted it on
+        assert POOLS[{label: n for n, (_, _, label) in POOLS.items()}[pool]][0] == resource
+
+
+def _hash(project: str, name: str) -> str:
+    return short_hash(f"TrainingJob/{project}/{name}")
