@@ -126,7 +126,7 @@ def make_review(request: ReviewRequest) -> ReviewReport:
                 trusted = load_trusted(request.policies, base_specs.config, base_side.folder)
             except PolicyConfigError as exc:
                 raise ReviewError(f"cannot read the trusted policies: {exc}") from None
-            policy_report = evaluate_policies(head_specs, None, trusted)
+            policy_report = evaluate_policies(head_specs, None, trusted, before=base_specs)
             findings = _relabel_findings(head_side, policy_report.findings)
             simulation = None
             if request.trace is not None or request.trace_from is not None:
