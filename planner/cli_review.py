@@ -67,6 +67,7 @@ def review(
 ) -> None:
     """Review a change to queue policy: semantic diff, capacity, findings, simulated waits."""
     from policies.review import (
+        MARKER,
         RefLoadError,
         ReviewError,
         ReviewRequest,
@@ -98,7 +99,9 @@ def review(
             # For the pull-request comment: the diagnostics, fenced, under a heading.
             files = len({d.location.file for d in error.error.diagnostics if d.location})
             text = render_diagnostics_text(error.error.diagnostics, files, False)
-            click.echo(f"### trainform review: ERROR\n\n{summary}:\n\n```text\n{text}```")
+            click.echo(
+                f"{MARKER}\n### trainform review: ERROR\n\n{summary}:\n\n```text\n{text}```"
+            )
         else:
             print_diagnostics(error.error, output_format)
         raise SystemExit(EXIT_ERROR) from None

@@ -13,6 +13,8 @@ from decimal import Decimal
 from typing import Any
 
 from policies.review.capacity import Capacity, number
+from policies.review.finding_diff import FindingStatus
+from policies.review.headline import change_lines
 from policies.review.report import ReviewReport
 from policies.review.semantic import SemanticChange
 from policies.review.simulation import WaitRow
@@ -172,15 +174,49 @@ def change_items(changes: Sequence[SemanticChange]) -> list[tuple[str, tuple[str
     return items
 
 
+STATUS_ORDER = {FindingStatus.NEW: 0, FindingStatus.PRESENT: 1, FindingStatus.FIXED: 2}
+STATUS_SHOWN = {
+    FindingStatus.NEW: "new",
+    FindingStatus.PRESENT: "still present",
+    FindingStatus.FIXED: "fixed",
+}
+
+
 def finding_rows(report: ReviewReport) -> list[tuple[str, ...]]:
+    """New findings first, then those the base had too, then those the change fixes."""
     rows = []
-    for finding in sorted(
-        report.findings, key=lambda f: (f.waived, str(f.severity) != "deny", f.location)
+    for change in sorted(
+        report.finding_changes,
+        key=lambda c: (
+            STATUS_ORDER[c.status],
+            c.finding.waived,
+            str(c.finding.severity) != "deny",
+            c.finding.location,
+        ),
     ):
+        finding = change.finding
         severity = "waived" if finding.waived else str(finding.severity)
         message = finding.message + (f" (waived: {finding.waived})" if finding.waived else "")
-        rows.append((severity, finding.policy, finding.address, finding.location or "-", message))
+        rows.append(
+            (
+                STATUS_SHOWN[change.status],
+                severity,
+                finding.policy,
+                finding.address,
+                finding.location or "-",
+                message,
+            )
+        )
     return rows
+
+
+def approval_items(report: ReviewReport) -> list[tuple[str, tuple[str, ...]]]:
+    """Per changed file, whose approval it needs."""
+    items: dict[str, list[str]] = {}
+    for approval in report.approvals:
+        owners = ", ".join(approval.owners) if approval.owners else "(none listed)"
+        items.setdefault(approval.file, []).append(f"{approval.who}: {owners}")
+    return [(f"`{file}`: " + "; ".join(needs), ()) for file, needs in items.items()]
 
 
 def wait_rows(rows: Sequence[WaitRow]) -> list[tuple[str, ...]]:
@@ -272,27 +308,49 @@ def simulation_sections(report: ReviewReport) -> list[Section]:
 
 
 def review_sections(report: ReviewReport) -> list[Section]:
-    """Every section of the review, in the order renderers show them."""
+    """Every section of the review, in the order renderers show them: the change as
+    numbers, who gains and loses, simulated waits, findings, approvals, then details."""
+    from policies.review.summary import findings_line
+
     capacity = capacity_sections(report)
+    headline = Section(
+        "headline",
+        f"Queue-policy changes ({len(report.changes)})",
+        items=[(line, ()) for line in change_lines(report.changes)],
+        note="" if report.changes else "no change to pools, queues, quotas or projects",
+        folded=False,
+    )
+    rows = finding_rows(report)
     findings = Section(
         "findings",
-        f"Policy findings on the head ({len(report.findings)})",
-        ("severity", "policy", "address", "location", "message"),
-        finding_rows(report),
+        f"Policy findings: {findings_line(report)}",
+        ("status", "severity", "policy", "address", "location", "message"),
+        rows,
         note=f"policies from {report.policies_source}",
-        folded=not report.denied,
+        folded=not (report.denied or report.findings_with(FindingStatus.NEW)),
+    )
+    approvals = Section(
+        "approvals",
+        "Approvals needed",
+        items=approval_items(report),
+        note="" if report.approvals else "no CODEOWNERS, adminPaths or specPaths cover the "
+        "changed files",
+        folded=False,
     )
     changes = Section(
         "changes",
-        f"Queue-policy changes ({len(report.changes)})",
+        f"Queue-policy changes by field ({len(report.changes)})",
         items=change_items(report.changes),
         note="" if report.changes else "no change to pools, queues, quotas or projects",
     )
+    simulation = simulation_sections(report)
     return [
+        headline,
         capacity[0],
-        *simulation_sections(report)[:1],
+        *simulation[:1],
         findings,
+        approvals,
         changes,
         *capacity[1:],
-        *simulation_sections(report)[1:],
+        *simulation[1:],
     ]

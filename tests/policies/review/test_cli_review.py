@@ -71,8 +71,13 @@ def test_moving_eight_gpus_shows_who_gains_and_who_loses(moved: Path, update_gol
         assert len(cells) == 9 and all(cells[2:8]), cells
     assert row(waits, "team-a")[7].startswith("+"), "team-a waits longer at p95"
     assert row(waits, "team-b")[7].startswith("-"), "team-b waits less at p95"
-    summary = markdown.split("####")[0]
-    assert "`team-a` 32 → 24 (-8)" in summary and "p95 wait:" in summary
+    assert markdown.startswith("<!-- trainform-review -->\n### trainform review: allowed")
+    first = markdown.split("#### Who gains")[0]
+    assert "- `team-a` gpu gpu nominal 32 → 24 (-8)\n" in first
+    assert "- `team-b` gpu gpu nominal 32 → 40 (+8)\n" in first
+    assert "- `platform/queues.yaml`: CODEOWNERS: @ml-platform; platform admins: @ml-platform" in (
+        section(markdown, "Approvals needed")
+    )
     assert len(markdown) < 60_000
 
 
@@ -92,11 +97,11 @@ def test_json_report_holds_every_figure(moved: Path) -> None:
 
 def test_text_is_the_default_and_head_defaults_to_the_working_tree(moved: Path) -> None:
     queues_file = moved / "repo" / "platform" / "queues.yaml"
-    queues_file.write_text(queues(16, 48), encoding="utf-8")  # uncommitted
+    queues_file.write_text(queues(24, 40), encoding="utf-8")  # uncommitted
     result = review(moved)
     assert result.returncode == 0, result.stderr
     assert "head working tree" in result.stdout
-    assert "team-a 32 → 16 (-16)" in result.stdout
+    assert "team-a gpu gpu nominal 32 → 24 (-8)" in result.stdout
 
 
 def test_nominal_quota_beyond_pool_capacity_is_denied_with_file_and_line(tmp_path: Path) -> None:
@@ -104,12 +109,14 @@ def test_nominal_quota_beyond_pool_capacity_is_denied_with_file_and_line(tmp_pat
     commit(tmp_path / "repo", {"platform/queues.yaml": queues(48, 32)}, "team-a wants more")
     result = review(tmp_path, "--head", "HEAD", "--format", "markdown")
     assert result.returncode == 3, result.stdout + result.stderr
-    assert result.stdout.startswith("### trainform review: DENIED by policy")
+    assert result.stdout.startswith(
+        "<!-- trainform-review -->\n### trainform review: DENIED by policy: 2 new deny findings"
+    )
     findings = section(result.stdout, "Policy findings")
     assert "<details>" not in findings.split("\n")[0], "denials are shown, not folded"
-    deny = row(findings, "deny")
-    assert deny[1] == "pool-capacity"
-    assert re.fullmatch(r"repo/platform/queues\.yaml:\d+:\d+", deny[3]), deny
+    deny = row(findings, "new")
+    assert deny[1:3] == ["deny", "pool-capacity"]
+    assert re.fullmatch(r"repo/platform/queues\.yaml:\d+:\d+", deny[4]), deny
 
 
 @pytest.mark.parametrize(
@@ -247,7 +254,7 @@ def test_invalid_head_in_markdown_is_a_comment_with_fenced_diagnostics(tmp_path:
     commit(tmp_path / "repo", {"platform/queues.yaml": queues(32, 32) + "  colour: blue\n"}, "typo")
     result = review(tmp_path, "--head", "HEAD", "--format", "markdown")
     assert result.returncode == 1
-    assert result.stdout.startswith("### trainform review: ERROR\n")
+    assert result.stdout.startswith("<!-- trainform-review -->\n### trainform review: ERROR\n")
     assert "```text\n" in result.stdout and "--> repo/platform/queues.yaml:26:3" in result.stdout
     assert result.stdout.rstrip().endswith("```")
 
@@ -267,7 +274,8 @@ def test_a_trusted_waiver_turns_the_denial_into_a_passing_review(tmp_path: Path)
     )
     result = review(tmp_path, "--head", "HEAD", "--policies", str(trusted), "--format", "markdown")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.startswith("### trainform review: allowed by policy")
-    assert "0 deny, 0 warn, 2 waived" in result.stdout
-    waived = row(section(result.stdout, "Policy findings"), "waived")
-    assert waived[1] == "pool-capacity" and waived[4].endswith("(waived: burst until March)")
+    assert result.stdout.startswith("<!-- trainform-review -->\n### trainform review: allowed")
+    assert "2 new (0 deny, 0 warn, 2 waived)" in result.stdout
+    waived = row(section(result.stdout, "Policy findings"), "new")
+    assert waived[1:3] == ["waived", "pool-capacity"]
+    assert waived[5].endswith("(waived: burst until March)")
