@@ -53,6 +53,21 @@ EXIT_ERROR, EXIT_DENIED = 1, 3
     type=click.Choice(["slurm"]),
     help="Read the trace from provider accounting instead (slurm: sacct --json).",
 )
+@click.option(
+    "--map-queue",
+    "queue_map",
+    multiple=True,
+    metavar="TRACE=SPEC",
+    help="Simulate the trace's queue TRACE as the specs' queue SPEC (repeatable). A trace "
+    "naming a queue that neither side declares is an error otherwise.",
+)
+@click.option(
+    "--map-project",
+    "project_map",
+    multiple=True,
+    metavar="TRACE=SPEC",
+    help="Simulate the trace's project TRACE as the specs' project SPEC (repeatable).",
+)
 @template_options
 @format_option("text", "json", "markdown")
 def review(
@@ -62,6 +77,8 @@ def review(
     policies_path: Path | None,
     trace: Path | None,
     trace_from: str | None,
+    queue_map: tuple[str, ...],
+    project_map: tuple[str, ...],
     inputs: TemplateInputs,
     output_format: str,
 ) -> None:
@@ -89,6 +106,8 @@ def review(
         policies=policies_path,
         trace=trace,
         trace_from=trace_from,
+        queue_map=queue_map,
+        project_map=project_map,
     )
     try:
         report = make_review(request)
@@ -107,6 +126,9 @@ def review(
         raise SystemExit(EXIT_ERROR) from None
     except ReviewError as error:
         click.echo(f"error: {error}", err=True)
+        if output_format == "markdown":
+            # The pull-request comment says why there is no review, in place of one.
+            click.echo(f"{MARKER}\n### trainform review: ERROR\n\n```text\n{error}\n```")
         raise SystemExit(EXIT_ERROR) from None
     renderers = {
         "text": render_review_text,

@@ -32,6 +32,7 @@ from policies.review.simulation import (
     comparison_json,
     read_jobs,
 )
+from policies.review.trace_names import match_trace_names, parse_mapping
 
 if TYPE_CHECKING:
     from policies.findings import PolicyFinding
@@ -53,6 +54,10 @@ class ReviewRequest:
     policies: Path | None = None
     trace: Path | None = None
     trace_from: str | None = None
+    queue_map: Sequence[str] = ()
+    """`TRACE=SPEC` renames of the trace's queues (`--map-queue`)."""
+    project_map: Sequence[str] = ()
+    """`TRACE=SPEC` renames of the trace's projects (`--map-project`)."""
 
 
 @dataclass
@@ -184,6 +189,14 @@ def make_review(request: ReviewRequest) -> ReviewReport:
             if request.trace is not None or request.trace_from is not None:
                 jobs = read_jobs(request.trace, request.trace_from)
                 trace = str(request.trace) if request.trace else f"{request.trace_from} accounting"
+                jobs = match_trace_names(
+                    jobs,
+                    base_specs,
+                    head_specs,
+                    trace,
+                    parse_mapping(request.queue_map, "--map-queue"),
+                    parse_mapping(request.project_map, "--map-project"),
+                )
                 simulation = compare_simulations(base_specs, head_specs, jobs, trace)
             source = (
                 str(request.policies)

@@ -263,6 +263,40 @@ def never_admitted_rows(report: ReviewReport) -> list[tuple[str, ...]]:
     return rows
 
 
+HELD_REASONS_SHOWN = 3
+
+
+def held_rows(report: ReviewReport) -> list[tuple[str, ...]]:
+    """Per project and queue, the causes its jobs waited for (mean per job, base and head),
+    largest first, at most HELD_REASONS_SHOWN each."""
+    from collections import Counter
+
+    from policies.queueing.holds import SHOWN
+
+    sim = report.simulation
+    if sim is None:
+        return []
+    jobs = Counter((job.project, job.queue) for job in sim.head.jobs)
+    rows = []
+    for key in sorted(sim.base.held.keys() | sim.head.held.keys()):
+        count = jobs.get(key, 0)
+        if not count:
+            continue
+        before, after = sim.base.held.get(key, {}), sim.head.held.get(key, {})
+        reasons = sorted(
+            before.keys() | after.keys(),
+            key=lambda r: (-max(after.get(r, 0.0), before.get(r, 0.0)), r),
+        )
+        for reason in reasons[:HELD_REASONS_SHOWN]:
+            a, b = before.get(reason, 0.0) / count, after.get(reason, 0.0) / count
+            if round(a) == 0 and round(b) == 0:
+                continue
+            rows.append(
+                (key[0], key[1], SHOWN[reason], duration(a), duration(b), duration_delta(a, b))
+            )
+    return rows
+
+
 def simulation_sections(report: ReviewReport) -> list[Section]:
     sim = report.simulation
     if sim is None:
@@ -283,6 +317,15 @@ def simulation_sections(report: ReviewReport) -> list[Section]:
             f"Simulated wait per project ({sim.jobs} jobs of {sim.trace})",
             ("project", *WAIT_HEADERS),
             wait_rows(sim.projects),
+            folded=False,
+        ),
+        Section(
+            "held",
+            "What held jobs back: mean time pending per job, by cause",
+            ("project", "queue", "cause", "base", "head", "Δ"),
+            held_rows(report),
+            note="time pending (first wait and after preemptions) attributed to the constraint "
+            "that kept the job out; docs/simulation.md",
             folded=False,
         ),
         Section(
@@ -347,10 +390,10 @@ def review_sections(report: ReviewReport) -> list[Section]:
     return [
         headline,
         capacity[0],
-        *simulation[:1],
+        *simulation[:2],
         findings,
         approvals,
         changes,
         *capacity[1:],
-        *simulation[1:],
+        *simulation[2:],
     ]

@@ -12,29 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine.support import REPO, run_trainform
+from tests.engine.support import run_trainform
 from tests.policies.review.fixture import (
     POOL,
     TRUSTED_SETTINGS,
     commit,
     make_repository,
-    move_gpus,
     queues,
 )
 from tests.test_golden import check_golden
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "review"
-BUNDLED_TRACE = REPO / "examples" / "review" / "trace.csv"
-
-
-@pytest.fixture
-def moved(tmp_path: Path) -> Path:
-    """tmp_path holding `repo/` (base commit, then 8 GPUs moved to team-b) and `trace.csv`,
-    a copy of the bundled 2,000-job trace (examples/review/), made for this platform."""
-    make_repository(tmp_path / "repo")
-    move_gpus(tmp_path / "repo")
-    shutil.copyfile(BUNDLED_TRACE, tmp_path / "trace.csv")
-    return tmp_path
 
 
 def review(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:

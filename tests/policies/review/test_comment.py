@@ -68,3 +68,30 @@ def test_findings_are_a_diff_new_present_fixed_by_fingerprint(tmp_path: Path) ->
     fixed = mixed["policies"]["fixed"]
     assert sorted(f["address"] for f in fixed) == ["Queue/team-a", "Queue/team-b"]
     assert {f["policy"] for f in fixed} == {"pool-capacity"}
+
+
+def test_a_trace_naming_unknown_queues_is_an_error_listing_them(
+    moved: Path, update_golden: bool
+) -> None:
+    trace = moved / "trace.csv"
+    text = trace.read_text(encoding="utf-8")
+    renamed = text.replace(",team-a,team-a,", ",team-a,research-a,")
+    (moved / "renamed.csv").write_text(renamed.replace(",team-b,team-b,", ",team-b,teamb,"))
+    args = ("--head", "HEAD", "--trace", "renamed.csv")
+    result = review(moved, *args, "--format", "markdown")
+    assert result.returncode == 1
+    check_golden(GOLDEN / "unknown-queues.md", result.stdout, update_golden)
+    assert "unknown queue `research-a` (1218 jobs)" in result.stderr
+    assert "unknown queue `teamb` (782 jobs); did you mean `team-b`?" in result.stderr
+
+    # Mapped explicitly, the same trace gives the same figures as the original one.
+    mapped = review(
+        moved, *args, "--map-queue", "research-a=team-a", "--map-queue", "teamb=team-b",
+        "--format", "json",
+    )  # fmt: skip
+    original = review(moved, "--head", "HEAD", "--trace", "trace.csv", "--format", "json")
+    assert mapped.returncode == original.returncode == 0, mapped.stderr
+    figures = [json.loads(r.stdout)["simulation"]["projects"] for r in (mapped, original)]
+    assert figures[0] == figures[1]
+    bad = review(moved, *args, "--map-queue", "teamb")
+    assert bad.returncode == 1 and "expected TRACE_NAME=SPEC_NAME" in bad.stderr
