@@ -17,7 +17,14 @@ from tests.helpers import REPO
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "script", ["bench_bounded.py", "bench_plan.py", "bench_status.py", "bench_validate.py"]
+    "script",
+    [
+        "bench_bounded.py",
+        "bench_plan.py",
+        "bench_simulate.py",
+        "bench_status.py",
+        "bench_validate.py",
+    ],
 )
 def test_benchmark_smoke_mode_passes(script: str, tmp_path: Path) -> None:
     result = subprocess.run(
