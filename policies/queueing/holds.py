@@ -31,7 +31,11 @@ BORROWING = "queue-borrowing-limit"
 LENDING = "cohort-lending"
 POOL = "pool-capacity"
 ORDER = "queue-order"
-REASONS = (RUNNING_CAP, GPU_QUOTA, NOMINAL, BORROWING, LENDING, POOL, ORDER)
+QOS_LIMIT = "queue-qos-limit"
+REQUEUE_DELAY = "requeue-delay"
+REASONS = (
+    RUNNING_CAP, GPU_QUOTA, NOMINAL, BORROWING, LENDING, POOL, ORDER, QOS_LIMIT, REQUEUE_DELAY
+)  # fmt: skip
 SHOWN = {
     RUNNING_CAP: "its Quota's running-jobs cap",
     GPU_QUOTA: "its Quota's GPU limit",
@@ -40,6 +44,8 @@ SHOWN = {
     LENDING: "cohort lending (nothing left to borrow)",
     POOL: "pool capacity (GPUs busy)",
     ORDER: "priority and queue order (jobs ahead of it)",
+    QOS_LIMIT: "the queue's QOS GPU or job limit (Slurm)",
+    REQUEUE_DELAY: "preempted, waiting out Slurm's requeue delay",
 }
 
 
