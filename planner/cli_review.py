@@ -50,8 +50,23 @@ EXIT_ERROR, EXIT_DENIED = 1, 3
     "--trace-from",
     "trace_from",
     default=None,
-    type=click.Choice(["slurm"]),
-    help="Read the trace from provider accounting instead (slurm: sacct --json).",
+    metavar="slurm[:INSTANCE]",
+    help="Read the trace from provider accounting instead: sacct of the slurm provider "
+    "instance of trainform.yaml (name it when there are several).",
+)
+@click.option(
+    "--since",
+    "since",
+    default="now-14days",
+    show_default=True,
+    help="Start of the accounting window (--trace-from): now-<N>days|hours, YYYY-MM-DD[THH:MM].",
+)
+@click.option(
+    "--until",
+    "until",
+    default="now",
+    show_default=True,
+    help="End of the accounting window (--trace-from).",
 )
 @click.option(
     "--map-queue",
@@ -77,6 +92,8 @@ def review(
     policies_path: Path | None,
     trace: Path | None,
     trace_from: str | None,
+    since: str,
+    until: str,
     queue_map: tuple[str, ...],
     project_map: tuple[str, ...],
     inputs: TemplateInputs,
@@ -106,6 +123,8 @@ def review(
         policies=policies_path,
         trace=trace,
         trace_from=trace_from,
+        since=since,
+        until=until,
         queue_map=queue_map,
         project_map=project_map,
     )

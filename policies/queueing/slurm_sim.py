@@ -13,13 +13,15 @@ The model of slurmctld (sched/backfill, priority/multifactor, preempt/qos), per 
    does not fit may preempt running jobs of the QOS its QOS lists (lowest QOS priority,
    then most recently started first, until it fits): requeued victims lose the work since
    their last checkpoint and wait out the requeue delay; cancelled ones end.
-3. Backfill: the first `backfill_depth` jobs still pending are planned in order on a
-   profile of free GPUs over time (running jobs end at start + time limit). A job starts
-   now when it fits now without touching an earlier job's reservation; otherwise it
-   reserves the earliest time it fits. So lower-priority jobs fill gaps only where they do
-   not delay a higher one, within the time limits the scheduler knows.
+3. Backfill, at multiples of `backfill_interval`: the first `backfill_depth` jobs still
+   pending are planned in order on a profile of free GPUs over time (running jobs end at
+   start + time limit; planned ends rounded up to `backfill_resolution`). A job starts now
+   when it fits now without touching an earlier job's reservation; otherwise it reserves
+   whole nodes from the earliest time it fits. So lower-priority jobs fill gaps only where
+   they delay no higher one, within the time limits the scheduler knows.
 
-A pass runs at every arrival, completion and requeue eligibility. What held each pending
+A job's GPUs are released `release_delay` seconds after it ends (Slurm's COMPLETING
+state). A pass runs at every arrival, release and requeue eligibility. What held each pending
 job back is credited until the next pass (holds). Returns a `SimulationResult` like the
 Kueue model's. The whole model and its limits are in docs/simulation.md.
 """
@@ -106,9 +108,13 @@ class _SlurmSimulation:
                 continue
             assert partition is not None
             limit = float(job.limit) if job.limit else float(job.duration)
+            seen = float(job.submit)
+            interval = self.platform.sched_interval
+            if interval > 0:
+                seen = math.ceil(seen / interval) * interval
             arrivals.append(
                 _Job(seq, job, outcome, partition.name, partition.pool, qos,
-                     float(job.duration), limit, float(job.submit), partition.tier)
+                     float(job.duration), limit, seen, partition.tier)
             )  # fmt: skip
         return outcomes, arrivals
 
@@ -201,12 +207,23 @@ class _SlurmSimulation:
                 continue
             reasons[job.seq] = holds.ORDER if job.trace.gpus <= free else holds.POOL
             blocked.add(job.pool)
-        if self.platform.backfill and blocked:
+        if self.platform.backfill and blocked and self._backfill_tick(now):
             self._backfill(now, [job for job in eligible if job.seq in reasons], reasons)
         self.snapshot = Counter()
         for job in self.pending:
             reason = reasons.get(job.seq, holds.REQUEUE_DELAY)
             self.snapshot[(job.trace.project, job.trace.queue, reason)] += 1
+
+    def _backfill_tick(self, now: float) -> bool:
+        """Whether a backfill pass runs now; if not, one is due at the next tick."""
+        interval = self.platform.backfill_interval
+        if interval <= 0:
+            return True
+        ticks = now / interval
+        if abs(ticks - round(ticks)) < 1e-9:
+            return True
+        heapq.heappush(self.wakeups, math.ceil(ticks) * interval)
+        return False
 
     def _limit_reason(self, job: _Job) -> str:
         usage, gpus = self.usage, job.trace.gpus
@@ -248,14 +265,16 @@ class _SlurmSimulation:
         outcome = job.outcome
         if outcome.start is None:
             outcome.start, outcome.wait = now, now - outcome.submit
-        heapq.heappush(self.events, (now + job.remaining, job.seq, job.epoch, job))
+        release = now + job.remaining + self.platform.release_delay
+        heapq.heappush(self.events, (release, job.seq, job.epoch, job))
 
     def _finish(self, job: _Job, now: float) -> None:
         self.running.remove(job)
         self._book(job, -1)
         job.running, job.done = False, True
-        job.outcome.runs.append(Run(job.started, now, job.pool))
-        job.outcome.end = now
+        end = now - self.platform.release_delay
+        job.outcome.runs.append(Run(job.started, end, job.pool))
+        job.outcome.end = end
 
     def _preempt_for(self, job: _Job, now: float) -> bool:
         """Preempt running jobs of the QOS that `job`'s QOS may preempt until it fits."""
@@ -315,11 +334,20 @@ class _SlurmSimulation:
             profile = profiles.get(job.pool)
             if profile is None:
                 profile = profiles[job.pool] = self._profile(job.pool, now)
-            start = _earliest(profile, job.trace.gpus, job.limit)
+            resolution = self.platform.backfill_resolution
+            length = job.limit
+            if resolution > 0:
+                length = math.ceil((now + job.limit) / resolution) * resolution - now
+            start = _earliest(profile, job.trace.gpus, length)
             if start <= now and not self._limit_reason(job):
                 self._start(job, now)
                 reasons.pop(job.seq, None)
-            _reserve(profile, start, start + job.limit, job.trace.gpus)
+            _reserve(profile, start, start + length, self._nodes_of(job))
+
+    def _nodes_of(self, job: _Job) -> int:
+        """The GPUs of the whole nodes a reservation for `job` holds."""
+        per_node = self.platform.node_gpus.get(job.pool) or self.platform.pools[job.pool]
+        return math.ceil(job.trace.gpus / per_node) * per_node
 
     def _profile(self, pool: str, now: float) -> list[list[float]]:
         """[[time, free GPUs from then on], ...] from the running jobs' time limits."""

@@ -45,6 +45,9 @@ class TraceJob:
     limit: float | None = None
     """The job's wall-time limit (seconds), as the scheduler knows it (Slurm's backfill
     plans with it); None: its duration, a perfect estimate."""
+    actual_wait: float | None = None
+    """Seconds from submission to first start the job really waited (traces read from
+    accounting); None when unknown."""
 
 
 def parse_seconds(text: str) -> float:

@@ -27,6 +27,7 @@ from policies.review.gitrefs import SpecSide, open_side
 from policies.review.loading import load_side
 from policies.review.semantic import SemanticChange, diff_queue_policy
 from policies.review.simulation import (
+    AccountingWindow,
     SimulationComparison,
     compare_simulations,
     comparison_json,
@@ -54,6 +55,9 @@ class ReviewRequest:
     policies: Path | None = None
     trace: Path | None = None
     trace_from: str | None = None
+    """`slurm` or `slurm:INSTANCE`: read the trace from that provider's accounting."""
+    since: str = "now-14days"
+    until: str = "now"
     queue_map: Sequence[str] = ()
     """`TRACE=SPEC` renames of the trace's queues (`--map-queue`)."""
     project_map: Sequence[str] = ()
@@ -187,8 +191,17 @@ def make_review(request: ReviewRequest) -> ReviewReport:
             )
             simulation = None
             if request.trace is not None or request.trace_from is not None:
-                jobs = read_jobs(request.trace, request.trace_from)
-                trace = str(request.trace) if request.trace else f"{request.trace_from} accounting"
+                window = (
+                    AccountingWindow(request.trace_from, request.since, request.until)
+                    if request.trace_from
+                    else None
+                )
+                jobs = read_jobs(request.trace, window, base_specs.config)
+                trace = (
+                    str(request.trace)
+                    if request.trace
+                    else f"{request.trace_from} accounting {request.since} to {request.until}"
+                )
                 jobs = match_trace_names(
                     jobs,
                     base_specs,

@@ -297,6 +297,28 @@ def held_rows(report: ReviewReport) -> list[tuple[str, ...]]:
     return rows
 
 
+def actual_rows(report: ReviewReport) -> list[tuple[str, ...]]:
+    """Per queue and project: the waits the trace's jobs really had, the simulated base's,
+    and the difference (the simulator's error on this history)."""
+    sim = report.simulation
+    if sim is None:
+        return []
+    rows = []
+    for kind, actual, simulated in (
+        ("queue", sim.actual_queues, sim.base.per_queue),
+        ("project", sim.actual_projects, sim.base.per_project),
+    ):
+        for name, real in actual.items():
+            base = simulated.get(name)
+            cells = [f"{kind} {name}", str(real.count)]
+            for figure in ("p50", "p95"):
+                a = getattr(real, figure)
+                b = getattr(base, figure) if base else None
+                cells += [duration(a), duration(b), duration_delta(a, b)]
+            rows.append(tuple(cells))
+    return rows
+
+
 def simulation_sections(report: ReviewReport) -> list[Section]:
     sim = report.simulation
     if sim is None:
@@ -336,6 +358,21 @@ def simulation_sections(report: ReviewReport) -> list[Section]:
         ),
         Section("simulation", "Simulation totals", ("figure", "base", "head"), totals),
     ]
+    actual = actual_rows(report)
+    if actual:
+        sections.insert(
+            2,
+            Section(
+                "actual",
+                "Actual waits in the accounting window beside the simulated base",
+                ("queue or project", "jobs", "p50 actual", "simulated", "error",
+                 "p95 actual", "simulated", "error"),
+                actual,
+                note="actual: first start - submission as accounted; the error is the "
+                "simulator's on this platform's own history (docs/simulation.md)",
+                folded=False,
+            ),
+        )
     never = never_admitted_rows(report)
     if never:
         title = (
@@ -387,13 +424,14 @@ def review_sections(report: ReviewReport) -> list[Section]:
         note="" if report.changes else "no change to pools, queues, quotas or projects",
     )
     simulation = simulation_sections(report)
+    shown = 3 if any(section.key == "actual" for section in simulation) else 2
     return [
         headline,
         capacity[0],
-        *simulation[:2],
+        *simulation[:shown],
         findings,
         approvals,
         changes,
         *capacity[1:],
-        *simulation[2:],
+        *simulation[shown:],
     ]

@@ -27,7 +27,7 @@ def two_tiers(**platform: object) -> SlurmPlatform:
             "lo": SlurmPartition("lo", "node", tier=1, qos="loq"),
         },
         qos={"hiq": SlurmQos("hiq"), "loq": SlurmQos("loq")},
-        **platform,  # type: ignore[arg-type]
+        **{"backfill_interval": 0.0, "backfill_resolution": 0.0, **platform},  # type: ignore[arg-type]
     )
 
 

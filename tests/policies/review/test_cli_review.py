@@ -163,7 +163,15 @@ def test_policies_are_never_read_from_the_head(tmp_path: Path) -> None:
     [
         pytest.param(["--head", "no-such-ref"], "cannot read ref 'no-such-ref'", id="bad-head"),
         pytest.param(["--base", "HEAD~9"], "cannot read ref 'HEAD~9'", id="bad-base"),
-        pytest.param(["--trace-from", "slurm"], "`sacct` is not on PATH", id="no-sacct"),
+        pytest.param(
+            ["--trace-from", "slurm"], "declares 0 slurm provider instances", id="no-slurm"
+        ),
+        pytest.param(
+            ["--trace-from", "slurm:hpc"], "has no slurm provider instance 'hpc'", id="instance"
+        ),
+        pytest.param(
+            ["--trace-from", "slurm", "--since", "--help"], "cannot read --since", id="since"
+        ),
     ],
 )
 def test_errors_exit_1_with_a_message(
