@@ -206,45 +206,6 @@ def test_invalid_base_specs_name_the_base_side(tmp_path: Path) -> None:
     assert "repo/platform/pools.yaml:1:1" in result.stdout
 
 
-def fake_sacct(folder: Path, jobs: int = 40) -> Path:
-    """A `sacct` stand-in printing Slurm's data_parser JSON (no Slurm runs here)."""
-    records = [
-        {
-            "job_id": 1000 + index,
-            "account": "team-a" if index % 3 else "team-b",
-            "partition": "team-a" if index % 3 else "team-b",
-            "time": {"submission": 1_700_000_000 + 300 * index, "elapsed": 3600},
-            "tres": {"allocated": [{"type": "gres", "name": "gpu", "count": 16}]},
-            "priority": {"set": True, "infinite": False, "number": 100},
-        }
-        for index in range(jobs)
-    ]
-    document = json.dumps(
-        {"meta": {"plugin": {"data_parser": "data_parser/v0.0.41"}}, "jobs": records}
-    )
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "sacct.json").write_text(document, encoding="utf-8")
-    script = folder / "sacct"
-    script.write_text(
-        f'#!/bin/sh\n[ "$1" = --json ] || exit 2\necho "$@" > "{folder}/args"\n'
-        f'cat "{folder}/sacct.json"\n',
-        encoding="utf-8",
-    )
-    script.chmod(0o755)
-    return folder
-
-
-def test_trace_from_slurm_runs_sacct_json(moved: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    bin_dir = fake_sacct(moved / "bin")
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    result = review(moved, "--head", "HEAD", "--trace-from", "slurm", "--format", "json")
-    assert result.returncode == 0, result.stderr
-    simulation = json.loads(result.stdout)["simulation"]
-    assert simulation["trace"] == "slurm accounting" and simulation["jobs"] == 40
-    assert set(simulation["projects"]) == {"team-a", "team-b"}
-    assert (bin_dir / "args").read_text(encoding="utf-8").startswith("--json --allusers")
-
-
 def test_invalid_head_in_markdown_is_a_comment_with_fenced_diagnostics(tmp_path: Path) -> None:
     make_repository(tmp_path / "repo")
     commit(tmp_path / "repo", {"platform/queues.yaml": queues(32, 32) + "  colour: blue\n"}, "typo")
