@@ -1,5 +1,6 @@
-"""`review --trace-from slurm` reads the real Slurm accounting: jobs run on the test cluster
-(tests/services/slurm.py) come back from `sacct --json` as trace jobs."""
+"""Traces from the real Slurm accounting: jobs run on the test cluster (tests/services/slurm.py)
+come back from `sacct --json` as trace jobs, and `review --trace-from slurm` reads them
+through the provider instance of trainform.yaml."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from policies.review.simulation import read_jobs
+from policies.queueing import read_sacct
 from tests.services.slurm import SlurmCluster
 
 pytestmark = pytest.mark.slow
@@ -22,7 +23,7 @@ def _ok(cluster: SlurmCluster, *argv: str) -> str:
 
 
 def test_jobs_run_on_slurm_are_read_back_as_a_trace(
-    slurm_cluster: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    slurm_cluster: SlurmCluster, tmp_path: Path
 ) -> None:
     accounts = [f"trace-{uuid.uuid4().hex[:6]}", f"trace-{uuid.uuid4().hex[:6]}"]
     try:
@@ -66,10 +67,9 @@ def test_jobs_run_on_slurm_are_read_back_as_a_trace(
             assert time.monotonic() < deadline, f"jobs did not complete: {states}"
             time.sleep(0.5)
 
-        for key, value in slurm_cluster.env().items():
-            monkeypatch.setenv(key, value)
-        monkeypatch.setenv("PATH", f"{slurm_cluster.bin_dir}:{Path('/usr/bin')}")
-        jobs = [job for job in read_jobs(None, "slurm") if job.project in accounts]
+        output = _ok(slurm_cluster, "sacct", "--json", "--allusers", "--duplicates",
+                     "--starttime", "now-1hours")  # fmt: skip
+        jobs = [job for job in read_sacct(output) if job.project in accounts]
     finally:
         for account in accounts:
             slurm_cluster.run(["sacctmgr", "-i", "delete", "user", "root", f"account={account}"])
@@ -80,6 +80,8 @@ def test_jobs_run_on_slurm_are_read_back_as_a_trace(
     assert {(job.queue, job.gpus) for job in jobs} == {("debug", 1)}
     assert all(job.duration >= 1 for job in jobs)
     assert min(job.submit for job in jobs) >= 0
+    assert all(job.actual_wait is not None and job.actual_wait >= 0 for job in jobs)
+    assert all(job.priority is None for job in jobs)
 
 
 def test_review_trace_from_slurm_reads_the_provider_instance_window_and_actual_waits(
