@@ -102,6 +102,9 @@ class SlurmPlatform:
     backfill_resolution: float = 60.0
     """Seconds to which backfill rounds a job's planned end up (Slurm: bf_resolution)."""
     backfill_depth: int = 100
+    scan_depth: int = 300
+    """Jobs per pool the main scheduler looks at in one pass (Slurm: default_queue_depth
+    for event-driven passes; deeper jobs wait with Reason=Priority)."""
     """Pending jobs the backfill pass plans for (Slurm: bf_max_job_test)."""
 
     def association(self, account: str, partition: str) -> SlurmAssociation | None:

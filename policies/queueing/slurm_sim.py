@@ -28,6 +28,7 @@ Kueue model's. The whole model and its limits are in docs/simulation.md.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections import Counter, defaultdict
@@ -56,6 +57,8 @@ class _Job:
     epoch: int = 0
     running: bool = False
     done: bool = False
+    key: tuple[int, float, int] = (0, 0.0, 0)
+    reason: str = ""
 
 
 @dataclass
@@ -76,7 +79,9 @@ class _SlurmSimulation:
     def __init__(self, platform: SlurmPlatform) -> None:
         self.platform = platform
         self.usage = _Usage(dict(platform.pools))
-        self.pending: list[_Job] = []
+        # Pending jobs per pool in Slurm's order; requeued jobs wait in `delayed` first.
+        self.queued: dict[str, list[tuple[tuple[int, float, int], _Job]]] = defaultdict(list)
+        self.delayed: list[tuple[float, int, _Job]] = []
         self.running: list[_Job] = []
         self.events: list[tuple[float, int, int, _Job]] = []
         self.wakeups: list[float] = []
@@ -141,12 +146,11 @@ class _SlurmSimulation:
         outcomes, arrivals = self._admit_trace(trace)
         arrivals.sort(key=lambda job: (job.eligible, job.seq))
         index, total = 0, len(arrivals)
-        while index < total or self.events or self.wakeups:
+        while index < total or self.events or self.wakeups or self.delayed:
             now = arrivals[index].eligible if index < total else math.inf
-            if self.events:
-                now = min(now, self.events[0][0])
-            if self.wakeups:
-                now = min(now, self.wakeups[0])
+            for heap in (self.events, self.wakeups, self.delayed):
+                if heap:
+                    now = min(now, heap[0][0] if isinstance(heap[0], tuple) else heap[0])
             self._credit(now)
             while self.events and self.events[0][0] <= now:
                 _, _, epoch, job = heapq.heappop(self.events)
@@ -154,12 +158,15 @@ class _SlurmSimulation:
                     self._finish(job, now)
             while self.wakeups and self.wakeups[0] <= now:
                 heapq.heappop(self.wakeups)
+            while self.delayed and self.delayed[0][0] <= now:
+                self._enqueue(heapq.heappop(self.delayed)[2])
             while index < total and arrivals[index].eligible <= now:
-                self.pending.append(arrivals[index])
+                self._enqueue(arrivals[index])
                 index += 1
             self._schedule(now)
-        for job in self.pending:
-            self.reasons[job.trace.id] = "still pending when every other job had finished"
+        for queue in self.queued.values():
+            for _, job in queue:
+                self.reasons[job.trace.id] = "still pending when every other job had finished"
         capacity = dict(self.platform.pools)
         held = {key: dict(value) for key, value in sorted(self.held.items())}
         return summarise(outcomes, self.reasons, capacity, held)
@@ -188,31 +195,63 @@ class _SlurmSimulation:
             value += weights.job_size * job.trace.gpus / self.total_gpus
         return value
 
+    def _enqueue(self, job: _Job) -> None:
+        job.key = (-job.tier, -self._priority(job, job.eligible), job.seq)
+        bisect.insort(self.queued[job.pool], (job.key, job))
+        self._set_reason(job, holds.ORDER)
+
+    def _set_reason(self, job: _Job, reason: str) -> None:
+        """What holds `job` now ("" once it runs); the snapshot counts jobs per reason."""
+        if job.reason == reason:
+            return
+        where = (job.trace.project, job.trace.queue)
+        if job.reason:
+            old = (*where, job.reason)
+            self.snapshot[old] -= 1
+            if not self.snapshot[old]:
+                del self.snapshot[old]
+        if reason:
+            self.snapshot[(*where, reason)] += 1
+        job.reason = reason
+
     def _schedule(self, now: float) -> None:
-        eligible = [job for job in self.pending if job.eligible <= now]
-        eligible.sort(key=lambda job: (-job.tier, -self._priority(job, now), job.seq))
-        blocked: set[str] = set()
-        reasons: dict[int, str] = {}
-        for job in eligible:
-            limit = self._limit_reason(job)
-            if limit:
-                reasons[job.seq] = limit
+        """One pass per pool, over at most `scan_depth` jobs in order (a job deeper keeps
+        its last reason, as Slurm's deeper jobs keep `Reason=Priority`)."""
+        aging = self.platform.weights.age > 0
+        backfill: dict[str, list[_Job]] = {}
+        for pool, queue in self.queued.items():
+            if not queue:
                 continue
-            free = self.usage.pool_free[job.pool]
-            if job.pool not in blocked and job.trace.gpus <= free:
-                self._start(job, now)
-                continue
-            if job.pool not in blocked and self._preempt_for(job, now):
-                self._start(job, now)
-                continue
-            reasons[job.seq] = holds.ORDER if job.trace.gpus <= free else holds.POOL
-            blocked.add(job.pool)
-        if self.platform.backfill and blocked and self._backfill_tick(now):
-            self._backfill(now, [job for job in eligible if job.seq in reasons], reasons)
-        self.snapshot = Counter()
-        for job in self.pending:
-            reason = reasons.get(job.seq, holds.REQUEUE_DELAY)
-            self.snapshot[(job.trace.project, job.trace.queue, reason)] += 1
+            if aging:
+                for index, (_, job) in enumerate(queue):
+                    job.key = (-job.tier, -self._priority(job, now), job.seq)
+                    queue[index] = (job.key, job)
+                queue.sort(key=lambda item: item[0])
+            blocked, waiting, index, scanned = False, [], 0, 0
+            while index < len(queue) and scanned < self.platform.scan_depth:
+                job = queue[index][1]
+                scanned += 1
+                limit = self._limit_reason(job)
+                if limit:
+                    self._set_reason(job, limit)
+                    index += 1
+                    continue
+                free = self.usage.pool_free[pool]
+                if not blocked and (job.trace.gpus <= free or self._preempt_for(job, now)):
+                    del queue[index]
+                    self._start(job, now)
+                    continue
+                self._set_reason(job, holds.ORDER if job.trace.gpus <= free else holds.POOL)
+                blocked = True
+                waiting.append(job)
+                index += 1
+                if free == 0 and len(waiting) >= self.platform.backfill_depth:
+                    break
+            if blocked:
+                backfill[pool] = waiting
+        if backfill and self.platform.backfill and self._backfill_tick(now):
+            for waiting in backfill.values():
+                self._backfill(now, waiting)
 
     def _backfill_tick(self, now: float) -> bool:
         """Whether a backfill pass runs now; if not, one is due at the next tick."""
@@ -257,7 +296,8 @@ class _SlurmSimulation:
             usage.assoc_jobs[key] += sign
 
     def _start(self, job: _Job, now: float) -> None:
-        self.pending.remove(job)
+        """Run `job` (already taken out of its pool's queue)."""
+        self._set_reason(job, "")
         self.running.append(job)
         self._book(job, 1)
         job.running, job.started = True, now
@@ -320,28 +360,24 @@ class _SlurmSimulation:
         saved = math.floor(ran / interval) * interval if interval else 0.0
         victim.remaining -= min(saved, victim.remaining)
         victim.eligible = now + self.platform.requeue_delay
-        heapq.heappush(self.wakeups, victim.eligible)
-        self.pending.append(victim)
+        heapq.heappush(self.delayed, (victim.eligible, victim.seq, victim))
+        self._set_reason(victim, holds.REQUEUE_DELAY)
 
     # -- backfill ----------------------------------------------------------------------
 
-    def _backfill(self, now: float, waiting: list[_Job], reasons: dict[int, str]) -> None:
-        """Conservative backfill per pool on a free-GPU profile (time -> free GPUs)."""
-        profiles: dict[str, list[list[float]]] = {}
+    def _backfill(self, now: float, waiting: list[_Job]) -> None:
+        """Conservative backfill of one pool on a free-GPU profile (time -> free GPUs)."""
+        profile = self._profile(waiting[0].pool, now)
+        queue = self.queued[waiting[0].pool]
         for job in waiting[: self.platform.backfill_depth]:
-            if reasons[job.seq] in (holds.QOS_LIMIT, holds.GPU_QUOTA, holds.RUNNING_CAP):
-                continue
-            profile = profiles.get(job.pool)
-            if profile is None:
-                profile = profiles[job.pool] = self._profile(job.pool, now)
             resolution = self.platform.backfill_resolution
             length = job.limit
             if resolution > 0:
                 length = math.ceil((now + job.limit) / resolution) * resolution - now
             start = _earliest(profile, job.trace.gpus, length)
             if start <= now and not self._limit_reason(job):
+                queue.remove((job.key, job))
                 self._start(job, now)
-                reasons.pop(job.seq, None)
             _reserve(profile, start, start + length, self._nodes_of(job))
 
     def _nodes_of(self, job: _Job) -> int:
@@ -367,20 +403,27 @@ class _SlurmSimulation:
 
 
 def _earliest(profile: list[list[float]], gpus: int, length: float) -> float:
-    """The first breakpoint from which `gpus` stay free for `length` seconds."""
-    for index, (start, _) in enumerate(profile):
-        end = start + length
-        if all(free >= gpus for time, free in profile[index:] if time < end):
-            return start
+    """The first breakpoint from which `gpus` stay free for `length` seconds (one scan: a
+    start whose window holds a point that is too full is skipped past that point)."""
+    count, index = len(profile), 0
+    while index < count:
+        end = profile[index][0] + length
+        probe = index
+        while probe < count and profile[probe][0] < end and profile[probe][1] >= gpus:
+            probe += 1
+        if probe == count or profile[probe][0] >= end:
+            return profile[index][0]
+        index = probe + 1
     return profile[-1][0]
 
 
 def _reserve(profile: list[list[float]], start: float, end: float, gpus: int) -> None:
+    """Take `gpus` from the profile over [start, end), adding breakpoints at both edges."""
     for edge in (start, end):
-        times = [point[0] for point in profile]
-        if edge not in times:
-            before = max((i for i, t in enumerate(times) if t < edge), default=0)
-            profile.insert(before + 1, [edge, profile[before][1]])
-    for point in profile:
-        if start <= point[0] < end:
-            point[1] -= gpus
+        at = bisect.bisect_left(profile, edge, key=lambda point: point[0])
+        if at == len(profile) or profile[at][0] != edge:
+            profile.insert(at, [edge, profile[at - 1][1] if at else profile[0][1]])
+    first = bisect.bisect_left(profile, start, key=lambda point: point[0])
+    last = bisect.bisect_left(profile, end, key=lambda point: point[0])
+    for point in profile[first:last]:
+        point[1] -= gpus
