@@ -317,7 +317,9 @@ class _SlurmSimulation:
         job.outcome.end = end
 
     def _preempt_for(self, job: _Job, now: float) -> bool:
-        """Preempt running jobs of the QOS that `job`'s QOS may preempt until it fits."""
+        """Preempt running jobs of the QOS that `job`'s QOS may preempt until it fits: only
+        jobs of another QOS that come after `job` in Slurm's order (a mutual or circular
+        Preempt list cannot make two jobs evict each other for ever)."""
         qos = job.qos
         if qos is None or not qos.preempt:
             return False
@@ -328,6 +330,8 @@ class _SlurmSimulation:
             and other.qos is not None
             and other.qos.name in qos.preempt
             and other.qos.preempt_mode != "off"
+            and other.qos.name != qos.name
+            and other.key > job.key
         ]
         candidates.sort(key=lambda other: (other.qos.priority, -other.started, -other.seq))  # type: ignore[union-attr]
         free, victims = self.usage.pool_free[job.pool], []
@@ -375,7 +379,8 @@ class _SlurmSimulation:
             if resolution > 0:
                 length = math.ceil((now + job.limit) / resolution) * resolution - now
             start = _earliest(profile, job.trace.gpus, length)
-            if start <= now and not self._limit_reason(job):
+            fits = job.trace.gpus <= self.usage.pool_free[job.pool]
+            if start <= now and fits and not self._limit_reason(job):
                 queue.remove((job.key, job))
                 self._start(job, now)
             _reserve(profile, start, start + length, self._nodes_of(job))
@@ -390,7 +395,10 @@ class _SlurmSimulation:
         ends: Counter[float] = Counter()
         for job in self.running:
             if job.pool == pool:
-                ends[max(now, job.started + job.limit)] += job.trace.gpus
+                end = job.started + job.limit
+                if end <= now:  # over its limit (a trace may say so): until it really ends
+                    end = job.started + job.remaining + self.platform.release_delay
+                ends[max(now, end)] += job.trace.gpus
         profile = [[now, float(self.usage.pool_free[pool])]]
         free = profile[0][1]
         for time in sorted(ends):
