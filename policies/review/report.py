@@ -32,7 +32,9 @@ from policies.review.simulation import (
     compare_simulations,
     comparison_json,
     read_jobs,
+    slurm_instance,
 )
+from policies.review.slurm_settings import read_scheduler_settings
 from policies.review.trace_names import match_trace_names, parse_mapping
 
 if TYPE_CHECKING:
@@ -210,7 +212,11 @@ def make_review(request: ReviewRequest) -> ReviewReport:
                     parse_mapping(request.queue_map, "--map-queue"),
                     parse_mapping(request.project_map, "--map-project"),
                 )
-                simulation = compare_simulations(base_specs, head_specs, jobs, trace)
+                scheduler = None
+                if window is not None:
+                    instance = slurm_instance(window.source, base_specs.config)
+                    scheduler = read_scheduler_settings(instance)
+                simulation = compare_simulations(base_specs, head_specs, jobs, trace, scheduler)
             source = (
                 str(request.policies)
                 if request.policies

@@ -23,6 +23,7 @@ from specs import SpecSet
 
 if TYPE_CHECKING:
     from policies.queueing import SimulationResult, TraceJob, WaitStats
+    from policies.review.slurm_settings import SchedulerSettings
     from specs.models.config import RootConfig
 
 TRACE_SOURCES = ("slurm",)
@@ -62,7 +63,7 @@ def read_jobs(
     return _read_slurm(window, config)
 
 
-def _slurm_instance(source: str, config: RootConfig | None) -> Any:
+def slurm_instance(source: str, config: RootConfig | None) -> Any:
     kind, _, name = source.partition(":")
     if kind not in TRACE_SOURCES:
         raise TraceError(f"cannot read a trace from {source!r}: known sources: slurm")
@@ -100,7 +101,7 @@ def _read_slurm(window: AccountingWindow, config: RootConfig | None) -> list[Tra
                 f"cannot read {option} {value!r}: expected now, now-<N>days|hours|minutes|"
                 "seconds, YYYY-MM-DD or YYYY-MM-DDTHH:MM[:SS]"
             )
-    instance = _slurm_instance(window.source, config)
+    instance = slurm_instance(window.source, config)
     connection = instance.connection
     argv = ["sacct", "--json", "--allusers", "--duplicates"]
     argv += ["--starttime", window.since, "--endtime", window.until]
@@ -144,6 +145,8 @@ class SimulationComparison:
     """Waits the jobs really had (a trace from accounting), per queue and per project:
     beside the simulated base they show the simulator's error on this history."""
     actual_projects: dict[str, WaitStats] = field(default_factory=dict)
+    scheduler: SchedulerSettings | None = None
+    """The Slurm settings the Slurm model ran with, when read from the cluster."""
 
 
 def _pair(before: dict[str, Any], after: dict[str, Any]) -> tuple[WaitRow, ...]:
@@ -152,10 +155,14 @@ def _pair(before: dict[str, Any], after: dict[str, Any]) -> tuple[WaitRow, ...]:
 
 
 def compare_simulations(
-    base: SpecSet, head: SpecSet, jobs: Sequence[TraceJob], trace: str
+    base: SpecSet,
+    head: SpecSet,
+    jobs: Sequence[TraceJob],
+    trace: str,
+    scheduler: SchedulerSettings | None = None,
 ) -> SimulationComparison:
-    before = simulate_specs(base, jobs)
-    after = simulate_specs(head, jobs)
+    before = simulate_specs(base, jobs, scheduler)
+    after = simulate_specs(head, jobs, scheduler)
     return SimulationComparison(
         trace,
         len(jobs),
@@ -165,6 +172,7 @@ def compare_simulations(
         _pair(dict(before.per_project), dict(after.per_project)),
         _actual(jobs, lambda job: job.queue),
         _actual(jobs, lambda job: job.project),
+        scheduler,
     )
 
 
@@ -178,9 +186,12 @@ def _actual(jobs: Sequence[TraceJob], key: Any) -> dict[str, WaitStats]:
     return {name: WaitStats.of(values) for name, values in sorted(waits.items())}
 
 
-def simulate_specs(specs: SpecSet, jobs: Sequence[TraceJob]) -> SimulationResult:
-    """The trace under the platform of `specs`: queues on Slurm pools in the Slurm model,
-    the others in the Kueue model (docs/simulation.md), merged in trace order."""
+def simulate_specs(
+    specs: SpecSet, jobs: Sequence[TraceJob], scheduler: SchedulerSettings | None = None
+) -> SimulationResult:
+    """The trace under the platform of `specs`: queues on Slurm pools in the Slurm model
+    (with the cluster's `scheduler` settings when known, else Slurm's defaults), the others
+    in the Kueue model (docs/simulation.md), merged in trace order."""
     from policies.queueing import platform_from_specs, simulate
     from policies.queueing.result import summarise
     from policies.queueing.slurm_model import slurm_platform_from_specs, slurm_queue_names
@@ -191,9 +202,12 @@ def simulate_specs(specs: SpecSet, jobs: Sequence[TraceJob]) -> SimulationResult
     if not slurm:
         return simulate(platform, list(jobs))
     kueue = simulate(platform, [job for job in jobs if job.queue not in slurm])
-    scheduled = simulate_slurm(
-        slurm_platform_from_specs(specs), [job for job in jobs if job.queue in slurm]
-    )
+    model = slurm_platform_from_specs(specs, scheduler.weights if scheduler else None)
+    if scheduler is not None:
+        model.backfill_interval = scheduler.backfill_interval
+        model.backfill_resolution = scheduler.backfill_resolution
+        model.backfill_depth = scheduler.backfill_depth
+    scheduled = simulate_slurm(model, [job for job in jobs if job.queue in slurm])
     order = {job.id: index for index, job in enumerate(jobs)}
     outcomes = sorted(kueue.jobs + scheduled.jobs, key=lambda outcome: order[outcome.id])
     return summarise(
@@ -220,6 +234,7 @@ def comparison_json(comparison: SimulationComparison) -> dict[str, Any]:
         "jobs": comparison.jobs,
         "queues": rows(comparison.queues),
         "projects": rows(comparison.projects),
+        "scheduler": comparison.scheduler.to_json() if comparison.scheduler else None,
         "actual": {
             "queues": {k: v.to_json() for k, v in comparison.actual_queues.items()},
             "projects": {k: v.to_json() for k, v in comparison.actual_projects.items()},

@@ -154,5 +154,8 @@ def test_review_trace_from_slurm_reads_the_provider_instance_window_and_actual_w
     assert real["count"] == 3
     assert (real["p50"], real["max"]) == (float(actual[1]), float(actual[2]))
     assert simulation["queues"]["debug"]["base"]["count"] == 3
+    # The Slurm model ran with the cluster's own settings (scripts/slurm-cluster.sh).
+    assert simulation["scheduler"]["bfInterval"] == 2.0
+    assert simulation["scheduler"]["priorityWeights"]["qos"] == 0
     # The two 4-GPU jobs run one after the other: the second waits in the simulation too.
     assert simulation["queues"]["debug"]["base"]["max"] >= 2
