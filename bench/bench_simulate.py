@@ -21,6 +21,11 @@ to the largest N (1.0 per job is linear). Raw numbers go to bench/out/simulate.j
 benchmark, not a test: it asserts nothing about time.
 
     .venv/bin/python bench/bench_simulate.py [--sizes 10000 100000] [--repeat 3]
+    .venv/bin/python bench/bench_simulate.py --smoke --out DIR   # CI: 2,000 jobs, one round
+
+`--smoke` runs the same code on 2,000 jobs once and checks the outcome (every job either
+finishes or has a reason, and the time pending per project and queue is all attributed to
+causes), never the time: tests/test_bench_smoke.py runs it.
 """
 
 from __future__ import annotations
@@ -210,11 +215,47 @@ def measure(n: int, repeat: int) -> dict[str, Any]:
     }
 
 
+def smoke_check(model: PlatformModel, jobs: list[TraceJob]) -> bool:
+    """The outcome is whole: each job finished or has a reason, every pending second of
+    each project and queue is credited to a cause, and some job waited (the trace loads
+    the platform)."""
+    result = simulate(model, jobs)
+    problems = [
+        job.id
+        for job in result.jobs
+        if (job.end is None) == (job.id not in result.reasons)
+    ]
+    pending: dict[tuple[str, str], float] = {}
+    for job in result.jobs:
+        if job.start is None:
+            continue
+        gaps = zip(job.runs, job.runs[1:], strict=False)
+        waited = job.start - job.submit + sum(b.start - a.end for a, b in gaps)
+        pending[(job.project, job.queue)] = pending.get((job.project, job.queue), 0.0) + waited
+    for key, seconds in pending.items():
+        held = sum(result.held.get(key, {}).values())
+        if abs(held - seconds) > 1e-6 * max(1.0, seconds):
+            problems.append(f"{key}: pending {seconds:.1f} s, held {held:.1f} s")
+    if not pending or not any(pending.values()):
+        problems.append("no job waited: the trace does not load the platform")
+    for problem in problems[:20]:
+        print(f"smoke: {problem}", file=sys.stderr)
+    return not problems
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, TARGET_SIZE])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=BENCH / "out", help="Folder for the JSON.")
+    parser.add_argument(
+        "--smoke", action="store_true", help="One small round (CI: the benchmark still works)."
+    )
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.sizes, args.repeat = [2_000], 1
+        if not smoke_check(bench_platform(), bench_trace(2_000)):
+            return 1
     load_before = os.getloadavg()
     rows = [measure(n, args.repeat) for n in sorted(args.sizes)]
     header = (
@@ -247,8 +288,8 @@ def main(argv: list[str] | None = None) -> int:
             verdict = "met" if sim < TARGET_SECONDS else "NOT met"
             limit = f"{TARGET_SIZE:,} jobs under {TARGET_SECONDS:.0f} s"
             print(f"target: {limit}: {verdict} ({sim:.2f} s)")
-    out = BENCH / "out"
-    out.mkdir(exist_ok=True)
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
     (out / "simulate.json").write_text(
         json.dumps(
             {

@@ -50,8 +50,38 @@ EXIT_ERROR, EXIT_DENIED = 1, 3
     "--trace-from",
     "trace_from",
     default=None,
-    type=click.Choice(["slurm"]),
-    help="Read the trace from provider accounting instead (slurm: sacct --json).",
+    metavar="slurm[:INSTANCE]",
+    help="Read the trace from provider accounting instead: sacct of the slurm provider "
+    "instance of trainform.yaml (name it when there are several).",
+)
+@click.option(
+    "--since",
+    "since",
+    default="now-14days",
+    show_default=True,
+    help="Start of the accounting window (--trace-from): now-<N>days|hours, YYYY-MM-DD[THH:MM].",
+)
+@click.option(
+    "--until",
+    "until",
+    default="now",
+    show_default=True,
+    help="End of the accounting window (--trace-from).",
+)
+@click.option(
+    "--map-queue",
+    "queue_map",
+    multiple=True,
+    metavar="TRACE=SPEC",
+    help="Simulate the trace's queue TRACE as the specs' queue SPEC (repeatable). A trace "
+    "naming a queue that neither side declares is an error otherwise.",
+)
+@click.option(
+    "--map-project",
+    "project_map",
+    multiple=True,
+    metavar="TRACE=SPEC",
+    help="Simulate the trace's project TRACE as the specs' project SPEC (repeatable).",
 )
 @template_options
 @format_option("text", "json", "markdown")
@@ -62,11 +92,16 @@ def review(
     policies_path: Path | None,
     trace: Path | None,
     trace_from: str | None,
+    since: str,
+    until: str,
+    queue_map: tuple[str, ...],
+    project_map: tuple[str, ...],
     inputs: TemplateInputs,
     output_format: str,
 ) -> None:
     """Review a change to queue policy: semantic diff, capacity, findings, simulated waits."""
     from policies.review import (
+        MARKER,
         RefLoadError,
         ReviewError,
         ReviewRequest,
@@ -88,6 +123,10 @@ def review(
         policies=policies_path,
         trace=trace,
         trace_from=trace_from,
+        since=since,
+        until=until,
+        queue_map=queue_map,
+        project_map=project_map,
     )
     try:
         report = make_review(request)
@@ -98,12 +137,17 @@ def review(
             # For the pull-request comment: the diagnostics, fenced, under a heading.
             files = len({d.location.file for d in error.error.diagnostics if d.location})
             text = render_diagnostics_text(error.error.diagnostics, files, False)
-            click.echo(f"### trainform review: ERROR\n\n{summary}:\n\n```text\n{text}```")
+            click.echo(
+                f"{MARKER}\n### trainform review: ERROR\n\n{summary}:\n\n```text\n{text}```"
+            )
         else:
             print_diagnostics(error.error, output_format)
         raise SystemExit(EXIT_ERROR) from None
     except ReviewError as error:
         click.echo(f"error: {error}", err=True)
+        if output_format == "markdown":
+            # The pull-request comment says why there is no review, in place of one.
+            click.echo(f"{MARKER}\n### trainform review: ERROR\n\n```text\n{error}\n```")
         raise SystemExit(EXIT_ERROR) from None
     renderers = {
         "text": render_review_text,

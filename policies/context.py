@@ -3,7 +3,11 @@
 `PolicyContext` is built once per evaluation by `policies.engine`. Every resource becomes a
 `Subject`: its address, kind, name, project, normalized document (`{metadata, spec}` with
 canonical values, as state and plans hold it) and the file it was declared in, relative to
-the spec folder. `locate` turns a field path into `file:line:column`, re-reading a file with
+the spec folder. `previous` holds, for each resource the change updates, its document before
+the change: from the plan (the spec last applied) for plan and apply, from the base branch's
+specs for review. Both give the same map for the same change, so a policy that compares
+(quota-cut, a rule reading `previous`) reaches the same verdict in plan and in review.
+`locate` turns a field path into `file:line:column`, re-reading a file with
 ruamel's position-keeping loader only when a finding needs it (once per file).
 """
 
@@ -55,10 +59,16 @@ class PolicyContext:
     subjects: dict[str, Subject]
     code_owners: CodeOwners = field(default_factory=CodeOwners)
     """The trusted CODEOWNERS rules (the engine sets them from `TrustedPolicies`)."""
+    previous: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Address -> normalized document before the change, for resources it updates."""
     _maps: dict[str, SourceMap | None] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, specs: SpecSet, plan: Plan | None) -> PolicyContext:
+    def build(
+        cls, specs: SpecSet, plan: Plan | None, before: SpecSet | None = None
+    ) -> PolicyContext:
+        """The context of `specs`; "before" values from `plan`, else from `before` (the
+        base side of a review)."""
         root = os.path.normpath(str(specs.root))
         relative: dict[str, str] = {}
         subjects = {}
@@ -75,7 +85,13 @@ class PolicyContext:
                 file=relative[name],
                 resource=resource,
             )
-        return cls(specs, plan, subjects)
+        if plan is not None:
+            previous = _previous_from_plan(plan)
+        elif before is not None:
+            previous = _previous_from_specs(before, subjects)
+        else:
+            previous = {}
+        return cls(specs, plan, subjects, previous=previous)
 
     def of_kind(self, *kinds: str) -> list[Subject]:
         return [subject for subject in self.subjects.values() if subject.kind in kinds]
@@ -102,6 +118,36 @@ class PolicyContext:
             except OSError:
                 self._maps[file] = None
         return self._maps[file]
+
+
+def _previous_from_plan(plan: Plan) -> dict[str, dict[str, Any]]:
+    """What each updated or replaced resource was last applied as (the live object when
+    nothing better is known): putting back a value changed by hand is no change of the specs."""
+    from planner.plan_model import Action
+
+    previous = {}
+    for change in plan.changes:
+        if change.action not in (Action.UPDATE, Action.REPLACE):
+            continue
+        document = change.applied if change.applied is not None else change.before
+        if document:
+            previous[change.address] = document
+    return previous
+
+
+def _previous_from_specs(
+    before: SpecSet, subjects: dict[str, Subject]
+) -> dict[str, dict[str, Any]]:
+    """The base side's normalized documents of the resources the change updates."""
+    previous = {}
+    for address, subject in subjects.items():
+        resource = before.resources.get(address)
+        if resource is None or resource.kind != subject.kind:
+            continue
+        document = normalize_document(resource.document)
+        if document != subject.document:
+            previous[address] = document
+    return previous
 
 
 def field_path(path: Path_) -> str:

@@ -1,10 +1,10 @@
 """The policy engine: runs built-in policies and user rules, applies waivers, reports.
 
 `evaluate_policies(specs, plan, trusted)` is the entry point of `plan`, `apply` and
-`review`. It reads the resolved specs (and the plan, when there is one, for policies that
-compare against current state), runs every built-in that is not disabled with its trusted
-parameters, then every user rule, then applies the waivers. It changes nothing and never
-runs code from the specs. The CLI exits 3 when `report.denied`.
+`review`. It reads the resolved specs (and the plan, or in review the base branch's specs,
+for policies that compare against what is there now), runs every built-in that is not
+disabled with its trusted parameters, then every user rule, then applies the waivers. It
+changes nothing and never runs code from the specs. The CLI exits 3 when `report.denied`.
 
 `tenancy_diagnostics(specs, trusted)` is what `validate` runs: project-isolation alone, on
 the specs as loaded (no normalization, so it stays linear and cheap), its findings turned
@@ -99,10 +99,15 @@ def _builtin_findings(
 
 
 def evaluate_policies(
-    specs: SpecSet, plan: Plan | None, trusted: TrustedPolicies, today: date | None = None
+    specs: SpecSet,
+    plan: Plan | None,
+    trusted: TrustedPolicies,
+    today: date | None = None,
+    before: SpecSet | None = None,
 ) -> PolicyReport:
-    """Findings of every enabled policy on `specs` (and `plan`), waivers applied."""
-    context = PolicyContext.build(specs, plan)
+    """Findings of every enabled policy on `specs`, waivers applied. Policies that compare
+    read "before" from `plan` (plan, apply) or else from `before` (review: the base specs)."""
+    context = PolicyContext.build(specs, plan, before)
     context.code_owners = trusted.code_owners
     findings: list[PolicyFinding] = []
     ran: list[str] = []

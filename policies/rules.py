@@ -8,7 +8,10 @@ A rule is evaluated once per resource of its `kinds` (all kinds when empty) with
 - `resource`: {kind, name, project, address, metadata: {name, project, labels,
   annotations}, spec}, the spec normalized as plans show it (quantities are canonical
   strings: `int(resource.spec.nodes)`, `double(q.gpu)`; durations are strings like `4h`);
-- `params`: the rule's parameters.
+- `params`: the rule's parameters;
+- `previous`: the resource before the change (same shape as `resource`) when the change
+  updates it (plan: as last applied; review: on the base branch), else `{}`, so a rule can
+  compare (`has(previous.spec) && ...`) and plan and review agree on it.
 `violation` is true when the resource violates the rule; `condition` (the alternative) is
 what must hold. An expression that errors or returns a non-boolean is reported as a finding
 of the rule (it fails closed), with the error.
@@ -63,8 +66,11 @@ class UserRule:
             raise RuleCompileError(f"rule {self.id}: not a valid CEL expression: {exc}") from None
         self._programs = (program, message)
 
-    def evaluate(self, subject: Subject) -> str | None:
-        """The violation message for `subject`, or None when it complies."""
+    def evaluate(
+        self, subject: Subject, previous: dict[str, Any] | None = None
+    ) -> str | None:
+        """The violation message for `subject` (`previous`: its document before the
+        change, if updated), or None when it complies."""
         import celpy
 
         if self._programs is None:
@@ -72,7 +78,12 @@ class UserRule:
         assert self._programs is not None
         program, message_program = self._programs
         view = resource_view(subject)
-        activation = {"resource": celpy.json_to_cel(view), "params": celpy.json_to_cel(self.params)}
+        before = resource_view(subject, previous) if previous else {}
+        activation = {
+            "resource": celpy.json_to_cel(view),
+            "params": celpy.json_to_cel(self.params),
+            "previous": celpy.json_to_cel(before),
+        }
         try:
             result = program.evaluate(activation)
         except celpy.CELEvalError as exc:
@@ -99,8 +110,10 @@ def _error_text(error: Exception) -> str:
     return str(args[0]) if args else str(error)
 
 
-def resource_view(subject: Subject) -> dict[str, Any]:
-    metadata = subject.document["metadata"]
+def resource_view(subject: Subject, document: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What a rule sees of `subject` (with `document` in place of its own, if given)."""
+    document = document if document is not None else subject.document
+    metadata = document.get("metadata", {})
     return {
         "kind": subject.kind,
         "name": subject.name,
@@ -112,7 +125,7 @@ def resource_view(subject: Subject) -> dict[str, Any]:
             "labels": dict(metadata.get("labels", {})),
             "annotations": dict(metadata.get("annotations", {})),
         },
-        "spec": subject.spec,
+        "spec": document.get("spec", {}),
     }
 
 
@@ -137,6 +150,6 @@ def run_rule(rule: UserRule, context: PolicyContext) -> Iterator[tuple[Subject, 
     for subject in context.subjects.values():
         if rule.kinds and subject.kind not in rule.kinds:
             continue
-        message = rule.evaluate(subject)
+        message = rule.evaluate(subject, context.previous.get(subject.address))
         if message is not None:
             yield subject, message

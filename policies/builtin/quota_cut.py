@@ -5,8 +5,9 @@ resource) and each Quota limit of the checked `resources` (default gpu, the scar
 cpu and memory can be added) that shrinks by more than `maxShare` of
 its current value needs the annotation `trainform.dev/allow-quota-cut: "<reason>"` on the
 resource. A pool entry removed from a queue is a cut to zero. The current value is the one
-last applied: putting back a limit someone raised by hand is not a cut. Without a plan
-(review of specs alone) this policy has nothing to compare and reports nothing.
+last applied (`PolicyContext.previous`: the plan's last applied spec, or in review the base
+branch's spec): putting back a limit someone raised by hand is not a cut. With neither a
+plan nor a base this policy has nothing to compare and reports nothing.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from collections.abc import Iterator, Mapping
 from decimal import Decimal
 from typing import Any
 
-from planner.plan_model import Action
 from policies.builtin.base import BuiltinPolicy, Violation
 from policies.context import Path_, PolicyContext, amount, show_amount
 from policies.findings import Severity
@@ -49,39 +49,29 @@ def _amounts(
 
 
 def check_cuts(context: PolicyContext, params: Mapping[str, Any]) -> Iterator[Violation]:
-    if context.plan is None:
-        return
     share = Decimal(str(params.get("maxShare", 0.25)))
     resources = [str(r) for r in params.get("resources") or RESOURCES]
-    for change in context.plan.changes:
-        if change.kind not in ("Queue", "Quota") or change.action not in (
-            Action.UPDATE,
-            Action.REPLACE,
-        ):
+    for address, last in context.previous.items():
+        subject = context.subjects.get(address)
+        if subject is None or subject.kind not in ("Queue", "Quota"):
             continue
-        subject = context.subjects.get(change.address)
-        if subject is not None and subject.annotations.get(ANNOTATION, "").strip():
+        if subject.annotations.get(ANNOTATION, "").strip():
             continue
-        # A cut is measured from what was last applied: restoring a value changed outside
-        # trainform is no cut of what the specs grant.
-        last = change.applied if change.applied is not None else change.before
-        before = _amounts(change.kind, _spec(last), resources)
-        after = _amounts(
-            change.kind, _spec(subject.document if subject else change.after), resources
-        )
+        before = _amounts(subject.kind, _spec(last), resources)
+        after = _amounts(subject.kind, subject.spec, resources)
         for (pool, resource), (_, old) in before.items():
             if old is None:
                 continue
             new_path, new = after.get((pool, resource), (("spec", "pools"), Decimal(0)))
             old_value = amount(old)
             # An unset Quota limit is no limit; an unset nominal quota is none at all.
-            new_value = None if new is None and change.kind == "Quota" else amount(new)
+            new_value = None if new is None and subject.kind == "Quota" else amount(new)
             if new_value is None or not old_value or old_value - new_value <= share * old_value:
                 continue
             where = f" on pool {pool}" if pool else ""
             cut = (old_value - new_value) / old_value
             yield Violation(
-                change.address,
+                address,
                 new_path,
                 f"{resource}{where} drops from {show_amount(old_value)} to "
                 f"{show_amount(new_value)} ({cut:.0%}), more than {share:.0%} of it: add the "

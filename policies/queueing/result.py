@@ -128,6 +128,14 @@ class SimulationResult:
     never_admitted: list[str]
     reasons: dict[str, str]
     makespan: float
+    held: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
+    """(project, queue) -> reason -> job-seconds its jobs spent pending for it (holds)."""
+
+    def held_per_job(self, project: str, queue: str) -> dict[str, float]:
+        """Mean seconds per job of (project, queue) pending for each reason."""
+        jobs = sum(1 for job in self.jobs if job.project == project and job.queue == queue)
+        reasons = self.held.get((project, queue), {})
+        return {reason: value / jobs for reason, value in reasons.items()} if jobs else {}
 
     def to_json(self, include_jobs: bool = True) -> dict[str, Any]:
         """Stable JSON: sorted keys per group; `jobs` in trace order (omit: include_jobs)."""
@@ -152,6 +160,10 @@ class SimulationResult:
             "never_admitted": [
                 {"id": job_id, "reason": self.reasons[job_id]} for job_id in self.never_admitted
             ],
+            "held": [
+                {"project": project, "queue": queue, "seconds": reasons}
+                for (project, queue), reasons in sorted(self.held.items())
+            ],
         }
         if include_jobs:
             document["jobs"] = [job.to_json() for job in self.jobs]
@@ -159,7 +171,10 @@ class SimulationResult:
 
 
 def summarise(
-    outcomes: list[JobOutcome], reasons: dict[str, str], capacity: dict[str, int]
+    outcomes: list[JobOutcome],
+    reasons: dict[str, str],
+    capacity: dict[str, int],
+    held: dict[tuple[str, str], dict[str, float]] | None = None,
 ) -> SimulationResult:
     """Group waits per queue and project, and compute utilisation and preemptions."""
     waits: dict[str, dict[str, list[float]]] = {"queue": defaultdict(list), "project": {}}
@@ -205,4 +220,5 @@ def summarise(
         never_admitted=[job.id for job in outcomes if job.start is None],
         reasons=reasons,
         makespan=makespan,
+        held=held or {},
     )

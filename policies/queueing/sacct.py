@@ -2,13 +2,21 @@
 
 Mapping (Slurm's data_parser JSON, versions 0.0.37 to 0.0.41 and later):
 
-    id        job_id (with `_array_task_id` for array tasks)
-    submit    time.submission (epoch seconds), shifted so the earliest job submits at 0
-    project   account
-    queue     partition (the first one when a job lists several)
-    gpus      tres.allocated gres/gpu count, else tres.requested (any `gpu` or `gpu:<type>`)
-    duration  time.elapsed (seconds)
-    priority  priority (a number, or {"set", "infinite", "number"} in newer versions)
+    id           job_id (with `_array_task_id` for array tasks)
+    submit       time.submission (epoch seconds), shifted so the earliest job submits at 0
+    project      account
+    queue        partition (the first one when a job lists several)
+    gpus         tres.allocated gres/gpu count, else tres.requested (any `gpu` or `gpu:<type>`)
+    duration     time.elapsed (seconds) of its last run
+    limit        time.limit (minutes in sacct; seconds here), when set
+    actual_wait  time.start of its first run - its first submission
+    priority     not read: Slurm's job priority is its own scale (multifactor weights), so
+                 the simulation takes each queue's priority from the specs
+
+Requeued jobs are folded: `sacct --duplicates` lists one record per run of a job (a
+requeued record carries the requeue time as its submission); the trace has one job per
+id, submitted at its first submission, first started at its earliest start, lasting as
+long as its last run that ran.
 
 Skipped, not errors: jobs without GPUs (the simulation counts GPUs only), jobs that never
 ran (elapsed 0: pending, cancelled before start), job steps (sacct lists steps inside
@@ -21,6 +29,7 @@ tests/policies/queueing/test_sacct_slurm.py.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, replace
 from typing import Any
 
 from policies.queueing.errors import TraceError
@@ -38,40 +47,68 @@ def read_sacct(text: str, source: str = SOURCE) -> list[TraceJob]:
         raise TraceError(source, error.lineno, "", f"invalid JSON: {error.msg}") from None
     if not isinstance(document, dict) or not isinstance(document.get("jobs"), list):
         raise TraceError(source, 0, "jobs", "expected sacct --json output: an object with jobs[]")
-    rows: list[tuple[str, float, str, str, int, float, int | None]] = []
+    folded: dict[str, _Row] = {}
     for index, job in enumerate(document["jobs"]):
         if not isinstance(job, dict):
             raise TraceError(source, 0, f"jobs[{index}]", "expected an object")
         row = _row(job, index, source)
-        if row is not None:
-            rows.append(row)
+        if row is None:
+            continue
+        known = folded.get(row.id)
+        folded[row.id] = row if known is None else known.fold(row)
+    rows = [row for row in folded.values() if row.elapsed > 0]
     if not rows:
         return []
-    start = min(row[1] for row in rows)
+    origin = min(row.submit for row in rows)
     jobs = [
         TraceJob(
-            id=job_id,
-            submit=submit - start,
-            project=project,
-            queue=queue,
-            gpus=gpus,
-            duration=duration,
-            priority=priority,
+            id=row.id,
+            submit=row.submit - origin,
+            project=row.account,
+            queue=row.partition,
+            gpus=row.gpus,
+            duration=row.elapsed,
+            limit=row.limit,
+            actual_wait=None if row.start is None else max(0.0, row.start - row.submit),
         )
-        for job_id, submit, project, queue, gpus, duration, priority in rows
+        for row in rows
     ]
-    return sorted(jobs, key=lambda job: job.submit)
+    return sorted(jobs, key=lambda job: (job.submit, job.id))
 
 
-def _row(
-    job: dict[str, Any], index: int, source: str
-) -> tuple[str, float, str, str, int, float, int | None] | None:
+@dataclass(frozen=True, slots=True)
+class _Row:
+    """One record of sacct (one run of a job), or several folded into one job."""
+
+    id: str
+    submit: float
+    account: str
+    partition: str
+    gpus: int
+    elapsed: float
+    last_start: float
+    start: float | None
+    limit: float | None
+
+    def fold(self, other: _Row) -> _Row:
+        """Two runs of one job: first submission and start, the last run's length."""
+        later = other if other.last_start >= self.last_start else self
+        starts = [s for s in (self.start, other.start) if s is not None]
+        return replace(
+            later,
+            submit=min(self.submit, other.submit),
+            start=min(starts) if starts else None,
+            elapsed=later.elapsed or max(self.elapsed, other.elapsed),
+        )
+
+
+def _row(job: dict[str, Any], index: int, source: str) -> _Row | None:
     where = f"jobs[{index}]"
     time = job.get("time") if isinstance(job.get("time"), dict) else {}
     elapsed = _number(time.get("elapsed"))
     submit = _number(time.get("submission"))
     gpus = _gpus(job.get("tres"))
-    if not gpus or not elapsed or elapsed <= 0:
+    if not gpus:
         return None
     if submit is None:
         raise TraceError(source, 0, f"{where}.time.submission", "missing submission time")
@@ -86,15 +123,18 @@ def _row(
     task = _number(job.get("array_task_id"))
     if task is not None and task >= 0 and _number(job.get("array_job_id")):
         job_id = f"{_number(job.get('array_job_id')):.0f}_{task:.0f}"
-    priority = _number(job.get("priority"))
-    return (
-        job_id,
-        submit,
-        account,
-        partition.split(",")[0],
-        gpus,
-        elapsed,
-        None if priority is None else int(priority),
+    start = _number(time.get("start"))
+    minutes = _number(time.get("limit"))
+    return _Row(
+        id=job_id,
+        submit=submit,
+        account=account,
+        partition=partition.split(",")[0],
+        gpus=gpus,
+        elapsed=max(0.0, elapsed or 0.0),
+        last_start=start or 0.0,
+        start=start if start else None,
+        limit=minutes * 60.0 if minutes else None,
     )
 
 

@@ -8,6 +8,8 @@ scheduling pass lets each affected queue nominate its first job in queue order t
 borrowing, then lowest weighted borrowed share, then priority, then submit time), and a
 queue whose head does not fit may preempt per its policy. A preempted job goes back to
 its queue and later resumes with its remaining duration (checkpointed: no work lost).
+Whenever a queue's pass admits nothing more, what holds each project's pending jobs back
+is noted (holds.hold_reasons) and credited until the queue's next pass (holds.HoldLedger).
 
 Invariants kept at every instant: pool usage <= capacity; a queue's usage on a pool <=
 nominal + borrowing limit; each cohort lends no more than its members' lending limits;
@@ -21,6 +23,7 @@ import heapq
 import math
 from collections.abc import Iterable
 
+from policies.queueing.holds import HoldLedger, hold_reasons
 from policies.queueing.platform import PlatformModel
 from policies.queueing.preemption import preempt_for
 from policies.queueing.result import JobOutcome, Run, SimulationResult, summarise
@@ -84,6 +87,8 @@ class Simulation:
         self.dirty: set[int] = set()
         self.events: list[tuple[float, int, int, SimJob]] = []
         self.tokens = 0
+        self.ledger = HoldLedger()
+        self.now = 0.0
 
     # -- the event loop --------------------------------------------------------------------
 
@@ -128,11 +133,14 @@ class Simulation:
                 next_arrival += 1
                 self.enqueue(job)
             self.schedule(now)
+            self.now = now
         for queue in self.order:
+            self.ledger.credit(queue, self.now)
             while (job := queue.head()) is not None:
                 queue.remove(job)
                 reasons[job.id] = "still pending when every other job had finished"
-        return summarise(outcomes, reasons, {name: p.capacity for name, p in self.pools.items()})
+        capacity = {name: p.capacity for name, p in self.pools.items()}
+        return summarise(outcomes, reasons, capacity, self.ledger.result())
 
     def never_reason(self, job: TraceJob, queue: QueueState | None) -> str:
         if queue is None:
@@ -186,6 +194,8 @@ class Simulation:
             nominations: list[tuple[float, tuple[int, float, int], SimJob, Slot]] = []
             for index in current:
                 queue = queues[index]
+                self.ledger.credit(queue, now)
+                queue.held = {}
                 if queue.pending_count:
                     nomination = self.nominate(queue, now)
                     if nomination is not None:
@@ -217,6 +227,7 @@ class Simulation:
         if job is None:
             need = head.gpus if queue.strict else min(queue.size_counts)
             queue.self_blocked = max(slot.limit - slot.usage for slot in slots) < need
+            self.ledger.snapshot(queue, hold_reasons(queue, head))
             return None
         slot = slots[first_at_least(rooms, job.gpus)]
         return share_after(job, slot), job.key, job, slot

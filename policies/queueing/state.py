@@ -153,6 +153,9 @@ class QueueState:
         "weight",
         "preempts",
         "self_blocked",
+        "project_pending",
+        "held",
+        "held_since",
     )
 
     def __init__(self, index: int, model: QueueModel) -> None:
@@ -172,6 +175,11 @@ class QueueState:
         # True when its own quota (not the pool or the cohort) keeps every pending job out:
         # only its own releases and arrivals can change that.
         self.self_blocked = False
+        # Pending jobs per project, and the last hold snapshot (holds.HoldLedger):
+        # project -> (reason, pending jobs) since `held_since`.
+        self.project_pending: dict[str, int] = defaultdict(int)
+        self.held: dict[str, tuple[str, int]] = {}
+        self.held_since = 0.0
         self.preempts = (
             model.within_queue != "Never"
             or model.reclaim_within_cohort != "Never"
@@ -200,6 +208,7 @@ class QueueState:
         job.pending = True
         job.token = token
         self.pending_count += 1
+        self.project_pending[job.project] += 1
         heapq.heappush(self.heap, (job.key, token, job))
         if self.strict:
             return
@@ -228,6 +237,7 @@ class QueueState:
         """Take `job` out of the pending jobs: it is the head of its size bucket."""
         job.pending = False
         self.pending_count -= 1
+        self.project_pending[job.project] -= 1
         if self.heap and self.heap[0][2] is job:
             heapq.heappop(self.heap)
         if self.strict:

@@ -19,7 +19,7 @@ from typing import Any
 
 from policies.queueing.errors import TraceError
 
-FIELDS = ("id", "submit", "project", "queue", "gpus", "duration", "priority")
+FIELDS = ("id", "submit", "project", "queue", "gpus", "duration", "priority", "limit")
 REQUIRED = ("submit", "project", "queue", "gpus", "duration")
 NO_PRIORITY = None
 
@@ -42,6 +42,12 @@ class TraceJob:
     gpus: int
     duration: float
     priority: int | None = None
+    limit: float | None = None
+    """The job's wall-time limit (seconds), as the scheduler knows it (Slurm's backfill
+    plans with it); None: its duration, a perfect estimate."""
+    actual_wait: float | None = None
+    """Seconds from submission to first start the job really waited (traces read from
+    accounting); None when unknown."""
 
 
 def parse_seconds(text: str) -> float:
@@ -97,6 +103,7 @@ def make_job(row: dict[str, Any], file: str, line: int, index: int) -> TraceJob:
         raise TraceError(file, line, "gpus", f"must be at least 1, found {gpus}")
     priority = None if row.get("priority") in (None, "") else integer("priority")
     job_id = text("id") if row.get("id") not in (None, "") else f"job-{index}"
+    limit = None if row.get("limit") in (None, "") else seconds("limit", minimum_exclusive=True)
     for name in ("project", "queue"):
         if not text(name):
             raise TraceError(file, line, name, "missing value")
@@ -108,6 +115,7 @@ def make_job(row: dict[str, Any], file: str, line: int, index: int) -> TraceJob:
         gpus=gpus,
         duration=seconds("duration", minimum_exclusive=True),
         priority=priority,
+        limit=limit,
     )
 
 

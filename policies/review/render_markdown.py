@@ -4,15 +4,20 @@ A comment must fit the forge's limit (GitHub: 65,536 characters; CI appends the 
 it), so the whole text is kept within `MAX_CHARACTERS`: when it is longer, the longest
 tables and lists are cut to fewer rows, each with a note of how many were left out
 (`--format json` has them all), until it fits.
+
+The comment opens with a hidden marker (`MARKER`) so CI finds and updates its own comment
+instead of adding one per push; then the verdict, then the change as numbers. A pull
+request that changes no queue policy and brings no finding gets one line.
 """
 
 from __future__ import annotations
 
 from policies.review.report import ReviewReport
 from policies.review.sections import Section, review_sections
-from policies.review.summary import summary_lines, verdict
+from policies.review.summary import one_line, verdict
 from specs.secrets import redact
 
+MARKER = "<!-- trainform-review -->"
 MAX_CHARACTERS = 60_000
 ROW_LIMITS = (None, 200, 100, 50, 20, 10, 5)
 
@@ -53,19 +58,21 @@ def _section(section: Section, limit: int | None) -> list[str]:
 
 def _document(report: ReviewReport, limit: int | None) -> str:
     lines = [
+        MARKER,
         f"### trainform review: {verdict(report)}",
         "",
         f"`{report.spec_dir}`: base `{report.base}` → head `{report.head}`",
         "",
     ]
-    lines += [f"- {line}" for line in summary_lines(report)]
-    lines.append("")
     for section in review_sections(report):
         lines += _section(section, limit)
     return redact("\n".join(lines).rstrip("\n") + "\n")  # a PR comment: no credential
 
 
 def render_review_markdown(report: ReviewReport, max_characters: int = MAX_CHARACTERS) -> str:
+    short = one_line(report)
+    if short is not None:
+        return redact(f"{MARKER} {short}\n")
     text = ""
     for limit in ROW_LIMITS:
         text = _document(report, limit)

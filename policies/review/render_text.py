@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from policies.review.report import ReviewReport
 from policies.review.sections import Section, review_sections
-from policies.review.summary import summary_lines, verdict
+from policies.review.summary import verdict
 
 
 def _table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
@@ -38,8 +38,6 @@ def render_review_text(report: ReviewReport) -> str:
         f"{report.spec_dir}: base {report.base} -> head {report.head}",
         "",
     ]
-    lines += [f"  * {line.replace('`', '')}" for line in summary_lines(report)]
-    lines.append("")
     for section in review_sections(report):
         lines += _section(section)
     return "\n".join(lines).rstrip("\n") + "\n"

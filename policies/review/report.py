@@ -1,11 +1,13 @@
 """`make_review`: the whole review of a change to queue policy, as one data model.
 
 Pipeline: open both sides (gitrefs) -> load their specs (loading) -> semantic diff
-(semantic) -> capacity figures before and after (capacity) -> policy findings on the head,
+(semantic) -> capacity figures before and after (capacity) -> policy findings on both sides,
 with policies from the trusted path only (policies.trusted.load_trusted; the fallback is
-the *base* side's trainform.yaml, never the head's) -> the trace simulated under both
-(simulation). Every renderer (render_text, render_markdown, render_json) reads the
-`ReviewReport` this returns; none computes anything of its own.
+the *base* side's trainform.yaml, never the head's): the head judged with the base as
+"before" (the verdict, the same as plan's), the base alone, and the two diffed by
+fingerprint (finding_diff) -> who must approve the changed files (approvers) -> the trace
+simulated under both (simulation). Every renderer (render_text, render_markdown,
+render_json) reads the `ReviewReport` this returns; none computes anything of its own.
 """
 
 from __future__ import annotations
@@ -17,20 +19,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from policies.review.approvers import Approval, approvals_needed
 from policies.review.capacity import Capacity, capacity_json, compute_capacity
 from policies.review.errors import ReviewError
+from policies.review.finding_diff import FindingChange, FindingStatus, diff_findings
 from policies.review.gitrefs import SpecSide, open_side
 from policies.review.loading import load_side
 from policies.review.semantic import SemanticChange, diff_queue_policy
 from policies.review.simulation import (
+    AccountingWindow,
     SimulationComparison,
     compare_simulations,
     comparison_json,
     read_jobs,
+    slurm_instance,
 )
+from policies.review.slurm_settings import read_scheduler_settings
+from policies.review.trace_names import match_trace_names, parse_mapping
 
 if TYPE_CHECKING:
     from policies.findings import PolicyFinding
+    from specs import SpecSet
 
 FORMAT_VERSION = 1
 
@@ -48,6 +57,13 @@ class ReviewRequest:
     policies: Path | None = None
     trace: Path | None = None
     trace_from: str | None = None
+    """`slurm` or `slurm:INSTANCE`: read the trace from that provider's accounting."""
+    since: str = "now-14days"
+    until: str = "now"
+    queue_map: Sequence[str] = ()
+    """`TRACE=SPEC` renames of the trace's queues (`--map-queue`)."""
+    project_map: Sequence[str] = ()
+    """`TRACE=SPEC` renames of the trace's projects (`--map-project`)."""
 
 
 @dataclass
@@ -61,10 +77,24 @@ class ReviewReport:
     findings: list[PolicyFinding] = field(default_factory=list)
     policies_source: str = ""
     simulation: SimulationComparison | None = None
+    base_findings: list[PolicyFinding] = field(default_factory=list)
+    approvals: list[Approval] = field(default_factory=list)
 
     @property
     def active_findings(self) -> list[PolicyFinding]:
         return [f for f in self.findings if not f.waived]
+
+    @property
+    def finding_changes(self) -> list[FindingChange]:
+        return diff_findings(self.base_findings, self.findings)
+
+    def findings_with(self, status: FindingStatus) -> list[PolicyFinding]:
+        return [c.finding for c in self.finding_changes if c.status is status]
+
+    @property
+    def new_blocking(self) -> list[PolicyFinding]:
+        """Unwaived deny findings the change brings (the verdict names them)."""
+        return [f for f in self.findings_with(FindingStatus.NEW) if f.blocking]
 
     @property
     def denied(self) -> bool:
@@ -81,8 +111,18 @@ class ReviewReport:
             "capacity": {"base": capacity_json(self.before), "head": capacity_json(self.after)},
             "policies": {
                 "source": self.policies_source,
-                "findings": [finding.to_json() for finding in self.findings],
+                "findings": [
+                    change.to_json()
+                    for change in self.finding_changes
+                    if change.status is not FindingStatus.FIXED
+                ],
+                "fixed": [
+                    change.finding.to_json()
+                    for change in self.finding_changes
+                    if change.status is FindingStatus.FIXED
+                ],
             },
+            "approvals": [approval.to_json() for approval in self.approvals],
             "simulation": comparison_json(self.simulation) if self.simulation else None,
         }
 
@@ -100,6 +140,21 @@ def _relabel_findings(side: SpecSide, findings: Sequence[PolicyFinding]) -> list
             finding = dataclasses.replace(finding, location=location)
         result.append(finding)
     return result
+
+
+def _changed_files(
+    changes: Sequence[SemanticChange], base: SpecSet, head: SpecSet
+) -> list[str]:
+    """The files (relative to the spec folder, `/`-separated) declaring each change."""
+    files = []
+    for change in changes:
+        for specs in (head, base):
+            resource = specs.resources.get(change.address)
+            if resource is not None:
+                relative = os.path.relpath(resource.location.file, str(specs.root))
+                files.append(Path(relative).as_posix())
+                break
+    return files
 
 
 def make_review(request: ReviewRequest) -> ReviewReport:
@@ -126,13 +181,42 @@ def make_review(request: ReviewRequest) -> ReviewReport:
                 trusted = load_trusted(request.policies, base_specs.config, base_side.folder)
             except PolicyConfigError as exc:
                 raise ReviewError(f"cannot read the trusted policies: {exc}") from None
-            policy_report = evaluate_policies(head_specs, None, trusted)
+            policy_report = evaluate_policies(head_specs, None, trusted, before=base_specs)
             findings = _relabel_findings(head_side, policy_report.findings)
+            base_report = evaluate_policies(base_specs, None, trusted)
+            base_findings = _relabel_findings(base_side, base_report.findings)
+            approvals = approvals_needed(
+                _changed_files(changes, base_specs, head_specs),
+                base_specs,
+                trusted.parameters_of("project-isolation"),
+                trusted.code_owners,
+            )
             simulation = None
             if request.trace is not None or request.trace_from is not None:
-                jobs = read_jobs(request.trace, request.trace_from)
-                trace = str(request.trace) if request.trace else f"{request.trace_from} accounting"
-                simulation = compare_simulations(base_specs, head_specs, jobs, trace)
+                window = (
+                    AccountingWindow(request.trace_from, request.since, request.until)
+                    if request.trace_from
+                    else None
+                )
+                jobs = read_jobs(request.trace, window, base_specs.config)
+                trace = (
+                    str(request.trace)
+                    if request.trace
+                    else f"{request.trace_from} accounting {request.since} to {request.until}"
+                )
+                jobs = match_trace_names(
+                    jobs,
+                    base_specs,
+                    head_specs,
+                    trace,
+                    parse_mapping(request.queue_map, "--map-queue"),
+                    parse_mapping(request.project_map, "--map-project"),
+                )
+                scheduler = None
+                if window is not None:
+                    instance = slurm_instance(window.source, base_specs.config)
+                    scheduler = read_scheduler_settings(instance)
+                simulation = compare_simulations(base_specs, head_specs, jobs, trace, scheduler)
             source = (
                 str(request.policies)
                 if request.policies
@@ -148,6 +232,8 @@ def make_review(request: ReviewRequest) -> ReviewReport:
                 findings=findings,
                 policies_source=source,
                 simulation=simulation,
+                base_findings=base_findings,
+                approvals=approvals,
             )
         finally:
             head_side.close()

@@ -13,9 +13,10 @@ from decimal import Decimal
 from typing import Any
 
 from policies.review.capacity import Capacity, number
+from policies.review.finding_diff import FindingStatus
+from policies.review.headline import change_lines
 from policies.review.report import ReviewReport
 from policies.review.semantic import SemanticChange
-from policies.review.simulation import WaitRow
 
 ARROW = "→"
 
@@ -80,7 +81,7 @@ def duration_delta(before: float | None, after: float | None) -> str:
     return duration(delta) if delta < 0 else f"+{duration(delta)}"
 
 
-def _pairs(before: dict[str, Any], after: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+def pairs(before: dict[str, Any], after: dict[str, Any]) -> list[tuple[str, Any, Any]]:
     return [(key, before.get(key), after.get(key)) for key in sorted(before.keys() | after.keys())]
 
 
@@ -88,7 +89,7 @@ def _figure_rows(
     before: dict[str, Any], after: dict[str, Any], names: Sequence[str], lead: Callable[..., tuple]
 ) -> list[tuple[str, ...]]:
     rows = []
-    for key, old, new in _pairs(before, after):
+    for key, old, new in pairs(before, after):
         cells = tuple(
             change_cell(getattr(old, name) if old else None, getattr(new, name) if new else None)
             for name in names
@@ -99,7 +100,7 @@ def _figure_rows(
 
 def project_rows(before: Capacity, after: Capacity) -> list[tuple[str, ...]]:
     rows = []
-    for name, old, new in _pairs(before.projects, after.projects):
+    for name, old, new in pairs(before.projects, after.projects):
         cells: list[str] = [name]
         for figure in ("guaranteed", "reachable"):
             a = getattr(old, figure) if old else None
@@ -172,127 +173,98 @@ def change_items(changes: Sequence[SemanticChange]) -> list[tuple[str, tuple[str
     return items
 
 
+STATUS_ORDER = {FindingStatus.NEW: 0, FindingStatus.PRESENT: 1, FindingStatus.FIXED: 2}
+STATUS_SHOWN = {
+    FindingStatus.NEW: "new",
+    FindingStatus.PRESENT: "still present",
+    FindingStatus.FIXED: "fixed",
+}
+
+
 def finding_rows(report: ReviewReport) -> list[tuple[str, ...]]:
+    """New findings first, then those the base had too, then those the change fixes."""
     rows = []
-    for finding in sorted(
-        report.findings, key=lambda f: (f.waived, str(f.severity) != "deny", f.location)
+    for change in sorted(
+        report.finding_changes,
+        key=lambda c: (
+            STATUS_ORDER[c.status],
+            c.finding.waived,
+            str(c.finding.severity) != "deny",
+            c.finding.location,
+        ),
     ):
+        finding = change.finding
         severity = "waived" if finding.waived else str(finding.severity)
         message = finding.message + (f" (waived: {finding.waived})" if finding.waived else "")
-        rows.append((severity, finding.policy, finding.address, finding.location or "-", message))
+        rows.append(
+            (
+                STATUS_SHOWN[change.status],
+                severity,
+                finding.policy,
+                finding.address,
+                finding.location or "-",
+                message,
+            )
+        )
     return rows
 
 
-def wait_rows(rows: Sequence[WaitRow]) -> list[tuple[str, ...]]:
-    result = []
-    for row in rows:
-        old, new = row.before, row.after
-        cells = [row.key, str((new or old).count if (new or old) else 0)]
-        for figure in ("p50", "p95"):
-            a = getattr(old, figure) if old else None
-            b = getattr(new, figure) if new else None
-            cells += [duration(a), duration(b), duration_delta(a, b)]
-        never = [str(s.never_admitted) if s else "-" for s in (old, new)]
-        cells.append(never[0] if never[0] == never[1] else f"{never[0]} {ARROW} {never[1]}")
-        result.append(tuple(cells))
-    return result
-
-
-WAIT_HEADERS = ("jobs", "p50 base", "head", "Δ", "p95 base", "head", "Δ", "never admitted")
-
-
-def _percent(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1%}"
-
-
-def never_admitted_rows(report: ReviewReport) -> list[tuple[str, ...]]:
-    """Jobs no state of one side's platform could admit, with the reason on each side."""
-    sim = report.simulation
-    if sim is None:
-        return []
-    base, head = set(sim.base.never_admitted), set(sim.head.never_admitted)
-    rows = []
-    for job in sim.head.jobs:
-        if job.id in base or job.id in head:
-            rows.append(
-                (
-                    job.id,
-                    job.project,
-                    job.queue,
-                    str(job.gpus),
-                    sim.base.reasons.get(job.id, "admitted") if job.id in base else "admitted",
-                    sim.head.reasons.get(job.id, "admitted") if job.id in head else "admitted",
-                )
-            )
-    return rows
-
-
-def simulation_sections(report: ReviewReport) -> list[Section]:
-    sim = report.simulation
-    if sim is None:
-        return []
-    totals: list[tuple[str, ...]] = [
-        ("utilisation", _percent(sim.base.utilisation), _percent(sim.head.utilisation))
-    ]
-    pools = sim.base.pool_utilisation, sim.head.pool_utilisation
-    for pool, a, b in _pairs(*pools):
-        totals.append((f"utilisation {pool}", _percent(a), _percent(b)))
-    totals += [
-        ("preemptions", str(sim.base.preemptions), str(sim.head.preemptions)),
-        ("never admitted", str(len(sim.base.never_admitted)), str(len(sim.head.never_admitted))),
-    ]
-    sections = [
-        Section(
-            "wait-projects",
-            f"Simulated wait per project ({sim.jobs} jobs of {sim.trace})",
-            ("project", *WAIT_HEADERS),
-            wait_rows(sim.projects),
-            folded=False,
-        ),
-        Section(
-            "wait-queues",
-            "Simulated wait per queue",
-            ("queue", *WAIT_HEADERS),
-            wait_rows(sim.queues),
-        ),
-        Section("simulation", "Simulation totals", ("figure", "base", "head"), totals),
-    ]
-    never = never_admitted_rows(report)
-    if never:
-        title = (
-            f"Jobs never admitted ({len(sim.base.never_admitted)} base, "
-            f"{len(sim.head.never_admitted)} head)"
-        )
-        sections.append(
-            Section(
-                "never-admitted", title, ("job", "project", "queue", "gpus", "base", "head"), never
-            )
-        )
-    return sections
+def approval_items(report: ReviewReport) -> list[tuple[str, tuple[str, ...]]]:
+    """Per changed file, whose approval it needs."""
+    items: dict[str, list[str]] = {}
+    for approval in report.approvals:
+        owners = ", ".join(approval.owners) if approval.owners else "(none listed)"
+        items.setdefault(approval.file, []).append(f"{approval.who}: {owners}")
+    return [(f"`{file}`: " + "; ".join(needs), ()) for file, needs in items.items()]
 
 
 def review_sections(report: ReviewReport) -> list[Section]:
-    """Every section of the review, in the order renderers show them."""
+    """Every section of the review, in the order renderers show them: the change as
+    numbers, who gains and loses, simulated waits, findings, approvals, then details."""
+    from policies.review.summary import findings_line
+
     capacity = capacity_sections(report)
+    headline = Section(
+        "headline",
+        f"Queue-policy changes ({len(report.changes)})",
+        items=[(line, ()) for line in change_lines(report.changes)],
+        note="" if report.changes else "no change to pools, queues, quotas or projects",
+        folded=False,
+    )
+    rows = finding_rows(report)
     findings = Section(
         "findings",
-        f"Policy findings on the head ({len(report.findings)})",
-        ("severity", "policy", "address", "location", "message"),
-        finding_rows(report),
+        f"Policy findings: {findings_line(report)}",
+        ("status", "severity", "policy", "address", "location", "message"),
+        rows,
         note=f"policies from {report.policies_source}",
-        folded=not report.denied,
+        folded=not (report.denied or report.findings_with(FindingStatus.NEW)),
+    )
+    approvals = Section(
+        "approvals",
+        "Approvals needed",
+        items=approval_items(report),
+        note="" if report.approvals else "no CODEOWNERS, adminPaths or specPaths cover the "
+        "changed files",
+        folded=False,
     )
     changes = Section(
         "changes",
-        f"Queue-policy changes ({len(report.changes)})",
+        f"Queue-policy changes by field ({len(report.changes)})",
         items=change_items(report.changes),
         note="" if report.changes else "no change to pools, queues, quotas or projects",
     )
+    from policies.review.wait_sections import simulation_sections
+
+    simulation = simulation_sections(report)
+    shown = 3 if any(section.key == "actual" for section in simulation) else 2
     return [
+        headline,
         capacity[0],
-        *simulation_sections(report)[:1],
+        *simulation[:shown],
         findings,
+        approvals,
         changes,
         *capacity[1:],
-        *simulation_sections(report)[1:],
+        *simulation[shown:],
     ]

@@ -1,58 +1,62 @@
-"""The first lines of a review: the verdict and what changed for whom, in a few bullets."""
+"""The first line of a review: the verdict, naming the findings the change brings.
+
+A deny that was already on the base still blocks (plan blocks on it too), but the verdict
+says so, so a reviewer does not hold the pull request responsible for it.
+"""
 
 from __future__ import annotations
 
-from collections import Counter
-
+from policies.findings import PolicyFinding
+from policies.review.finding_diff import FindingStatus
 from policies.review.report import ReviewReport
-from policies.review.sections import ARROW, change_cell, duration, duration_delta
+
+NAMED = 3
+
+
+def _named(findings: list[PolicyFinding]) -> str:
+    shown = ", ".join(f"`{f.policy}` on `{f.address}`" for f in findings[:NAMED])
+    more = len(findings) - NAMED
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
+def _plural(count: int, what: str) -> str:
+    return f"{count} {what}" + ("" if count == 1 else "s")
 
 
 def verdict(report: ReviewReport) -> str:
+    new = report.new_blocking
+    if new:
+        return f"DENIED by policy: {_plural(len(new), 'new deny finding')}: {_named(new)}"
     if report.denied:
-        return "DENIED by policy"
+        present = [f for f in report.active_findings if f.blocking]
+        return (
+            f"DENIED by policy: {_plural(len(present), 'deny finding')} already on the base "
+            f"({_named(present)}), none new"
+        )
     if not report.changes:
         return "no queue-policy change"
     return "allowed by policy"
 
 
-def summary_lines(report: ReviewReport) -> list[str]:
-    """Bullet texts (no bullet marker); backticks mark names for Markdown."""
-    lines = []
-    kinds = Counter(f"{c.kind} {c.action.value}" for c in report.changes)
-    if kinds:
-        parts = ", ".join(f"{count} {what}" for what, count in sorted(kinds.items()))
-        lines.append(f"{len(report.changes)} queue-policy changes: {parts}")
-    else:
-        lines.append("no change to pools, queues, quotas or projects")
-    severities = Counter(str(f.severity) for f in report.active_findings)
-    waived = len(report.findings) - len(report.active_findings)
-    lines.append(
-        f"policy findings: {severities['deny']} deny, {severities['warn']} warn"
-        + (f", {waived} waived" if waived else "")
+def findings_line(report: ReviewReport) -> str:
+    """`1 new (1 deny, 0 warn, 0 waived), 2 still present, 1 fixed`."""
+    new = report.findings_with(FindingStatus.NEW)
+    present = report.findings_with(FindingStatus.PRESENT)
+    fixed = report.findings_with(FindingStatus.FIXED)
+    denies = sum(1 for f in new if f.blocking)
+    waived = sum(1 for f in new if f.waived)
+    return (
+        f"{len(new)} new ({denies} deny, {len(new) - denies - waived} warn, {waived} waived), "
+        f"{len(present)} still present, {len(fixed)} fixed"
     )
-    guaranteed = [
-        f"`{name}` {change_cell(old.guaranteed if old else None, new.guaranteed if new else None)}"
-        for name in sorted(report.before.projects.keys() | report.after.projects.keys())
-        for old, new in [(report.before.projects.get(name), report.after.projects.get(name))]
-        if (old.guaranteed if old else None) != (new.guaranteed if new else None)
-    ]
-    lines.append(
-        "guaranteed GPUs: " + "; ".join(guaranteed) if guaranteed else "guaranteed GPUs unchanged"
+
+
+def one_line(report: ReviewReport) -> str | None:
+    """The whole review of a pull request that changes no queue policy and brings no
+    finding, as one line; None when the review needs more."""
+    if report.changes or report.denied or report.findings_with(FindingStatus.NEW):
+        return None
+    return (
+        f"trainform review: no queue-policy change (`{report.spec_dir}`: base `{report.base}` "
+        f"→ head `{report.head}`); no new policy finding."
     )
-    sim = report.simulation
-    if sim is not None:
-        waits = []
-        for row in sim.projects:
-            a = row.before.p95 if row.before else None
-            b = row.after.p95 if row.after else None
-            if duration_delta(a, b) not in ("0", "-"):
-                waits.append(
-                    f"`{row.key}` {duration(a)} {ARROW} {duration(b)} ({duration_delta(a, b)})"
-                )
-        lines.append(
-            "p95 wait: " + "; ".join(waits)
-            if waits
-            else f"p95 wait unchanged for every project ({sim.jobs} simulated jobs)"
-        )
-    return lines

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -195,3 +196,24 @@ def test_a_cohort_lends_no_more_than_its_lending_limits(case) -> None:  # type: 
 def test_the_same_input_gives_the_same_output(case) -> None:  # type: ignore[no-untyped-def]
     platform, jobs = case
     assert simulate(platform, jobs).to_json() == simulate(platform, list(jobs)).to_json()
+
+
+@SETTINGS
+@given(cases())
+def test_held_time_accounts_for_every_second_of_waiting(case) -> None:  # type: ignore[no-untyped-def]
+    """Per (project, queue): the job-seconds credited to reasons equal the time its jobs
+    spent pending (first waits and waits after each preemption; a job no state admits is
+    refused at arrival and never pends)."""
+    platform, jobs = case
+    result = simulate(platform, jobs)
+    pending: dict[tuple[str, str], float] = {}
+    for job in result.jobs:
+        key = (job.project, job.queue)
+        if job.start is None:
+            continue
+        gaps = zip(job.runs, job.runs[1:], strict=False)
+        waited = (job.runs[0].start - job.submit) + sum(b.start - a.end for a, b in gaps)
+        pending[key] = pending.get(key, 0.0) + waited
+    for key, seconds in pending.items():
+        held = sum(result.held.get(key, {}).values())
+        assert held == pytest.approx(seconds, abs=1e-6 * max(1.0, seconds)), key

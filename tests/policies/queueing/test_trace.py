@@ -117,10 +117,27 @@ def test_sacct_json_maps_account_partition_gpus_and_times() -> None:
             sacct_job(4, time={"submission": 1_700_000_300, "elapsed": 0}),  # never ran
         ]
     }
+    # Slurm's job priority is another scale: the queue's priority from the specs applies.
     assert read_sacct(json.dumps(document)) == [
-        TraceJob("1", 0.0, "alignment", "hpc-batch", 2, 3600.0, 100),
-        TraceJob("2", 60.0, "alignment", "hpc-batch", 8, 3600.0, 400),
+        TraceJob("1", 0.0, "alignment", "hpc-batch", 2, 3600.0, None),
+        TraceJob("2", 60.0, "alignment", "hpc-batch", 8, 3600.0, None),
     ]
+
+
+def test_sacct_requeued_runs_fold_into_one_job_with_its_first_wait() -> None:
+    base = 1_700_000_000
+    preempted = sacct_job(
+        7, time={"submission": base, "start": base + 30, "elapsed": 20, "limit": 60}
+    )
+    rerun = sacct_job(
+        7, time={"submission": base + 50, "start": base + 171, "elapsed": 3000, "limit": 60}
+    )
+    other = sacct_job(8, time={"submission": base + 10, "start": base + 10, "elapsed": 5})
+    (job, second) = read_sacct(json.dumps({"jobs": [preempted, rerun, other]}))
+    assert job == TraceJob(
+        "7", 0.0, "alignment", "hpc-batch", 8, 3000.0, None, limit=3600.0, actual_wait=30.0
+    )
+    assert (second.id, second.submit, second.actual_wait) == ("8", 10.0, 0.0)
 
 
 def test_sacct_that_is_not_sacct_json_is_a_trace_error() -> None:

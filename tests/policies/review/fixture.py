@@ -82,8 +82,11 @@ def queues(team_a: int, team_b: int) -> str:
     return queue("team-a", team_a, 100) + "---\n" + queue("team-b", team_b, 100)
 
 
+CODEOWNERS = "platform/ @ml-platform\nteams/team-a/ @team-a-leads\n"
+
 BASE = {
     "trainform.yaml": CONFIG,
+    "CODEOWNERS": CODEOWNERS,
     "platform/pools.yaml": POOL,
     "platform/projects.yaml": PROJECTS,
     "platform/queues.yaml": queues(32, 32),

@@ -12,29 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine.support import REPO, run_trainform
+from tests.engine.support import run_trainform
 from tests.policies.review.fixture import (
     POOL,
     TRUSTED_SETTINGS,
     commit,
     make_repository,
-    move_gpus,
     queues,
 )
 from tests.test_golden import check_golden
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "review"
-BUNDLED_TRACE = REPO / "examples" / "review" / "trace.csv"
-
-
-@pytest.fixture
-def moved(tmp_path: Path) -> Path:
-    """tmp_path holding `repo/` (base commit, then 8 GPUs moved to team-b) and `trace.csv`,
-    a copy of the bundled 2,000-job trace (examples/review/), made for this platform."""
-    make_repository(tmp_path / "repo")
-    move_gpus(tmp_path / "repo")
-    shutil.copyfile(BUNDLED_TRACE, tmp_path / "trace.csv")
-    return tmp_path
 
 
 def review(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -71,8 +59,13 @@ def test_moving_eight_gpus_shows_who_gains_and_who_loses(moved: Path, update_gol
         assert len(cells) == 9 and all(cells[2:8]), cells
     assert row(waits, "team-a")[7].startswith("+"), "team-a waits longer at p95"
     assert row(waits, "team-b")[7].startswith("-"), "team-b waits less at p95"
-    summary = markdown.split("####")[0]
-    assert "`team-a` 32 → 24 (-8)" in summary and "p95 wait:" in summary
+    assert markdown.startswith("<!-- trainform-review -->\n### trainform review: allowed")
+    first = markdown.split("#### Who gains")[0]
+    assert "- `team-a` gpu gpu nominal 32 → 24 (-8)\n" in first
+    assert "- `team-b` gpu gpu nominal 32 → 40 (+8)\n" in first
+    assert "- `platform/queues.yaml`: CODEOWNERS: @ml-platform; platform admins: @ml-platform" in (
+        section(markdown, "Approvals needed")
+    )
     assert len(markdown) < 60_000
 
 
@@ -92,11 +85,11 @@ def test_json_report_holds_every_figure(moved: Path) -> None:
 
 def test_text_is_the_default_and_head_defaults_to_the_working_tree(moved: Path) -> None:
     queues_file = moved / "repo" / "platform" / "queues.yaml"
-    queues_file.write_text(queues(16, 48), encoding="utf-8")  # uncommitted
+    queues_file.write_text(queues(24, 40), encoding="utf-8")  # uncommitted
     result = review(moved)
     assert result.returncode == 0, result.stderr
     assert "head working tree" in result.stdout
-    assert "team-a 32 → 16 (-16)" in result.stdout
+    assert "team-a gpu gpu nominal 32 → 24 (-8)" in result.stdout
 
 
 def test_nominal_quota_beyond_pool_capacity_is_denied_with_file_and_line(tmp_path: Path) -> None:
@@ -104,12 +97,14 @@ def test_nominal_quota_beyond_pool_capacity_is_denied_with_file_and_line(tmp_pat
     commit(tmp_path / "repo", {"platform/queues.yaml": queues(48, 32)}, "team-a wants more")
     result = review(tmp_path, "--head", "HEAD", "--format", "markdown")
     assert result.returncode == 3, result.stdout + result.stderr
-    assert result.stdout.startswith("### trainform review: DENIED by policy")
+    assert result.stdout.startswith(
+        "<!-- trainform-review -->\n### trainform review: DENIED by policy: 2 new deny findings"
+    )
     findings = section(result.stdout, "Policy findings")
     assert "<details>" not in findings.split("\n")[0], "denials are shown, not folded"
-    deny = row(findings, "deny")
-    assert deny[1] == "pool-capacity"
-    assert re.fullmatch(r"repo/platform/queues\.yaml:\d+:\d+", deny[3]), deny
+    deny = row(findings, "new")
+    assert deny[1:3] == ["deny", "pool-capacity"]
+    assert re.fullmatch(r"repo/platform/queues\.yaml:\d+:\d+", deny[4]), deny
 
 
 @pytest.mark.parametrize(
@@ -168,7 +163,15 @@ def test_policies_are_never_read_from_the_head(tmp_path: Path) -> None:
     [
         pytest.param(["--head", "no-such-ref"], "cannot read ref 'no-such-ref'", id="bad-head"),
         pytest.param(["--base", "HEAD~9"], "cannot read ref 'HEAD~9'", id="bad-base"),
-        pytest.param(["--trace-from", "slurm"], "`sacct` is not on PATH", id="no-sacct"),
+        pytest.param(
+            ["--trace-from", "slurm"], "declares 0 slurm provider instances", id="no-slurm"
+        ),
+        pytest.param(
+            ["--trace-from", "slurm:hpc"], "has no slurm provider instance 'hpc'", id="instance"
+        ),
+        pytest.param(
+            ["--trace-from", "slurm", "--since", "--help"], "cannot read --since", id="since"
+        ),
     ],
 )
 def test_errors_exit_1_with_a_message(
@@ -203,51 +206,12 @@ def test_invalid_base_specs_name_the_base_side(tmp_path: Path) -> None:
     assert "repo/platform/pools.yaml:1:1" in result.stdout
 
 
-def fake_sacct(folder: Path, jobs: int = 40) -> Path:
-    """A `sacct` stand-in printing Slurm's data_parser JSON (no Slurm runs here)."""
-    records = [
-        {
-            "job_id": 1000 + index,
-            "account": "team-a" if index % 3 else "team-b",
-            "partition": "team-a" if index % 3 else "team-b",
-            "time": {"submission": 1_700_000_000 + 300 * index, "elapsed": 3600},
-            "tres": {"allocated": [{"type": "gres", "name": "gpu", "count": 16}]},
-            "priority": {"set": True, "infinite": False, "number": 100},
-        }
-        for index in range(jobs)
-    ]
-    document = json.dumps(
-        {"meta": {"plugin": {"data_parser": "data_parser/v0.0.41"}}, "jobs": records}
-    )
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "sacct.json").write_text(document, encoding="utf-8")
-    script = folder / "sacct"
-    script.write_text(
-        f'#!/bin/sh\n[ "$1" = --json ] || exit 2\necho "$@" > "{folder}/args"\n'
-        f'cat "{folder}/sacct.json"\n',
-        encoding="utf-8",
-    )
-    script.chmod(0o755)
-    return folder
-
-
-def test_trace_from_slurm_runs_sacct_json(moved: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    bin_dir = fake_sacct(moved / "bin")
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    result = review(moved, "--head", "HEAD", "--trace-from", "slurm", "--format", "json")
-    assert result.returncode == 0, result.stderr
-    simulation = json.loads(result.stdout)["simulation"]
-    assert simulation["trace"] == "slurm accounting" and simulation["jobs"] == 40
-    assert set(simulation["projects"]) == {"team-a", "team-b"}
-    assert (bin_dir / "args").read_text(encoding="utf-8").startswith("--json --allusers")
-
-
 def test_invalid_head_in_markdown_is_a_comment_with_fenced_diagnostics(tmp_path: Path) -> None:
     make_repository(tmp_path / "repo")
     commit(tmp_path / "repo", {"platform/queues.yaml": queues(32, 32) + "  colour: blue\n"}, "typo")
     result = review(tmp_path, "--head", "HEAD", "--format", "markdown")
     assert result.returncode == 1
-    assert result.stdout.startswith("### trainform review: ERROR\n")
+    assert result.stdout.startswith("<!-- trainform-review -->\n### trainform review: ERROR\n")
     assert "```text\n" in result.stdout and "--> repo/platform/queues.yaml:26:3" in result.stdout
     assert result.stdout.rstrip().endswith("```")
 
@@ -267,7 +231,8 @@ def test_a_trusted_waiver_turns_the_denial_into_a_passing_review(tmp_path: Path)
     )
     result = review(tmp_path, "--head", "HEAD", "--policies", str(trusted), "--format", "markdown")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.startswith("### trainform review: allowed by policy")
-    assert "0 deny, 0 warn, 2 waived" in result.stdout
-    waived = row(section(result.stdout, "Policy findings"), "waived")
-    assert waived[1] == "pool-capacity" and waived[4].endswith("(waived: burst until March)")
+    assert result.stdout.startswith("<!-- trainform-review -->\n### trainform review: allowed")
+    assert "2 new (0 deny, 0 warn, 2 waived)" in result.stdout
+    waived = row(section(result.stdout, "Policy findings"), "new")
+    assert waived[1:3] == ["waived", "pool-capacity"]
+    assert waived[5].endswith("(waived: burst until March)")

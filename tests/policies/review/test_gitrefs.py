@@ -37,7 +37,7 @@ def test_spec_folder_may_be_a_subfolder_and_files_keep_its_name(
     side = open_side("base", "infra/specs", "HEAD")
     try:
         assert sorted(p.name for p in side.folder.iterdir()) == [
-            "platform", "teams", "trainform.yaml"
+            "CODEOWNERS", "platform", "teams", "trainform.yaml"
         ]  # fmt: skip
         loaded = load_side(side)
         location = str(loaded.resources["Queue/team-b"].location)

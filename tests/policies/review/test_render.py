@@ -42,7 +42,7 @@ def test_markdown_of_a_huge_change_fits_a_comment_with_a_note() -> None:
     markdown = render_review_markdown(big_report(3000))
     assert len(markdown) <= 60_000
     assert "more not shown; `--format json` lists them all" in markdown
-    assert markdown.startswith("### trainform review: allowed by policy")
+    assert markdown.startswith("<!-- trainform-review -->\n### trainform review: allowed by policy")
     assert markdown.count("<details>") == markdown.count("</details>")
 
 

@@ -1,0 +1,113 @@
+"""The scheduler settings of a live Slurm cluster, for the Slurm model of the review.
+
+`read_scheduler_settings(instance)` runs `scontrol show config` as the slurm provider
+instance runs Slurm commands (its bin_dir and SLURM_CONF) and keeps what the model uses:
+the multifactor weights (`PriorityWeightAge`, `PriorityWeightPartition`,
+`PriorityWeightQOS`, `PriorityWeightJobSize`, `PriorityMaxAge`) and the backfill settings
+of `SchedulerParameters` (`bf_interval`, `bf_resolution`, `bf_max_job_test`). The review
+reads them with `--trace-from slurm`, when it talks to the cluster anyway; otherwise the
+model uses Slurm's defaults (docs/simulation.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from policies.queueing.slurm_model import SlurmWeights
+from policies.review.errors import TraceError
+
+
+@dataclass(frozen=True)
+class SchedulerSettings:
+    weights: SlurmWeights = field(default_factory=SlurmWeights)
+    backfill_interval: float = 30.0
+    backfill_resolution: float = 60.0
+    backfill_depth: int = 100
+
+    def to_json(self) -> dict[str, Any]:
+        w = self.weights
+        return {
+            "priorityWeights": {
+                "age": w.age, "partition": w.partition, "qos": w.qos, "jobSize": w.job_size,
+            },
+            "priorityMaxAge": w.max_age,
+            "bfInterval": self.backfill_interval,
+            "bfResolution": self.backfill_resolution,
+            "bfMaxJobTest": self.backfill_depth,
+        }  # fmt: skip
+
+
+def _seconds(text: str) -> float:
+    """`7-00:00:00`, `01:30:00`, `45:00` or `90` (minutes, as Slurm reads a bare number)."""
+    days, _, clock = text.strip().rpartition("-")
+    parts = [float(p) for p in clock.split(":")]
+    if len(parts) == 1:
+        return float(days or 0) * 86400 + parts[0] * 60
+    while len(parts) < 3:
+        parts.insert(0, 0.0)
+    return float(days or 0) * 86400 + parts[0] * 3600 + parts[1] * 60 + parts[2]
+
+
+def parse_scheduler_settings(text: str) -> SchedulerSettings:
+    """The settings of `scontrol show config` output (unknown or unset values: defaults)."""
+    values: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            values[key.strip()] = value.strip()
+
+    def weight(name: str) -> int:
+        try:
+            return int(values.get(name, "0"))
+        except ValueError:
+            return 0
+
+    try:
+        max_age = _seconds(values.get("PriorityMaxAge", "7-00:00:00"))
+    except ValueError:
+        max_age = 7 * 86400.0
+    options = dict(
+        item.partition("=")[::2]
+        for item in values.get("SchedulerParameters", "").split(",")
+        if "=" in item
+    )
+
+    def option(name: str, default: float) -> float:
+        try:
+            return float(options.get(name, default))
+        except ValueError:
+            return default
+
+    return SchedulerSettings(
+        SlurmWeights(
+            age=weight("PriorityWeightAge"),
+            partition=weight("PriorityWeightPartition"),
+            qos=weight("PriorityWeightQOS"),
+            job_size=weight("PriorityWeightJobSize"),
+            max_age=max_age,
+        ),
+        backfill_interval=option("bf_interval", 30.0),
+        backfill_resolution=option("bf_resolution", 60.0),
+        backfill_depth=int(option("bf_max_job_test", 100.0)),
+    )
+
+
+def read_scheduler_settings(instance: Any) -> SchedulerSettings:
+    """`scontrol show config` of the cluster the slurm provider `instance` names."""
+    from providers.errors import ProviderError
+    from providers.slurm.commands import SlurmCommands
+
+    connection = instance.connection
+    commands = SlurmCommands(connection.bin_dir, connection.conf, timeout=60)
+    try:
+        result = commands.run(["scontrol", "show", "config"], check=False, retry=False)
+    except ProviderError as exc:
+        raise TraceError(f"cannot read the Slurm scheduler settings: {exc}") from None
+    if result.returncode != 0:
+        detail = (result.stderr or result.stdout).strip().splitlines()
+        raise TraceError(
+            f"cannot read the Slurm scheduler settings ({instance.name}): scontrol exited "
+            f"{result.returncode}" + (f": {detail[-1]}" if detail else "")
+        )
+    return parse_scheduler_settings(result.stdout)
