@@ -1,11 +1,13 @@
-"""Acceptance through the engine with the Kueue stand-in running (the `kueue` fixture of
-tests/services/kube_api, from the kubeapi branch): one queue over an NVIDIA, a MIG and an
-AMD pool, two projects.
+"""Acceptance through `trainform apply` with the Kueue stand-in running (the `kueue` fixture
+of tests/services/kube_api): one queue over an NVIDIA, a MIG and an AMD pool, two
+projects, a platform clean under every policy.
 
 Kueue, not a ResourceQuota, holds each project to its limits: a project over its GPU
 limit has its second job wait in Kueue's words (no pod is ever refused), and a project
 with `runningJobs: 2` has all four of its jobs accepted, two admitted and two waiting for
-pods. Each admitted job ran on a pool of the accelerator it asked for.
+pods. Each admitted job ran on a pool of the accelerator it asked for; the queue's Cohort
+and each project's ClusterQueue give quota of each pool's own accelerator only; the plan
+after the apply is empty (exit 0).
 """
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from providers.jobs import RunPhase
-from providers.kubernetes.kinds import JOB
+from providers.kubernetes.kinds import CLUSTER_QUEUE, COHORT, JOB
 from providers.kubernetes.naming import short_hash
 from providers.kubernetes.provider import KubernetesProvider
-from tests.engine.support import SpecFolder
+from tests.engine.support import SpecFolder, run_trainform
 from tests.providers.kubernetes.fixtures import INSTANCE, kubernetes_config, unique_prefix
 from tests.providers.kubernetes.test_accelerators import POOL, POOLS
 from tests.providers.oci.fixtures import registry_server
@@ -62,6 +64,7 @@ spec:
   image: trainer
   command: [python, train.py]
   resources: {{nodes: {nodes}, acceleratorsPerNode: {per_node}, cpu: 8, memory: 32Gi}}
+  maxRuntime: 2h
 """
 # name: (project, nodes, accelerators per node)
 JOBS = {
@@ -80,7 +83,7 @@ def folder(
 ) -> Iterator[tuple[SpecFolder, str]]:
     prefix = unique_prefix()
     repository = f"ml/{uuid.uuid4().hex[:8]}"
-    push_image(registry_server.url, repository, "v1")
+    pushed = push_image(registry_server.url, repository, "v1")
     host = registry_server.host
     registry = (
         "  - name: registry\n    type: registry\n"
@@ -93,11 +96,13 @@ def folder(
     )
     entries = "".join(
         f"    - pool: {name}\n      nominalQuota: {{gpu: 16, cpu: 256, memory: 2048Gi}}\n"
-        for name in POOLS
+        for name in POOLS  # four nodes each: every quota fits its pool (pool-capacity)
     )
-    text = PLATFORM.format(entries=entries, reference=f"{host}/{repository}:v1")
+    text = PLATFORM.format(entries=entries, reference=f"{host}/{repository}:v1@{pushed.digest}")
     text += "".join(
-        POOL.format(name=name, resource=resource, count=count, label=label)
+        POOL.replace("nodes: 2", "nodes: 4").format(
+            name=name, resource=resource, count=count, label=label
+        )
         for name, (resource, count, label) in POOLS.items()
     )
     text += PROJECT.format(project="vision", limits="{gpu: 8, runningJobs: 2}")
@@ -113,13 +118,15 @@ def folder(
 
 
 def test_kueue_admits_each_project_within_its_limits_and_the_rest_wait(
-    folder: tuple[SpecFolder, str],
+    folder: tuple[SpecFolder, str], kueue: KubeAPI
 ) -> None:
     spec_folder, prefix = folder
 
-    providers = spec_folder.providers()
-    result = spec_folder.apply(spec_folder.plan(providers), providers, parallelism=1)
-    assert not result.failed, result.outcomes
+    applied = run_trainform(
+        "apply", ".", "--auto-approve", "--parallelism", "1", cwd=spec_folder.root
+    )
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert "Apply complete" in applied.stdout
 
     provider = spec_folder.providers().get(INSTANCE)
     assert isinstance(provider, KubernetesProvider)
@@ -139,7 +146,10 @@ def test_kueue_admits_each_project_within_its_limits_and_the_rest_wait(
     [late] = [n for n in ("first", "second") if n in waiting]
     assert "insufficient unused quota for nvidia.com/gpu" in waiting[late], waiting
 
-    assert not spec_folder.plan(providers, refresh=True).has_changes
+    assert kueue.kueue.jobs.refused == []  # no pod was refused after admission (no 403)
+    again = run_trainform("plan", ".", "--detailed-exitcode", cwd=spec_folder.root)
+    assert again.returncode == 0, again.stdout + again.stderr
+    _assert_quotas_name_their_accelerators(provider, prefix)
     for name in running:
         project = JOBS[name][0]
         [job] = provider.client.list(
@@ -153,3 +163,36 @@ def test_kueue_admits_each_project_within_its_limits_and_the_rest_wait(
 
 def _hash(project: str, name: str) -> str:
     return short_hash(f"TrainingJob/{project}/{name}")
+
+
+def _quotas(spec: dict, field: str) -> dict[str, dict[str, str]]:
+    """flavor -> resource -> `field` (nominalQuota, borrowingLimit) of a Cohort or
+    ClusterQueue; Kueue wants every flavor of a group to list every covered resource."""
+    found: dict[str, dict[str, str]] = {}
+    for group in spec.get("resourceGroups", []):
+        for flavor in group["flavors"]:
+            assert [r["name"] for r in flavor["resources"]] == group["coveredResources"]
+            found[flavor["name"]] = {r["name"]: str(r.get(field, "0")) for r in flavor["resources"]}
+    return found
+
+
+def _assert_quotas_name_their_accelerators(provider: KubernetesProvider, prefix: str) -> None:
+    """The queue's Cohort holds quota, and each project's ClusterQueue may borrow, of every
+    pool's own accelerator resource on that pool's flavor, and of no other accelerator."""
+    accelerators = {resource for resource, _, _ in POOLS.values()}
+    [cohort] = [
+        c for c in provider.client.list(COHORT) if c["metadata"]["name"] == f"{prefix}mixed"
+    ]
+    queues = [
+        q
+        for q in provider.client.list(CLUSTER_QUEUE)
+        if q["spec"].get("cohortName") == f"{prefix}mixed"
+    ]
+    assert len(queues) == 2, [q["metadata"]["name"] for q in queues]
+    owners = [(cohort, "nominalQuota"), *((queue, "borrowingLimit") for queue in queues)]
+    for owner, field in owners:
+        quotas = _quotas(owner["spec"], field)
+        for name, (resource, _, _) in POOLS.items():
+            [flavor] = [f for f in quotas if f.endswith(name)]
+            given = {r for r, value in quotas[flavor].items() if r in accelerators and value != "0"}
+            assert given == {resource}, (owner["metadata"]["name"], field, quotas)
