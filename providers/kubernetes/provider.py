@@ -29,6 +29,7 @@ from providers.errors import PermanentProviderError
 from providers.kubernetes import manifests
 from providers.kubernetes.client import KubeClient, describe, make_api_client
 from providers.kubernetes.discovery import discover_documents
+from providers.kubernetes.evidence import last_change
 from providers.kubernetes.impact import admitted_usage, quota_impact
 from providers.kubernetes.kinds import (
     BY_KIND,
@@ -273,6 +274,9 @@ class KubernetesProvider(KubernetesJobs, Provider):
             outputs=self._outputs(resource, rendered, objects.get(rendered[0]["kind"])),
             status=status,
             findings=tuple(findings),
+            evidence=last_change(
+                [obj for obj in [*objects.values(), *project_queues] if obj], self.field_manager
+            ),
         )
 
     def change_impact(self, resource: DesiredResource, observation: Observation) -> list[str]:

@@ -1,7 +1,8 @@
 """The HTML drift report opened in real headless Chromium: what an admin sees (visible text
 and structure), that it loads nothing from anywhere, and that it prints; drift made by hand
-on the local platform (a queue row, a dataset file) and on the S3 test server (an object
-overwritten). Screenshots and the PDF stay in the test's tmp folder as artifacts."""
+on the local platform (a queue row, a dataset file), on the S3 test server (an object
+overwritten) and on the Kubernetes test server (a ClusterQueue edited with kubectl).
+Screenshots and the PDF stay in the test's tmp folder as artifacts."""
 
 from __future__ import annotations
 
@@ -15,11 +16,15 @@ import pytest
 from planner.drift_run import check_drift
 from planner.render.drift_report import render_drift_html
 from planner.workspace import open_workspace
+from providers.kubernetes.client import KubeClient, make_api_client
+from providers.kubernetes.kinds import CLUSTER_QUEUE
 from tests.engine.support import SpecFolder, run_trainform
 from tests.engine.test_drift_reports import EDITED_AT, QUEUE, QUOTA, make_drift
+from tests.providers.kubernetes.fixtures import platform_folder, unique_prefix
 from tests.providers.objectstore.fixtures import dataset_folder
 from tests.providers.objectstore.test_datasets import VERSION_PREFIX, drop_bucket
 from tests.services.browser import launch_chromium
+from tests.services.kube_api import KubeAPI
 from tests.services.s3 import S3Server
 
 
@@ -133,3 +138,60 @@ def test_an_object_overwritten_on_s3_shows_its_versions_in_chromium(
         )
     finally:
         page.close()
+
+
+def test_a_cluster_queue_edited_with_kubectl_shows_who_and_when_in_chromium(
+    browser: Any, tmp_path: Path, kube_api: KubeAPI
+) -> None:
+    prefix = unique_prefix()
+    root = platform_folder(tmp_path / "specs", kube_api, prefix)
+    applied = run_trainform("apply", ".", "--auto-approve", cwd=root)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    name = f"{prefix}train-vision"  # the project's ClusterQueue of Quota/vision/train
+    queue = kube_api_object(kube_api, name)
+    groups = queue["spec"]["resourceGroups"]
+    limits = groups[0]["flavors"][0]["resources"]
+    [gpu] = [r for r in limits if r["name"] == "nvidia.com/gpu"]
+    gpu["borrowingLimit"] = "24"
+    kubectl_edit(kube_api, name, {"spec": {"resourceGroups": groups}})
+    out = tmp_path / "drift.html"
+
+    drift = run_trainform("drift", ".", "--format", "html", "--out", str(out), cwd=root)
+
+    assert drift.returncode == 2, drift.stdout + drift.stderr
+    page = browser.new_page()
+    try:
+        page.goto(out.as_uri())
+        page.screenshot(path=str(tmp_path / "drift-kubernetes.png"), full_page=True)
+        finding = page.locator(
+            'section.resource[data-address="Quota/vision/train"] article.finding'
+        )
+        assert finding.locator("strong").first.inner_text() == "modified"
+        assert finding.locator("table.changes tbody tr").inner_text().split("\t")[:3] == [
+            "spec.limits.gpu", "16", "24"
+        ]  # fmt: skip
+        evidence = finding.locator("dl.evidence").inner_text()
+        assert "changedBy\nkubectl-edit" in evidence
+        assert f"object\n'ClusterQueue {name}'" in evidence
+        assert "changedAt\n20" in evidence
+    finally:
+        page.close()
+
+
+def kube_api_object(api: KubeAPI, name: str) -> dict[str, Any]:
+    client = KubeClient(make_api_client(str(api.kubeconfig), ""))
+    try:
+        found = client.get(CLUSTER_QUEUE, name)
+    finally:
+        client.close()
+    assert found is not None, name
+    return found
+
+
+def kubectl_edit(api: KubeAPI, name: str, patch: dict[str, Any]) -> None:
+    """What `kubectl edit clusterqueue NAME` sends: a merge patch as manager kubectl-edit."""
+    client = KubeClient(make_api_client(str(api.kubeconfig), ""))
+    try:
+        client.merge_patch(CLUSTER_QUEUE, name, None, patch, "kubectl-edit")
+    finally:
+        client.close()

@@ -4,6 +4,7 @@ the impact of a lower quota, and import. Names are unique per test (prefixes).""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -77,6 +78,10 @@ def test_a_kubectl_edit_of_a_quota_is_drift_and_apply_restores_it_when_allowed_t
         "32",
         "48",
     )
+    evidence = finding.evidence  # who and when, from the Cohort's managedFields
+    assert (evidence["changedBy"], evidence["operation"]) == ("kubectl-edit", "Update")
+    assert evidence["object"] == f"Cohort {prefix}train"
+    assert evidence["changedAt"].startswith(str(datetime.now(UTC).year))
     plan = folder.plan(refresh=True)
     [update] = [c for c in plan.actionable if c.address == "Queue/train"]
     assert update.action is Action.UPDATE
