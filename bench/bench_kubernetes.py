@@ -21,7 +21,10 @@ Requests are counted from the server's request log (and checked against the clie
 `requests` counter). The benchmark asserts (and exits 1 otherwise) that batched observe
 sends exactly one request per kind listed (4 object kinds, Namespaces, and Workloads in
 each of the 4 project namespaces) at every N,
-and that naive sends exactly one per object. It asserts nothing about time. Reported:
+that naive sends exactly one per object, and that a drift check (observe of every
+resource plus the listing of what the instance owns, to find orphans: what `trainform
+drift` asks of the instance) sends the same number of requests at every N. It asserts
+nothing about time. Reported:
 median seconds, objects per second, requests per observe, and the ratio naive / batched;
 raw numbers go to bench/out/kubernetes.json.
 
@@ -78,6 +81,8 @@ class Case:
     naive_seconds: list[float] = field(default_factory=list)
     naive_requests: list[int] = field(default_factory=list)
     client_requests: list[int] = field(default_factory=list)  # the client's own counter
+    drift_seconds: list[float] = field(default_factory=list)
+    drift_requests: list[int] = field(default_factory=list)
 
 
 def _document(spec: dict[str, Any]) -> dict[str, Any]:
@@ -178,15 +183,30 @@ def measure(
         case.naive_requests.append(sent)
         case.client_requests.append(client.requests - before)
 
+    def drift_once() -> None:
+        """What `trainform drift` asks of this instance: observe every resource in state,
+        then list what it owns to find orphans."""
+        provider = new_provider(client, prefix, root)
+        (seen, owned), seconds, sent, _ = counted(
+            api, lambda: (provider.observe(requests), provider.list_owned())
+        )
+        if len(seen) != len(requests) or len(owned) < len(requests):
+            raise SystemExit(f"N={case.n}: drift saw {len(seen)} and owned {len(owned)}")
+        case.drift_seconds.append(seconds)
+        case.drift_requests.append(sent)
+
     batched_once()  # warm-up, untimed
     naive_once()
+    drift_once()
+    case.drift_seconds.clear()
+    case.drift_requests.clear()
     case.batched_seconds.clear()
     case.batched_requests.clear()
     case.naive_seconds.clear()
     case.naive_requests.clear()
     case.client_requests.clear()
     for round_number in range(repeat):
-        steps = [batched_once, naive_once]
+        steps = [batched_once, naive_once, drift_once]
         for step in steps if round_number % 2 == 0 else reversed(steps):
             step()
 
@@ -262,6 +282,8 @@ def main(argv: list[str] | None = None) -> int:
                 fmt(case.objects / batched_s, "{:,.0f}"),
                 fmt(case.objects / naive_s, "{:,.0f}"),
                 fmt(naive_s / batched_s, "{:.1f}x"),
+                str(max(case.drift_requests)),
+                fmt(statistics.median(case.drift_seconds)),
             )
         )
     header = (
@@ -275,7 +297,15 @@ def main(argv: list[str] | None = None) -> int:
         "batched obj/s",
         "naive obj/s",
         "naive / batched",
+        "drift req",
+        "drift s",
     )
+    drift_counts = {max(case.drift_requests) for case in cases}
+    if len(drift_counts) != 1 or any(len(set(c.drift_requests)) != 1 for c in cases):
+        failures.append(
+            "drift sent a number of requests that depends on N: "
+            + ", ".join(f"N={c.n}: {c.drift_requests}" for c in cases)
+        )
     print(
         f"\nkubernetes: observing N Queues + N Quotas (fake API server, "
         f"median of {arguments.repeat} rounds)\n"
