@@ -13,7 +13,7 @@ manage never show up as drift. The inverse of manifests.py:
 - Queue: cohort (parentName), pools with their quotas, fairShareWeight and maxRuntime
   (an annotation) from the Cohort; preemption, queueingStrategy, stopPolicy from one of
   its projects' ClusterQueues (as desired when it has none); defaultPriority from the
-  WorkloadPriorityClass (null when it is gone);
+  WorkloadPriorityClass (0 without one, as Kueue reads it);
 - Quota: limits from the project's ClusterQueue (borrowingLimits, the pod count,
   maxWallTime as an annotation), spec.queue from its Cohort when the LocalQueue points
   at it (null when the LocalQueue is gone, so the Quota shows as drifted).
@@ -100,6 +100,8 @@ def project_document(
 def _project(spec: dict[str, Any], objects: Objects, naming: Naming) -> None:
     namespace = objects["Namespace"] or {}
     annotations = _meta(namespace, "annotations")
+    if DISPLAY_NAME_ANNOTATION not in annotations and OWNERS_ANNOTATION not in annotations:
+        return  # a namespace trainform never wrote (imported): no owners recorded on it
     spec["displayName"] = annotations.get(DISPLAY_NAME_ANNOTATION)
     owners = annotations.get(OWNERS_ANNOTATION)
     try:
@@ -125,8 +127,11 @@ def _pool(spec: dict[str, Any], objects: Objects, naming: Naming) -> None:
     topology = objects.get("Topology")
     levels = ((topology or {}).get("spec") or {}).get("levels") or []
     spec["topology"] = [level.get("nodeLabel") for level in levels]
+    recorded = _meta(flavor, "annotations").get(POOL_ANNOTATION)
+    if recorded is None:
+        return  # a flavor trainform never wrote (imported): the pool's size is not on it
     try:
-        facts = json.loads(_meta(flavor, "annotations").get(POOL_ANNOTATION, "{}"))
+        facts = json.loads(recorded)
     except ValueError:
         facts = {}
     for key in ("nodes", "cpu", "memory", "accelerator"):
@@ -189,7 +194,8 @@ def _queue(spec: dict[str, Any], objects: Objects, naming: Naming) -> None:
         spec["fairShareWeight"] = weight
     _set(spec, "maxRuntime", _meta(cohort, "annotations").get(MAX_RUNTIME_ANNOTATION))
     priority_class = objects.get("WorkloadPriorityClass")
-    spec["defaultPriority"] = priority_class.get("value") if priority_class else None
+    # Kueue gives a workload without a WorkloadPriorityClass priority 0
+    spec["defaultPriority"] = priority_class.get("value") if priority_class else 0
     project_queue = objects.get("ClusterQueue")
     if project_queue is not None:  # the policy lives on the projects' ClusterQueues
         read_queue_policy(spec, project_queue.get("spec") or {})

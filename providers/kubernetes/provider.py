@@ -12,6 +12,7 @@ queue goes; the engine deletes Queues before the pools (ResourceFlavors) they us
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from providers.base import (
@@ -198,9 +199,22 @@ class KubernetesProvider(KubernetesJobs, Provider):
             apis.add(CLUSTER_QUEUE)  # the policy and workloads of its projects' queues
             usage = admitted_usage(self._workloads())
         listed = self._listed(apis)
+        self._read_adopted(wanted, listed)
         for request in wanted:
             observations[request.address] = self._observe_one(request, listed, usage)
         return observations
+
+    def _read_adopted(self, requests: list[ObserveRequest], listed: dict[Key, Any]) -> None:
+        """Objects imported without trainform's marks (import writes nothing) are not in
+        the labelled lists: read each by name until an apply marks it."""
+        for request in requests:
+            for entry in request.outputs.get(ADOPTED) or []:
+                key = (entry["kind"], entry.get("namespace", ""), entry["name"])
+                if key in listed:
+                    continue
+                live = self.client.get(BY_KIND[entry["kind"]], entry["name"], key[1] or None)
+                if live is not None:
+                    listed[key] = live
 
     def _workloads(self) -> list[dict[str, Any]]:
         """Kueue Workloads in this instance's project namespaces only, paged."""
@@ -237,9 +251,11 @@ class KubernetesProvider(KubernetesJobs, Provider):
         for role, obj in zip(roles(rendered), rendered, strict=True):
             live = listed.get(_key(obj))
             if live is not None and address_of(live) != request.address:
-                live = None  # ours, but another address's: not this resource
+                if not _adopted(live, request.outputs):
+                    live = None  # ours, but another address's: not this resource
             objects[role] = live
-            if live is None and obj is not rendered[0]:
+            not_written = _reference(obj) in (request.outputs.get(NOT_WRITTEN) or [])
+            if live is None and obj is not rendered[0] and not not_written:
                 findings.append(
                     Finding(
                         "object-missing",
@@ -325,8 +341,26 @@ class KubernetesProvider(KubernetesJobs, Provider):
             raise PermanentProviderError(
                 f"cannot import {identifier} as {request.address}: trainform manages it as {owner}"
             )
-        self._write(_as_resource(request), adopting=True)
-        return self.observe([request])[request.address]
+        resource = _as_resource(request)
+        if resource.kind == "Quota" and not _queue_facts(resource, self.name):
+            resource = with_live_queue_facts(self.client, self.naming, resource)
+        found: dict[Key, dict[str, Any]] = {}
+        absent = []
+        for obj in self.render(resource):
+            current = self._check_owner(obj, request.address, adopting=True)
+            if current is not None:
+                found[_key(current)] = current
+            else:
+                absent.append(_reference(obj))
+        adopted = [_reference(obj) for obj in found.values() if address_of(obj) is None]
+        marks = {ADOPTED: adopted, NOT_WRITTEN: absent} if adopted else {}
+        marked = ObserveRequest(
+            request.address, request.kind, request.name, request.project, request.document, marks
+        )
+        observation = self._observe_one(marked, found, None)
+        if not observation.exists or not adopted:
+            return observation
+        return replace(observation, outputs={**observation.outputs, **marks})
 
     # writes ----------------------------------------------------------------------------
 
@@ -334,7 +368,8 @@ class KubernetesProvider(KubernetesJobs, Provider):
         return self._write(resource)
 
     def update(self, resource: DesiredResource, outputs: dict[str, Any]) -> dict[str, Any]:
-        return self._write(resource)
+        # An imported object gets trainform's marks (and its fields) with its first update.
+        return self._write(resource, adopting=bool(outputs.get(ADOPTED)))
 
     def _write(self, resource: DesiredResource, adopting: bool = False) -> dict[str, Any]:
         self.require_valid(resource)
@@ -387,7 +422,7 @@ class KubernetesProvider(KubernetesJobs, Provider):
             live = self.client.get(api, metadata["name"], metadata.get("namespace"))
             if live is None:
                 continue
-            if not self.naming.owns(live, address):
+            if not self.naming.owns(live, address) and not _adopted(live, outputs):
                 raise PermanentProviderError(
                     f"cannot delete {describe(obj)}: it is not this trainform's "
                     f"(address {address_of(live) or 'none'}); trainform deletes only its own"
@@ -449,6 +484,26 @@ def _settings(connection: Any) -> Any:
         return getattr(connection, name, default)
 
     return setting
+
+
+ADOPTED = "adopted"
+"""Outputs key: the objects an import took over without writing to them (no marks yet)."""
+NOT_WRITTEN = "notYetWritten"
+"""Outputs key: objects a resource renders that an import did not find (a hand-made Queue
+without a WorkloadPriorityClass): created by the resource's first update, not missing."""
+
+
+def _reference(obj: dict[str, Any]) -> dict[str, str]:
+    metadata = obj["metadata"]
+    reference = {"kind": obj["kind"], "name": metadata["name"]}
+    if metadata.get("namespace"):
+        reference["namespace"] = metadata["namespace"]
+    return reference
+
+
+def _adopted(live: dict[str, Any], outputs: dict[str, Any]) -> bool:
+    """`live` is unmarked and one of the objects an import recorded in `outputs`."""
+    return address_of(live) is None and _reference(live) in (outputs.get(ADOPTED) or [])
 
 
 def _as_resource(request: ObserveRequest) -> DesiredResource:

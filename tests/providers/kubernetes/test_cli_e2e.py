@@ -299,10 +299,10 @@ def test_import_from_the_cluster_then_plan_shows_no_changes(
     code, output = tf(folder, "plan", ".", "--detailed-exitcode")
     assert code == 0, output
     queue = client.get(COHORT, f"{prefix}train")
-    assert queue is not None
-    assert queue["metadata"]["annotations"]["trainform.dev/address"] == "Queue/train"
+    assert queue is not None  # import writes nothing: no trainform marks yet
+    assert "trainform.dev/address" not in (queue["metadata"].get("annotations") or {})
     project_queue = client.get(CLUSTER_QUEUE, f"{prefix}train-vision")
     assert project_queue is not None
-    assert project_queue["metadata"]["annotations"]["trainform.dev/address"] == "Quota/vision/train"
+    assert "trainform.dev/address" not in (project_queue["metadata"].get("annotations") or {})
     [quota] = [d for d in written if d and d["kind"] == "Quota"]
     assert quota["spec"]["limits"] == {"gpu": "8", "runningJobs": 5}

@@ -26,7 +26,7 @@ from providers.kubernetes.kinds import (
 )
 from providers.kubernetes.provider import KubernetesProvider
 from specs.models.kinds import KINDS
-from tests.engine.support import SpecFolder
+from tests.engine.support import SpecFolder, run_trainform
 from tests.providers.kubernetes.fixtures import (
     INSTANCE,
     platform_folder,
@@ -253,9 +253,60 @@ def test_imported_objects_plan_no_change(tmp_path: Path, kube_api: KubeAPI) -> N
         project = document["metadata"].get("project")
         address = "/".join([document["kind"], *([project] if project else []), name])
         request = ObserveRequest(address, document["kind"], name, project, normalized)
+        kube_api.reset_requests()
         observation = provider.adopt(request, item.identifier)
+        assert {r.method for r in kube_api.requests} == {"GET"}, address  # import only reads
         assert observation.exists, address
         assert observation.live == normalized, address
+        recorded = ObserveRequest(
+            address, document["kind"], name, project, normalized, observation.outputs
+        )
+        again = provider.observe([recorded])[address]  # later refreshes find it unmarked
+        assert (again.exists, again.live) == (True, normalized), address
+        assert not again.findings, address
+    importer.close()
+    source.close()
+
+
+def test_an_imported_object_is_marked_by_its_first_update_only(
+    tmp_path: Path, kube_api: KubeAPI
+) -> None:
+    """`trainform import` writes nothing; the plan after it is empty; the first planned
+    update of the resource takes the object over (trainform's marks and fields)."""
+    prefix = unique_prefix()
+    source = SpecFolder(platform_folder(tmp_path / "source", kube_api, prefix))
+    source.converge()
+    made = source.providers().get(INSTANCE)
+    assert isinstance(made, KubernetesProvider)
+    made.client.merge_patch(
+        COHORT,
+        f"{prefix}train",
+        None,
+        {"metadata": {"labels": {"trainform.dev/manager": None}, "annotations": None}},
+        "kubectl",
+    )
+    importer = SpecFolder(platform_folder(tmp_path / "importer", kube_api, prefix))
+    kube_api.reset_requests()
+
+    result = run_trainform("import", "Queue/train", f"Cohort/{prefix}train", cwd=importer.root)
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert {r.method for r in kube_api.requests} == {"GET"}
+    live = made.client.get(COHORT, f"{prefix}train")
+    assert live is not None and "trainform.dev/manager" not in live["metadata"]["labels"]
+    plan = importer.plan(refresh=True, targets=("Queue/train",))
+    assert [c.address for c in plan.actionable if c.address == "Queue/train"] == []
+
+    importer.edit("platform.yaml", "defaultPriority: 100", "defaultPriority: 200")
+    importer.converge(refresh=True, targets=("Queue/train",))
+
+    marked = made.client.get(COHORT, f"{prefix}train")
+    assert marked is not None and made.naming.owns(marked, "Queue/train")
+    assert not [
+        f
+        for f in detect_drift(importer.state(), importer.providers()).findings
+        if f.address == "Queue/train"
+    ]
     importer.close()
     source.close()
 
