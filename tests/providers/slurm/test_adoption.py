@@ -1,0 +1,269 @@
+"""Adopting a hand-built Slurm site changes nothing, and hand edits are seen and undone.
+
+The site is built as an administrator would, with sacctmgr and a partitions file (never
+with trainform): three accounts (one the child of another), users, two QOS with GrpTRES,
+MaxWall, Priority, Preempt and PreemptMode, limits on an account and on user associations
+of account/partition pairs, and two partition lines with MaxTime, PriorityTier, QOS,
+AllowAccounts and settings trainform does not manage (MaxNodes, Default, AllowQos,
+GraceTime, DenyAccounts). `import --from`, `plan --detailed-exitcode` and `apply` leave
+`sacctmgr dump`, the QOS table, `scontrol show partition` and the file byte for byte as
+they were. Then a hand edit of each managed field class shows in `drift` with both values
+and is undone by `apply`, after which the plan is empty.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.engine.support import run_trainform
+from tests.providers.slurm import fixtures
+from tests.services.slurm import SlurmCluster
+
+pytestmark = pytest.mark.slow
+
+
+@dataclass
+class Site:
+    prefix: str
+    root: Path
+    cluster: SlurmCluster
+
+    def name(self, suffix: str) -> str:
+        return f"{self.prefix}-{suffix}"
+
+
+def tf(site: Site, *args: str) -> tuple[int, str]:
+    result = run_trainform(*args, cwd=site.root, timeout=180)
+    output = result.stdout + result.stderr
+    assert "Traceback" not in output, output
+    return result.returncode, output
+
+
+def sacctmgr(cluster: SlurmCluster, *args: str) -> None:
+    result = cluster.run(["sacctmgr", "-i", *args])
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def reconfigure(cluster: SlurmCluster) -> None:
+    result = cluster.run(["scontrol", "reconfigure"])
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def build(cluster: SlurmCluster, p: str) -> str:
+    """The hand-made site; returns the partition lines appended to the file."""
+    sacctmgr(cluster, "add", "account", f"{p}-phys", "Description=physics dept", "Organization=sci")
+    sacctmgr(cluster, "add", "account", f"{p}-hep", f"parent={p}-phys", "Description=high energy")
+    sacctmgr(cluster, "add", "account", f"{p}-bio", "Description=biology", "Organization=life")
+    sacctmgr(cluster, "add", "qos", f"{p}-silver", "Priority=10", "GrpTRES=cpu=8")
+    sacctmgr(cluster, "modify", "qos", "where", f"name={p}-silver", "set", "MaxWall=12:00:00")
+    sacctmgr(
+        cluster,
+        "add",
+        "qos",
+        f"{p}-gold",
+        "Description=gold tier",
+        "Priority=100",
+        "GrpTRES=gres/gpu=4",
+        "MaxWall=2-00:00:00",
+        "GrpJobs=10",
+        "MaxTRESPerUser=gres/gpu=2",
+        "PreemptMode=requeue",
+        f"Preempt={p}-silver",
+    )
+    sacctmgr(cluster, "modify", "account", "where", f"name={p}-hep", "set", "GrpTRES=gres/gpu=2")
+    sacctmgr(cluster, "modify", "account", "where", f"name={p}-hep", "set", "MaxWall=1-00:00:00")
+    sacctmgr(cluster, "add", "user", f"{p}-alice", f"account={p}-hep")
+    sacctmgr(cluster, "add", "user", f"{p}-bob", f"account={p}-bio")
+    for user, account, partition, limits in (
+        ("alice", "hep", "gpu", ["GrpTRES=gres/gpu=1", "MaxJobs=2"]),
+        ("alice", "bio", "gpu", ["MaxWall=600"]),
+        ("bob", "bio", "cpu", ["MaxJobs=3"]),
+    ):
+        sacctmgr(
+            cluster,
+            "add",
+            "user",
+            f"{p}-{user}",
+            f"account={p}-{account}",
+            f"partition={p}-{partition}",
+            *limits,
+        )
+    node = cluster.node_name
+    lines = (
+        f"PartitionName={p}-gpu Nodes={node} Default=NO MaxTime=2-00:00:00 PriorityTier=1 "
+        f"QOS={p}-gold AllowAccounts={p}-hep,{p}-bio MaxNodes=1 GraceTime=30 State=UP\n"
+        f"PartitionName={p}-cpu  Nodes={node} MaxTime=720 PriorityTier=5 QOS={p}-silver "
+        f"DenyAccounts={p}-phys AllowQos={p}-silver,normal OverSubscribe=NO\n"
+    )
+    with cluster.partitions_file.open("a") as handle:
+        handle.write(f"# hand-written by the site admin\n{lines}")
+    reconfigure(cluster)
+    return lines
+
+
+def snapshot(cluster: SlurmCluster, folder: Path) -> dict[str, str]:
+    dump = folder / "dump.cfg"
+    dump.unlink(missing_ok=True)
+    result = cluster.run(["sacctmgr", "-i", "dump", cluster.cluster_name, f"file={dump}"])
+    assert result.returncode == 0, result.stderr
+    qos = cluster.run(["sacctmgr", "-nP", "show", "qos", "format=" + QOS_COLUMNS])
+    partitions = cluster.run(["scontrol", "show", "partition"])
+    return {
+        "dump": dump.read_text(),
+        "qos": qos.stdout,
+        "partitions": partitions.stdout,
+        "file": cluster.partitions_file.read_text(),
+    }
+
+
+QOS_COLUMNS = (
+    "Name,Description,Priority,GrpTRES,GrpJobs,GrpSubmit,GrpWall,MaxTRES,MaxTRESPU,MaxJobsPU,"
+    "MaxSubmitPU,MaxWall,Preempt,PreemptMode,UsageFactor,Flags,GraceTime"
+)
+
+
+@pytest.fixture(scope="module")
+def site(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    prefix = fixtures.unique_prefix("h")
+    root = tmp_path_factory.mktemp("slurm-site") / "specs"
+    root.mkdir()
+    (root / "trainform.yaml").write_text(
+        fixtures.config(slurm_cluster, slurm_cluster.job_root / prefix, local=False)
+    )
+    original = slurm_cluster.partitions_file.read_text()
+    build(slurm_cluster, prefix)
+    yield Site(prefix, root, slurm_cluster)
+    slurm_cluster.partitions_file.write_text(original)
+    slurm_cluster.run(["scontrol", "reconfigure"])
+    for account in ("hep", "bio", "phys"):
+        slurm_cluster.run(
+            ["sacctmgr", "-i", "delete", "user", "where", f"account={prefix}-{account}"]
+        )
+        slurm_cluster.run(["sacctmgr", "-i", "delete", "account", f"{prefix}-{account}"])
+    for qos in ("gold", "silver"):
+        slurm_cluster.run(["sacctmgr", "-i", "delete", "qos", f"{prefix}-{qos}"])
+
+
+def test_import_plan_apply_leave_the_site_byte_for_byte(site: Site, tmp_path: Path) -> None:
+    before = snapshot(site.cluster, tmp_path)
+
+    code, output = tf(site, "import", "--from", "hpc", ".")
+    assert code == 0, output
+    assert snapshot(site.cluster, tmp_path) == before
+
+    code, output = tf(site, "plan", ".", "--detailed-exitcode")
+    assert code == 0, output
+    code, output = tf(site, "apply", ".", "--auto-approve")
+    assert code == 0, output
+
+    after = snapshot(site.cluster, tmp_path)
+    for key in before:
+        assert after[key] == before[key], key
+    generated = (site.root / "imported" / "hpc.yaml").read_text()
+    assert "withinQueue" not in generated  # nothing invented
+    assert "MaxNodes" not in generated  # kept verbatim in the file, not declared
+
+
+def hand_edit_file(site: Site, old: str, new: str) -> None:
+    path = site.cluster.partitions_file
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+    reconfigure(site.cluster)
+
+
+EDITS = [
+    pytest.param(
+        ["modify", "qos", "where", "name={p}-gold", "set", "MaxWall=1-00:00:00"],
+        "spec.slurm.qos.MaxWall",
+        ("2-00:00:00", "1-00:00:00"),
+        id="qos-limit",
+    ),
+    pytest.param(
+        ["modify", "qos", "where", "name={p}-gold", "set", "Preempt="],
+        "spec.slurm.qos.Preempt",
+        ("{p}-silver", ""),
+        id="qos-preempt",
+    ),
+    pytest.param(
+        ["modify", "account", "where", "name={p}-hep", "set", "GrpTRES=gres/gpu=3"],
+        "spec.slurm.limits.GrpTRES",
+        ("gres/gpu=2", "gres/gpu=3"),
+        id="account-limit",
+    ),
+    pytest.param(
+        [
+            "modify",
+            "user",
+            "where",
+            "name={p}-alice",
+            "account={p}-hep",
+            "partition={p}-gpu",
+            "set",
+            "MaxJobs=5",
+        ],
+        "spec.slurm.users.{p}-alice.MaxJobs",
+        ("2", "5"),
+        id="user-partition-limit",
+    ),
+    pytest.param(
+        ["modify", "account", "where", "name={p}-bio", "set", "parent={p}-phys"],
+        "spec.slurm.parent",
+        ("root", "{p}-phys"),
+        id="account-parent",
+    ),
+    pytest.param(
+        ["modify", "account", "where", "name={p}-bio", "set", "Description=renamed"],
+        "spec.slurm.description",
+        ("biology", "renamed"),
+        id="account-description",
+    ),
+    pytest.param(
+        ("file", "PriorityTier=1 ", "PriorityTier=7 "),
+        "spec.slurm.partition.PriorityTier",
+        ("1", "7"),
+        id="partition-priority-tier",
+    ),
+    pytest.param(
+        ("file", "AllowAccounts={p}-hep,{p}-bio", "AllowAccounts={p}-hep"),
+        "spec.slurm.partition.AllowAccounts",
+        ("{p}-hep,{p}-bio", "{p}-hep"),
+        id="partition-allow-accounts",
+    ),
+]
+
+
+@pytest.mark.parametrize(("edit", "path", "values"), EDITS)
+def test_a_hand_edit_shows_in_drift_and_apply_undoes_it(
+    site: Site, tmp_path: Path, edit: list[str] | tuple[str, ...], path: str, values: tuple
+) -> None:
+    p = site.prefix
+    if not (site.root / "imported" / "hpc.yaml").exists():
+        assert tf(site, "import", "--from", "hpc", ".")[0] == 0
+    before = snapshot(site.cluster, tmp_path)
+    if edit[0] == "file":
+        hand_edit_file(site, edit[1].format(p=p), edit[2].format(p=p))
+    else:
+        sacctmgr(site.cluster, *(part.format(p=p) for part in edit))
+
+    code, output = tf(site, "drift", ".")
+    assert code == 2, output
+    assert path.format(p=p) in output, output
+    old, new = (value.format(p=p) for value in values)
+    line = next(x for x in output.splitlines() if x.strip().startswith(f"~ {path.format(p=p)}:"))
+    assert f"applied {old}, live {new}".rstrip() in line, line
+    assert "<object object" not in output
+
+    code, output = tf(site, "apply", ".", "--auto-approve")
+    assert code == 0, output
+    code, output = tf(site, "plan", ".", "--detailed-exitcode")
+    assert code == 0, output
+    after = snapshot(site.cluster, tmp_path)
+    assert after["qos"] == before["qos"]
+    assert after["file"] == before["file"]
+    assert re.sub(r"\s+", " ", after["dump"]) == re.sub(r"\s+", " ", before["dump"])
