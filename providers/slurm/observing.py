@@ -194,6 +194,9 @@ def observe_quota(
                 users[user] = _put_live(user_limits, association.limits)
         slurm["users"] = users
     outputs: dict[str, Any] = {"account": account, "partition": partition}
+    outputs["limits"] = sorted(spec["limits"])  # what the next write may have to clear
+    if spec.get("slurm") is not None:
+        outputs["users"] = sorted(spec["slurm"].get("users", {}))
     if adopted:
         outputs["adopted"] = True
     return Observation(

@@ -243,7 +243,8 @@ def render_file(managed: ManagedFile) -> str:
 
 
 def syntax_problems(managed: ManagedFile) -> list[str]:
-    """What Slurm's parser would refuse in a partition line, found without Slurm."""
+    """What Slurm's parser would refuse in a line trainform wrote, found without Slurm
+    (lines written by hand are Slurm's to judge: they are kept as they are)."""
     problems = [
         f"partition {name} is defined on more than one line" for name in managed.duplicates()
     ]
@@ -254,6 +255,8 @@ def syntax_problems(managed: ManagedFile) -> list[str]:
             key, separator, value = token.partition("=")
             if not separator or not value:
                 problems.append(f"{block.address}: {token!r} is not Key=Value")
+            elif key.lower() not in {k.lower() for k in PARTITION_KEYS}:
+                problems.append(f"{block.address}: unknown partition setting {key}")
     return problems
 
 

@@ -18,24 +18,37 @@ the same rule:
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from providers.slurm import mapping
-from providers.slurm.names import parse_slurm_time, render_tres, seconds_of, slurm_minutes
+from providers.slurm.names import (
+    MIB,
+    parse_slurm_time,
+    parse_tres,
+    render_tres,
+    seconds_of,
+    slurm_minutes,
+)
 
 TIME_KEYS = {"MaxWall", "GrpWall", "MaxTime", "DefaultTime", "GraceTime"}
 TRES_KEYS = {"GrpTRES", "MaxTRESPerJob", "MaxTRESPerUser"}
-CASELESS_KEYS = {"PreemptMode", "State", "OverSubscribe", "Flags"}
+# Slurm keeps QOS descriptions lowercased
+CASELESS_KEYS = {"PreemptMode", "State", "OverSubscribe", "Flags", "Description"}
 LIST_KEYS = {"AllowAccounts", "Preempt"}
 UNSET = {"", "UNLIMITED", "INFINITE", "-1"}
 
 
 def _tres(text: str) -> dict[str, str]:
+    """TRES name -> amount (memory in MiB: `mem=4G` and `mem=4096M` are one value)."""
     found = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         name, _, value = part.partition("=")
-        if value not in ("-1", ""):
-            found[name.lower()] = value.upper()
+        if value in ("-1", ""):
+            continue
+        if name.lower() == "mem":
+            value = str(int(Decimal(parse_tres(part)["memory"]) / MIB))
+        found[name.lower()] = value.upper()
     return found
 
 

@@ -275,14 +275,14 @@ def test_recorded_json_files_are_slurm_22_05() -> None:
 
 def test_a_queue_limit_on_the_quota_resource_is_reported_as_shadowing_it() -> None:
     from providers.slurm.accounting import AccountingSnapshot, Qos
-    from providers.slurm.provider import _shadowed
+    from providers.slurm.observing import _shadowed
 
     snapshot = AccountingSnapshot(qos={"q": Qos("q", "", 0, "cpu=8,gres/gpu=4", "", "", "")})
 
     findings = _shadowed(snapshot, "q", {"gpu": "1", "runningJobs": 2})
 
     assert [f.kind for f in findings] == ["limit-shadowed"]
-    assert findings[0].evidence == {"resources": ["gpu"]}
+    assert findings[0].evidence == {"resources": ["gpu"], "qos": "q"}
     assert _shadowed(snapshot, "q", {"memory": "1024", "runningJobs": 2}) == ()
 
 
