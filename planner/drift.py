@@ -26,12 +26,14 @@ class DriftFinding:
     provider: str = ""
     changes: list[FieldChange] = field(default_factory=list)
     evidence: dict[str, Any] = field(default_factory=dict)
+    warning: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
             "address": self.address,
             "kind": self.kind,
             "drift": self.drift,
+            "warning": self.warning,
             "provider": self.provider,
             "message": self.message,
             "changes": [change.to_json() for change in self.changes],
@@ -48,7 +50,8 @@ class DriftReport:
 
     @property
     def drifted(self) -> bool:
-        return bool(self.findings)
+        """Whether anything differs; warnings (advice such as `limit-shadowed`) do not."""
+        return any(not finding.warning for finding in self.findings)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -133,6 +136,7 @@ def detect_drift(state: State | None, providers: ProviderSet) -> DriftReport:
                     finding.message,
                     name,
                     evidence=finding.evidence,
+                    warning=finding.warning,
                 )
             )
     for name in sorted({t.provider for t in targets} | _compute_instances(providers)):

@@ -94,6 +94,7 @@ class Finding:
     kind: str
     message: str
     evidence: dict[str, Any] = field(default_factory=dict)
+    warning: bool = False  # advice about the live setup, not a difference: never drift
 
 
 @dataclass(frozen=True)

@@ -20,23 +20,42 @@ def _shown(finding: DriftFinding, path: str, value: Any) -> Any:
 
 
 def render_drift_text(report: DriftReport, color: bool = False) -> str:
+    warnings = [f for f in report.findings if f.warning]
     if not report.drifted:
-        return f"No drift: {report.checked} resources match what was applied.\n"
+        lines = [_warning(f, color) for f in warnings]
+        return "".join(line + "\n" for line in lines) + (
+            f"No drift: {report.checked} resources match what was applied.\n"
+        )
     lines = []
     for finding in report.findings:
+        if finding.warning:
+            lines.append(_warning(finding, color))
+            continue
         head = paint(f"{finding.drift}", "red" if finding.drift != "pending" else "yellow", color)
         lines.append(f"{head}: {finding.address} ({finding.provider}): {finding.message}")
         for change in finding.changes:
             before = _shown(finding, change.path, change.before)
             after = _shown(finding, change.path, change.after)
-            lines.append(f"    ~ {change.path}: applied {humanize(before)}, live {humanize(after)}")
+            lines.append(f"    ~ {change.path}: applied {_text(before)}, live {_text(after)}")
     counts: dict[str, int] = {}
     for finding in report.findings:
-        counts[finding.drift] = counts.get(finding.drift, 0) + 1
+        if not finding.warning:
+            counts[finding.drift] = counts.get(finding.drift, 0) + 1
     summary = ", ".join(f"{count} {kind}" for kind, count in sorted(counts.items()))
     lines.append("")
     lines.append(paint(f"Drift: {summary} (of {report.checked} resources checked).", "bold", color))
     return redact("\n".join(lines) + "\n")
+
+
+def _warning(finding: DriftFinding, color: bool) -> str:
+    head = paint(f"warning ({finding.drift})", "yellow", color)
+    return f"{head}: {finding.address} ({finding.provider}): {finding.message}"
+
+
+def _text(value: object) -> str:
+    from planner.diff import is_missing
+
+    return "(unset)" if is_missing(value) else humanize(value)
 
 
 def render_drift_json(report: DriftReport) -> str:

@@ -220,4 +220,5 @@ def _shadowed(snapshot: AccountingSnapshot, qos_name: str, limits: dict[str, Any
         f"Slurm enforces QOS {qos_name}'s GrpTRES ({', '.join(both)}) before this quota's "
         "account limit on the same resources"
     )
-    return (Finding("limit-shadowed", message, {"resources": both, "qos": qos_name}),)
+    evidence = {"resources": both, "qos": qos_name}
+    return (Finding("limit-shadowed", message, evidence, warning=True),)

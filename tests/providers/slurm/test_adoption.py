@@ -13,6 +13,7 @@ and is undone by `apply`, after which the plan is empty.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -267,3 +268,126 @@ def test_a_hand_edit_shows_in_drift_and_apply_undoes_it(
     assert after["qos"] == before["qos"]
     assert after["file"] == before["file"]
     assert re.sub(r"\s+", " ", after["dump"]) == re.sub(r"\s+", " ", before["dump"])
+
+
+SPEC_EDITS = [  # (text in the generated file, replacement, planned address, planned path)
+    ("MaxWall: 2-00:00:00", "MaxWall: 3-00:00:00", "Queue/{p}-gpu", "spec.slurm.qos.MaxWall"),
+    (
+        "PriorityTier: '5'",
+        "PriorityTier: '6'",
+        "Queue/{p}-cpu",
+        "spec.slurm.partition.PriorityTier",
+    ),
+    ("GrpTRES: gres/gpu=2", "GrpTRES: gres/gpu=3", "Project/{p}-hep", "spec.slurm.limits.GrpTRES"),
+    (
+        "MaxJobs: '2'",
+        "MaxJobs: '4'",
+        "Quota/{p}-hep/{p}-hep-{p}-gpu",
+        "spec.slurm.users.{p}-alice.MaxJobs",
+    ),
+    (
+        "description: biology",
+        "description: life sciences",
+        "Project/{p}-bio",
+        "spec.slurm.description",
+    ),
+]
+WRAPPER = """#!/bin/sh
+for argument in "$@"; do printf '%s\\t' "$argument"; done >> {log}
+printf '{name}\\n' >> {log}
+exec {real} "$@"
+"""
+
+
+def recording_bin(folder: Path, log: Path) -> Path:
+    """sacctmgr and scontrol that append their argv to `log`, then run the real program."""
+    folder.mkdir()
+    for name in ("sacctmgr", "scontrol"):
+        script = folder / name
+        script.write_text(WRAPPER.format(log=log, name=name, real=f"/usr/bin/{name}"))
+        script.chmod(0o755)
+    return folder
+
+
+def written(site: Site, log: Path, file_before: str) -> set[tuple[str, str]]:
+    """(address, spec path) of every write apply made, read from the commands it ran and
+    the partitions file it changed."""
+    p = site.prefix
+    queue_of_qos = {f"{p}-gold": f"Queue/{p}-gpu", f"{p}-silver": f"Queue/{p}-cpu"}
+    found = set()
+    reconfigures = 0
+    for line in log.read_text().splitlines():
+        *argv, program = line.split("\t")
+        if program == "scontrol":
+            assert argv[0] in ("ping", "reconfigure", "show"), argv
+            reconfigures += argv[0] == "reconfigure"
+            continue
+        if "-i" not in argv:
+            assert argv[0].startswith("-n") and argv[1] in ("show", "list"), argv
+            continue
+        verb, entity, _, *rest = argv[argv.index("-i") + 1 :]
+        assert verb == "modify", argv  # nothing added or deleted: no spec asked for it
+        where = dict(x.split("=", 1) for x in rest[: rest.index("set")])
+        assignments = [x.split("=", 1)[0] for x in rest[rest.index("set") + 1 :]]
+        for key in assignments:
+            if entity == "qos":
+                found.add((queue_of_qos[where["name"]], f"spec.slurm.qos.{key}"))
+            elif entity == "account":
+                field = {"Description": "description", "Parent": "parent"}.get(key)
+                path = f"spec.slurm.{field}" if field else f"spec.slurm.limits.{key}"
+                found.add((f"Project/{where['name']}", path))
+            else:
+                account, partition = where["account"], where["partition"]
+                address = f"Quota/{account}/{account}-{partition}"
+                found.add((address, f"spec.slurm.users.{where['name']}.{key}"))
+    before = {line.split()[0]: line.split() for line in file_before.splitlines() if "=" in line}
+    after = site.cluster.partitions_file.read_text()
+    changed_lines = 0
+    for line in after.splitlines():
+        if "=" not in line or line.startswith("#"):
+            continue
+        old = before[line.split()[0]]
+        if old != line.split():
+            changed_lines += 1
+            name = line.split()[0].split("=", 1)[1]
+            for token in set(line.split()) ^ set(old):
+                found.add((f"Queue/{name}", f"spec.slurm.partition.{token.split('=')[0]}"))
+    assert reconfigures == (1 if changed_lines else 0)
+    return found
+
+
+def test_apply_runs_exactly_the_writes_the_plan_shows(site: Site, tmp_path: Path) -> None:
+    p = site.prefix
+    if not (site.root / "imported" / "hpc.yaml").exists():
+        assert tf(site, "import", "--from", "hpc", ".")[0] == 0
+    generated = site.root / "imported" / "hpc.yaml"
+    text = generated.read_text()
+    for old, new, _, _ in SPEC_EDITS:
+        assert text.count(old) == 1, old
+        text = text.replace(old.format(p=p), new.format(p=p))
+    generated.write_text(text)
+    log = tmp_path / "commands.log"
+    config = site.root / "trainform.yaml"
+    config.write_text(
+        config.read_text().replace(
+            f"binDir: {site.cluster.bin_dir}", f"binDir: {recording_bin(tmp_path / 'bin', log)}"
+        )
+    )
+    code, output = tf(site, "plan", ".", "--format", "json")
+    planned = {
+        (change["address"], field["path"])
+        for change in json.loads(output)["changes"]
+        for field in change["changes"]
+    }
+    expected = {(address.format(p=p), path.format(p=p)) for _, _, address, path in SPEC_EDITS}
+    assert planned == expected
+    file_before = site.cluster.partitions_file.read_text()
+    log.write_text("")
+
+    code, output = tf(site, "apply", ".", "--auto-approve")
+
+    assert code == 0, output
+    assert written(site, log, file_before) == planned
+    assert "DefMemPerGPU" not in site.cluster.partitions_file.read_text()
+    code, output = tf(site, "plan", ".", "--detailed-exitcode")
+    assert code == 0, output
