@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from providers.base import Observation, ObserveRequest
 from providers.slurm import mapping, settings
 from providers.slurm.accounting import AccountingSnapshot
+from providers.slurm.names import duration_text, parse_tres
 from providers.slurm.partitions import ManagedFile, parse_settings
 
 if TYPE_CHECKING:
@@ -102,7 +103,7 @@ def observe_queue(
             live_spec.pop("maxRuntime", None)
         else:
             seconds = settings.canonical("MaxTime", partition.get("MaxTime"))
-            live_spec["maxRuntime"] = mapping.duration_text(seconds)
+            live_spec["maxRuntime"] = duration_text(seconds)
     _set_verbatim(live_spec, "partition", seen_partition)
     nodes = request.outputs.get("nodes", "")
     if nodes and set(provider.nodes.expand(nodes)) != set(
@@ -119,7 +120,14 @@ def observe_queue(
         _set_verbatim(live_spec, "qos", seen_qos)
         verbatim = _verbatim(spec, "qos")
         if "GrpTRES" in wanted and "GrpTRES" not in verbatim:
-            if not settings.same("GrpTRES", wanted["GrpTRES"], held["GrpTRES"]):
+            if settings.same("GrpTRES", wanted["GrpTRES"], held["GrpTRES"]):
+                pass
+            elif len(spec["pools"]) == 1 and _one_to_one(spec):
+                tres = parse_tres(held["GrpTRES"])
+                live_spec["pools"][0]["nominalQuota"] = {
+                    k: tres[k] for k in ("gpu", "cpu", "memory") if k in tres
+                }
+            else:
                 mapping._drift(live, f"QOS {qos_name} GrpTRES={held['GrpTRES'] or '(unset)'}")
         if "PreemptMode" not in verbatim and seen_qos["PreemptMode"] != wanted["PreemptMode"]:
             mapping._drift(live, f"QOS {qos_name} PreemptMode={held['PreemptMode']}")
@@ -134,6 +142,11 @@ def observe_queue(
     if adopted:
         outputs["adopted"] = True
     return Observation(exists=True, live=live, outputs=outputs)
+
+
+def _one_to_one(spec: dict[str, Any]) -> bool:
+    """GrpTRES is exactly the one pool's nominal quota (no cohort, no borrowing)."""
+    return not spec.get("cohort") and spec["pools"][0].get("borrowingLimit") is None
 
 
 def _verbatim(spec: dict[str, Any], section: str) -> dict[str, str]:
@@ -209,7 +222,6 @@ def observe_quota(
 
 def _shadowed(snapshot: AccountingSnapshot, qos_name: str, limits: dict[str, Any]) -> tuple:
     from providers.base import Finding
-    from providers.slurm.names import parse_tres
 
     qos = snapshot.qos.get(qos_name)
     queue = parse_tres(qos.grp_tres) if qos else {}
