@@ -231,7 +231,7 @@ def parse_file(text: str) -> ManagedFile:
 
 
 def render_file(managed: ManagedFile) -> str:
-    lines: list[str] = HEADER.splitlines() if managed.new else []
+    lines: list[str] = HEADER.splitlines() if managed.new and managed.items else []
     for item in managed.items:
         if isinstance(item, Block):
             lines += [f"# trainform:{item.manager}:{item.address}", item.line]
