@@ -14,6 +14,7 @@ from typing import Any
 
 from specs.secrets import same_secret
 
+
 class _Unset:
     """The value of a field a document does not have; shown as `(unset)` wherever a value
     is rendered (plan, drift, reasons), never as a Python object."""
