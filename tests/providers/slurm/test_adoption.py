@@ -391,3 +391,31 @@ def test_apply_runs_exactly_the_writes_the_plan_shows(site: Site, tmp_path: Path
     assert "DefMemPerGPU" not in site.cluster.partitions_file.read_text()
     code, output = tf(site, "plan", ".", "--detailed-exitcode")
     assert code == 0, output
+
+
+def test_a_site_that_breaks_a_policy_is_adopted_with_a_waiver_suggestion(
+    site: Site, tmp_path: Path
+) -> None:
+    root = tmp_path / "specs"
+    root.mkdir()
+    config = (site.root / "trainform.yaml").read_text()
+    (root / "trainform.yaml").write_text(
+        config + "policies:\n  path: .policies\n  settings:\n    priority-bounds: {max: 50}\n"
+    )
+    (root / ".policies").mkdir()
+    other = Site(site.prefix, root, site.cluster)
+    before = snapshot(site.cluster, tmp_path)
+
+    code, output = tf(other, "import", "--from", "hpc", ".")
+
+    assert code == 0, output
+    suggestion = output[output.index("waivers:") :]
+    assert f"address: Queue/{site.prefix}-gpu" in suggestion and "priority-bounds" in suggestion
+    code, output = tf(other, "plan", ".", "--detailed-exitcode")
+    assert code == 3, output  # the policy still holds until someone signs the waiver
+    (root / ".policies" / "policies.yaml").write_text(
+        "apiVersion: trainform/v1\nkind: PolicyConfig\n" + suggestion
+    )
+    code, output = tf(other, "plan", ".", "--detailed-exitcode")
+    assert code == 0, output
+    assert snapshot(site.cluster, tmp_path) == before
