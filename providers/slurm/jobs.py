@@ -99,7 +99,9 @@ class SlurmJobs:
         manager: str,
         gres: str = "gpu",
         data_roots: tuple[str, ...] = (),
+        containers: str = "pyxis",
     ) -> None:
+        self.containers = containers
         self.commands = commands
         self.data_roots = data_roots
         self.root = root
@@ -441,6 +443,9 @@ class SlurmJobs:
         seconds = signal_seconds(launch)
         if seconds:
             options.append(f"--signal=B:USR1@{seconds}")
+        if launch.image:  # a container Image; host runtimes run on the nodes as they are
+            flag = "--container" if self.containers == "oci" else "--container-image"
+            options.append(f"{flag}={launch.image}")
         return options
 
     def _sbatch(

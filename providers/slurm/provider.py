@@ -60,6 +60,7 @@ class SlurmProvider(Provider):
         "Quota": KindSchema("Quota", forces_replacement=("spec.queue",)),
         "EvalSuite": KindSchema("EvalSuite"),
         "TrainingJob": KindSchema("TrainingJob"),
+        "Image": KindSchema("Image", forces_replacement=("spec.reference", "spec.runtime")),
     }
 
     def __init__(self) -> None:
@@ -85,6 +86,7 @@ class SlurmProvider(Provider):
         self.nodes = Nodes(self.commands)
         self.job_root = getattr(connection, "job_root", "")
         self.gres = getattr(connection, "gres", "gpu") or "gpu"
+        self.containers = getattr(connection, "containers", "pyxis") or "pyxis"
 
     @property
     def jobs(self) -> SlurmJobs:
@@ -101,6 +103,7 @@ class SlurmProvider(Provider):
                 self.manager,
                 self.gres,
                 self.data_roots,
+                self.containers,
             )
         return self._jobs
 
@@ -285,6 +288,12 @@ class SlurmProvider(Provider):
                 seen[request.address] = (
                     Observation(exists=True, status={"runs": [run_to_json(r) for r in runs]})
                     if runs
+                    else Observation(exists=False)
+                )
+            elif request.kind == "Image":  # nothing on Slurm: what state recorded is it
+                seen[request.address] = (
+                    Observation(exists=True, live=request.document, outputs=request.outputs)
+                    if request.outputs
                     else Observation(exists=False)
                 )
             elif request.kind == "EvalSuite":

@@ -47,6 +47,9 @@ def put(
     if kind == "EvalSuite":
         provider.suites.write(resource.address, provider.manager, resource.document)
         return {}
+    if kind == "Image":  # run by sbatch (--container-image) or on the nodes' own runtime
+        spec = resource.spec
+        return {"runtime": spec.get("runtime", "container"), "reference": spec.get("reference", "")}
     if kind == "ResourcePool":
         if adopted:  # nodes are never written; an adopted pool has no record to keep
             facts = pool_facts(provider.nodes, resource.spec, provider.nodes.all())
@@ -332,6 +335,8 @@ def remove(provider: SlurmProvider, address: str, kind: str, outputs: dict[str, 
     if kind == "EvalSuite":
         provider.suites.delete(address, provider.manager)
         return
+    if kind == "Image":
+        return  # nothing was written for it
     if kind == "ResourcePool":
         if not adopted:
             provider.partitions.change(
