@@ -7,8 +7,8 @@ of account/partition pairs, and two partition lines with MaxTime, PriorityTier, 
 AllowAccounts and settings trainform does not manage (MaxNodes, Default, AllowQos,
 GraceTime, DenyAccounts). `import --from`, `plan --detailed-exitcode` and `apply` leave
 `sacctmgr dump`, the QOS table, `scontrol show partition` and the file byte for byte as
-they were. Then a hand edit of each managed field class shows in `drift` with both values
-and is undone by `apply`, after which the plan is empty.
+they were. Then hand edits of every managed field class show in `drift` with both values
+and are undone by one `apply`, after which the plan is empty.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def build(cluster: SlurmCluster, p: str) -> str:
     sacctmgr(cluster, "modify", "account", "where", f"name={p}-hep", "set", "GrpTRES=gres/gpu=2")
     sacctmgr(cluster, "modify", "account", "where", f"name={p}-hep", "set", "MaxWall=1-00:00:00")
     sacctmgr(cluster, "add", "user", f"{p}-alice", f"account={p}-hep")
-    sacctmgr(cluster, "add", "user", f"{p}-bob", f"account={p}-bio")
+    sacctmgr(cluster, "add", "user", f"{p}-bob", f"account={p}-bio", "MaxSubmitJobs=20")
     for user, account, partition, limits in (
         ("alice", "hep", "gpu", ["GrpTRES=gres/gpu=1", "MaxJobs=2"]),
         ("alice", "bio", "gpu", ["MaxWall=600"]),
@@ -188,7 +188,7 @@ EDITS = [
     pytest.param(
         ["modify", "qos", "where", "name={p}-gold", "set", "Preempt="],
         "spec.slurm.qos.Preempt",
-        ("{p}-silver", ""),
+        ("{p}-silver", "''"),
         id="qos-preempt",
     ),
     pytest.param(
@@ -211,6 +211,33 @@ EDITS = [
         "spec.slurm.users.{p}-alice.MaxJobs",
         ("2", "5"),
         id="user-partition-limit",
+    ),
+    pytest.param(
+        [
+            "modify",
+            "user",
+            "where",
+            "name={p}-bob",
+            "account={p}-bio",
+            "partition=",
+            "set",
+            "MaxSubmitJobs=30",
+        ],
+        "spec.slurm.users.{p}-bob.MaxSubmitJobs",
+        ("20", "30"),
+        id="user-limit",
+    ),
+    pytest.param(
+        ["modify", "qos", "where", "name={p}-silver", "set", "Priority=15"],
+        "spec.defaultPriority",
+        ("10", "15"),
+        id="qos-priority",
+    ),
+    pytest.param(
+        ("file", "MaxTime=720 ", "MaxTime=600 "),
+        "spec.maxRuntime",
+        ("12h", "10h"),
+        id="partition-max-time",
     ),
     pytest.param(
         ["modify", "account", "where", "name={p}-bio", "set", "parent={p}-phys"],
@@ -239,27 +266,30 @@ EDITS = [
 ]
 
 
-@pytest.mark.parametrize(("edit", "path", "values"), EDITS)
-def test_a_hand_edit_shows_in_drift_and_apply_undoes_it(
-    site: Site, tmp_path: Path, edit: list[str] | tuple[str, ...], path: str, values: tuple
+def test_hand_edits_of_every_managed_field_class_are_drift_and_apply_undoes_them(
+    site: Site, tmp_path: Path
 ) -> None:
     p = site.prefix
     if not (site.root / "imported" / "hpc.yaml").exists():
         assert tf(site, "import", "--from", "hpc", ".")[0] == 0
     before = snapshot(site.cluster, tmp_path)
-    if edit[0] == "file":
-        hand_edit_file(site, edit[1].format(p=p), edit[2].format(p=p))
-    else:
-        sacctmgr(site.cluster, *(part.format(p=p) for part in edit))
+    for param in EDITS:
+        edit = param.values[0]
+        if edit[0] == "file":
+            hand_edit_file(site, edit[1].format(p=p), edit[2].format(p=p))
+        else:
+            sacctmgr(site.cluster, *(part.format(p=p) for part in edit))
 
     code, output = tf(site, "drift", ".")
-    assert code == 2, output
-    assert path.format(p=p) in output, output
-    old, new = (value.format(p=p) for value in values)
-    line = next(x for x in output.splitlines() if x.strip().startswith(f"~ {path.format(p=p)}:"))
-    assert f"applied {old}, live {new}".rstrip() in line, line
-    assert "<object object" not in output
 
+    assert code == 2, output
+    assert "<object object" not in output
+    changed = [x.strip() for x in output.splitlines() if x.strip().startswith("~ ")]
+    for param in EDITS:
+        _, path, (old, new) = param.values
+        line = f"~ {path.format(p=p)}: applied {old.format(p=p)}, live {new.format(p=p)}"
+        assert line in changed, (param.id, output)
+    assert len(changed) == len(EDITS), output  # nothing unchanged is named
     code, output = tf(site, "apply", ".", "--auto-approve")
     assert code == 0, output
     code, output = tf(site, "plan", ".", "--detailed-exitcode")
@@ -267,6 +297,7 @@ def test_a_hand_edit_shows_in_drift_and_apply_undoes_it(
     after = snapshot(site.cluster, tmp_path)
     assert after["qos"] == before["qos"]
     assert after["file"] == before["file"]
+    assert after["partitions"] == before["partitions"]
     assert re.sub(r"\s+", " ", after["dump"]) == re.sub(r"\s+", " ", before["dump"])
 
 
