@@ -1,18 +1,22 @@
 """The `slurm` provider: accounts, partitions, QOS, association limits and jobs on Slurm.
 
-Mapping (docs/slurm.md has the full table):
-- Project -> account (Description `trainform:<manager>:<address>`) with its users;
-- ResourcePool -> existing nodes (hostlist or features), recorded in the managed
-  partitions file; capacity observed with `scontrol show node`; nodes are never created;
-- Queue -> partition in the managed file (providers/slurm/partitions.py) and a QOS;
-- Quota -> limits of the (user, account = project, partition = queue) associations, one
-  per project user: Slurm keeps partitions on user associations only;
+Mapping (docs/slurm.md has the full table of Slurm settings):
+- Project -> account with its users, and what `spec.slurm` states (parent, description,
+  organization, the account association's limits, users' own limits);
+- ResourcePool -> existing nodes (hostlist or features); nodes are never created;
+- Queue -> a partition line in the managed file (providers/slurm/partitions.py) and a QOS;
+- Quota -> the project's account association (generic limits, per project) and the user
+  associations on the queue's partition (`spec.slurm.users`);
+- Image -> nothing on Slurm: sbatch runs it (a container) or the nodes' own runtime;
 - TrainingJob and evaluations -> sbatch (providers/slurm/jobs.py); EvalSuite -> a record
   under the job root (Slurm has no such object).
 
+Only what a spec declares is compared and written (providers/slurm/settings.py):
 `observe` reads in batches (one sacctmgr snapshot, one file read, one node read) and
-returns the desired document with what Slurm holds put in (providers/slurm/mapping.py).
-Every write first checks ownership: an object without this manager's marker is refused.
+returns the desired document with Slurm's values put in (providers/slurm/observing.py);
+a write changes exactly the settings whose values differ (providers/slurm/writes.py).
+An object is changed only when it carries this manager's marker or state records that
+`trainform import` adopted it; import itself writes nothing (providers/slurm/importing.py).
 """
 
 from __future__ import annotations
@@ -186,9 +190,9 @@ class SlurmProvider(Provider):
                         "Slurm QOS priorities are not negative",
                     )
                 )
-            check("spec.pools", lambda: mapping.qos_settings(spec, ""))
+            check("spec.pools", lambda: settings.queue_qos(spec, False, ""))
         if resource.kind == "Quota":
-            check("spec.limits", lambda: mapping.quota_limits(spec["limits"]))
+            check("spec.limits", lambda: settings.quota_account_limits(spec["limits"]))
             check("spec.queue", lambda: check_identifier(spec["queue"], "queue"))
         if resource.kind == "TrainingJob":
             prefix = (spec.get("checkpoint") or {}).get("prefix", "")
