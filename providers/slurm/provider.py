@@ -50,7 +50,13 @@ from providers.slurm.names import (
 )
 from providers.slurm.names import parse_marker as parse_description
 from providers.slurm.nodes import Nodes
-from providers.slurm.partitions import Block, ManagedFile, PartitionFile, render_settings
+from providers.slurm.partitions import (
+    Block,
+    ManagedFile,
+    PartitionFile,
+    parse_settings,
+    render_settings,
+)
 from providers.slurm.pools import PoolFacts, pool_facts
 from providers.slurm.records import SuiteRecords
 
@@ -108,6 +114,7 @@ class SlurmProvider(Provider):
                 self.gres,
                 self.data_roots,
                 self.containers,
+                self._qos_of,
             )
         return self._jobs
 
@@ -116,6 +123,10 @@ class SlurmProvider(Provider):
         if not self.job_root:
             raise ProviderConfigError(f"slurm instance {self.name}: connection.jobRoot is unset")
         return SuiteRecords(Path(self.job_root) / "suites")
+
+    def _qos_of(self, queue: str) -> str:
+        line = self.partitions.read().partition_line(queue)
+        return parse_settings(line or "").get("QOS", queue).lower() or queue
 
     def mark(self, address: str) -> str:
         return marker(self.manager, address)

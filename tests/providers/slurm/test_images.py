@@ -1,5 +1,6 @@
 """Slurm-only platforms: Images placed on the Slurm instance (no `local` needed), container
-images passed to sbatch, and Slurm accounts kept off a `local` instance next to it."""
+images passed to sbatch (with the QOS their partition names), and Slurm accounts kept off a
+`local` instance next to it."""
 
 from __future__ import annotations
 
@@ -63,3 +64,10 @@ def test_a_container_image_reaches_sbatch_as_one_option(
     options = jobs._run_options(launch(image=image))
     assert options[-1] == option + image
     assert not any(o.startswith("--container") for o in jobs._run_options(launch()))
+
+
+def test_jobs_ask_for_the_qos_their_partition_names(tmp_path: Path) -> None:
+    jobs = SlurmJobs(
+        SlurmCommands(), tmp_path, tmp_path, "trainform", qos_of={"train": "gold"}.get
+    )
+    assert "--qos=gold" in jobs._run_options(launch())
