@@ -158,26 +158,34 @@ def owned(provider: SlurmProvider, managed: ManagedFile, address: str) -> Block 
     return block
 
 
-def semantic_check(provider: SlurmProvider) -> Callable[[ManagedFile], list[str]]:
-    """Problems of the partitions in a file: unknown nodes or QOS. Run under the file's
-    lock, just before writing, on fresh reads (another apply may have changed either)."""
+def semantic_check(
+    provider: SlurmProvider, changed: str = ""
+) -> Callable[[ManagedFile], list[str]]:
+    """Problems of the partitions in a file: unknown nodes or QOS, in the lines trainform
+    wrote and in the line of partition `changed` (an adopted one it edits). Run under the
+    file's lock, just before writing, on fresh reads (another apply may have changed
+    either). Hand-written lines trainform does not touch are Slurm's to judge."""
 
     def check(managed: ManagedFile) -> list[str]:
         known = provider.nodes.all()
         snapshot_qos = provider.sacctmgr.qos_names()
+        lines = {
+            block.address: block.settings
+            for block in managed.blocks
+            if not block.is_record and block.manager == provider.manager
+        }
+        if changed and managed.partition_line(changed) is not None:
+            lines[f"partition {changed}"] = parse_settings(managed.partition_line(changed) or "")
         problems = []
-        for block in managed.blocks:
-            if block.is_record or block.manager != provider.manager:
-                continue
-            settings = block.settings
-            hostlist = settings.get("Nodes", "")
+        for where, line in lines.items():
+            hostlist = line.get("Nodes", "")
             names = provider.nodes.expand(hostlist) if hostlist else []
             unknown = [n for n in names if n not in known]
             if unknown:
-                problems.append(f"{block.address}: Slurm has no node {', '.join(unknown)}")
-            qos = settings.get("QOS", "").lower()
+                problems.append(f"{where}: Slurm has no node {', '.join(unknown)}")
+            qos = line.get("QOS", "").lower()
             if qos and qos not in snapshot_qos:
-                problems.append(f"{block.address}: Slurm has no QOS {qos}")
+                problems.append(f"{where}: Slurm has no QOS {qos}")
         return problems
 
     return check
@@ -204,7 +212,7 @@ def put_queue(
         )
     line = managed.partition_line(name)
     wanted_qos = settings.queue_qos(spec, adopted, provider.mark(resource.address))
-    if qos is None and (not adopted or "QOS" in _verbatim(spec, "partition")):
+    if qos is None and not adopted:  # an adopted partition's QOS is never made up
         provider.sacctmgr.add_qos(
             qos_name, [f"{k}={v}" for k, v in wanted_qos.items() if v not in ("", "cluster")]
         )
@@ -237,12 +245,8 @@ def put_queue(
                     raise PermanentProviderError(f"cannot change partition {name}: it is gone")
                 current.set_partition_line(name, edit_line(present, changed))
 
-            provider.partitions.change(edit, semantic_check(provider))
+            provider.partitions.change(edit, semantic_check(provider, name))
     return {"partition": name, "qos": qos_name, "nodes": nodes, "defaultMemory": ""}
-
-
-def _verbatim(spec: dict[str, Any], section: str) -> dict[str, str]:
-    return dict(((spec.get("slurm") or {}).get(section)) or {})
 
 
 def quota_record(account: str, partition: str) -> str:

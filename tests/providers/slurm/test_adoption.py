@@ -424,6 +424,26 @@ def test_apply_runs_exactly_the_writes_the_plan_shows(site: Site, tmp_path: Path
     assert code == 0, output
 
 
+def test_an_adopted_partition_naming_a_missing_qos_is_refused_before_any_write(
+    site: Site, tmp_path: Path
+) -> None:
+    p = site.prefix
+    if not (site.root / "imported" / "hpc.yaml").exists():
+        assert tf(site, "import", "--from", "hpc", ".")[0] == 0
+    generated = site.root / "imported" / "hpc.yaml"
+    text = generated.read_text()
+    generated.write_text(text.replace(f"QOS: {p}-silver", f"QOS: {p}-nosuch"))
+    before = snapshot(site.cluster, tmp_path)
+    try:
+        code, output = tf(site, "apply", ".", "--auto-approve")
+        assert code == 1, output
+        assert f"Slurm has no QOS {p}-nosuch" in output, output
+        assert snapshot(site.cluster, tmp_path) == before
+        assert "is UP" in site.cluster.run(["scontrol", "ping"]).stdout
+    finally:
+        generated.write_text(text)
+
+
 def test_a_site_that_breaks_a_policy_is_adopted_with_a_waiver_suggestion(
     site: Site, tmp_path: Path
 ) -> None:
