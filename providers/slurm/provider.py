@@ -128,6 +128,26 @@ class SlurmProvider(Provider):
         line = self.partitions.read().partition_line(queue)
         return parse_settings(line or "").get("QOS", queue).lower() or queue
 
+    def resolve(self, resource: DesiredResource) -> dict[str, Any]:
+        """An Image's pin: a host runtime is the Python the job script execs on the nodes
+        (this machine's, on the shared filesystem); a container is its pinned digest."""
+        if resource.kind != "Image":
+            return super().resolve(resource)
+        if resource.spec.get("runtime") == "host":
+            from providers.local.provider import digest_of
+            from providers.local.runtime import host_runtime
+
+            facts = host_runtime()
+            return {"digest": digest_of(facts), "runtime": facts}
+        reference = resource.spec.get("reference") or ""
+        digest = reference.partition("@")[2]
+        if not digest:
+            raise PermanentProviderError(
+                f"cannot pin {resource.address}: without a registry instance the reference "
+                "must carry its digest (`...@sha256:<digest>`)"
+            )
+        return {"digest": digest}
+
     def mark(self, address: str) -> str:
         return marker(self.manager, address)
 

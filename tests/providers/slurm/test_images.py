@@ -71,3 +71,28 @@ def test_jobs_ask_for_the_qos_their_partition_names(tmp_path: Path) -> None:
         SlurmCommands(), tmp_path, tmp_path, "trainform", qos_of={"train": "gold"}.get
     )
     assert "--qos=gold" in jobs._run_options(launch())
+
+
+def test_a_slurm_image_is_pinned_without_a_registry_or_a_local_instance(tmp_path: Path) -> None:
+    from planner.session import ProviderSet
+    from providers.base import DesiredResource
+    from providers.errors import PermanentProviderError
+
+    (tmp_path / "trainform.yaml").write_text(SLURM)
+    (tmp_path / "platform.yaml").write_text(DOCUMENTS)
+    specs = load_specs(tmp_path)
+    desired = build_desired(specs)
+    providers = ProviderSet(specs.config, tmp_path)
+    try:
+        slurm = providers.get("hpc")
+        host, trainer = (
+            DesiredResource(a, "Image", a.split("/")[1], None, desired[a].document)
+            for a in ("Image/host-python", "Image/trainer")
+        )
+        assert slurm.resolve(host)["digest"].startswith("sha256:")
+        assert slurm.resolve(trainer) == {"digest": "sha256:" + "a" * 64}
+        unpinned = {**trainer.document, "spec": {"reference": "registry.example.com/t:1"}}
+        with pytest.raises(PermanentProviderError, match="must carry its digest"):
+            slurm.resolve(DesiredResource("Image/t", "Image", "t", None, unpinned))
+    finally:
+        providers.close()
