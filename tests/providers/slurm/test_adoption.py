@@ -324,10 +324,12 @@ SPEC_EDITS = [  # (text in the generated file, replacement, planned address, pla
     ),
 ]
 WRAPPER = """#!/bin/sh
-for argument in "$@"; do printf '%s\\t' "$argument"; done >> {log}
-printf '{name}\\n' >> {log}
+tab=$(printf '\\t')
+line=""
+for argument in "$@"; do line="$line$argument$tab"; done
+printf '%s{name}\\n' "$line" >> {log}
 exec {real} "$@"
-"""
+"""  # one append per command: sacctmgr reads run side by side
 
 
 def recording_bin(folder: Path, log: Path) -> Path:
