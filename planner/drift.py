@@ -123,6 +123,7 @@ def detect_drift(state: State | None, providers: ProviderSet) -> DriftReport:
                         f"changed outside trainform: {', '.join(c.path for c in changes[:5])}",
                         name,
                         changes,
+                        evidence=_places(changes, observation.places),
                     )
                 )
         if resource.kind == "TrainingJob":
@@ -153,6 +154,16 @@ def detect_drift(state: State | None, providers: ProviderSet) -> DriftReport:
                     )
                 )
     return DriftReport(state.lineage, state.serial, len(state.resources), findings)
+
+
+def _places(changes: list[FieldChange], places: dict[str, str]) -> dict[str, Any]:
+    """{"places": {path: object}} for the changes whose path lies under a known place."""
+    found = {}
+    for change in changes:
+        prefixes = [p for p in places if change.path == p or change.path.startswith(p + ".")]
+        if prefixes:
+            found[change.path] = places[max(prefixes, key=len)]
+    return {"places": found} if found else {}
 
 
 def _compute_instances(providers: ProviderSet) -> set[str]:

@@ -85,6 +85,9 @@ class Observation:
     outputs: dict[str, Any] = field(default_factory=dict)
     status: dict[str, Any] = field(default_factory=dict)
     findings: tuple[Finding, ...] = ()
+    # where a part of the live document lives on the platform, by path prefix
+    # (`spec.slurm.qos` -> `QOS gold`): drift names the object next to each change
+    places: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

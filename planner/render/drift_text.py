@@ -36,7 +36,11 @@ def render_drift_text(report: DriftReport, color: bool = False) -> str:
         for change in finding.changes:
             before = _shown(finding, change.path, change.before)
             after = _shown(finding, change.path, change.after)
-            lines.append(f"    ~ {change.path}: applied {_text(before)}, live {_text(after)}")
+            place = finding.evidence.get("places", {}).get(change.path)
+            where = f" ({place})" if place else ""
+            lines.append(
+                f"    ~ {change.path}: applied {_text(before)}, live {_text(after)}{where}"
+            )
     counts: dict[str, int] = {}
     for finding in report.findings:
         if not finding.warning:

@@ -65,7 +65,16 @@ def observe_project(
                 users[user] = _put_live(limits, association.limits)
         slurm["users"] = users
     outputs = {"account": name, **({"adopted": True} if request.outputs.get("adopted") else {})}
-    return Observation(exists=True, live=live, outputs=outputs)
+    places = {
+        "spec.users": f"user associations of account {name}",
+        "spec.slurm": f"account {name}",
+        "spec.slurm.limits": f"association of account {name}",
+        **{
+            f"spec.slurm.users.{user}": f"association of user {user} in account {name}"
+            for user in (slurm or {}).get("users", {})
+        },
+    }
+    return Observation(exists=True, live=live, outputs=outputs, places=places)
 
 
 def observe_queue(
@@ -141,7 +150,13 @@ def observe_queue(
     }
     if adopted:
         outputs["adopted"] = True
-    return Observation(exists=True, live=live, outputs=outputs)
+    line_place = f"partition {name} in {provider.partitions.path}"
+    places = {"spec.slurm.partition": line_place, "spec.maxRuntime": line_place}
+    places["spec.stopPolicy"] = line_place
+    if qos is not None:
+        for path in ("spec.slurm.qos", "spec.defaultPriority", "spec.pools"):
+            places[path] = f"QOS {qos_name}"
+    return Observation(exists=True, live=live, outputs=outputs, places=places)
 
 
 def _one_to_one(spec: dict[str, Any]) -> bool:
@@ -212,12 +227,14 @@ def observe_quota(
         outputs["users"] = sorted(spec["slurm"].get("users", {}))
     if adopted:
         outputs["adopted"] = True
-    return Observation(
-        exists=True,
-        live=live,
-        outputs=outputs,
-        findings=_shadowed(snapshot, settings.qos_name(partition, {}), limits),
-    )
+    queue_qos = parse_settings(managed.partition_line(partition) or "").get("QOS", partition)
+    findings = _shadowed(snapshot, queue_qos.lower(), limits)
+    places = {"spec.limits": f"association of account {account}"}
+    for user in (slurm or {}).get("users", {}):
+        places[f"spec.slurm.users.{user}"] = (
+            f"association of user {user} in account {account} on partition {partition}"
+        )
+    return Observation(exists=True, live=live, outputs=outputs, findings=findings, places=places)
 
 
 def _shadowed(snapshot: AccountingSnapshot, qos_name: str, limits: dict[str, Any]) -> tuple:

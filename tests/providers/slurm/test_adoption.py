@@ -183,18 +183,21 @@ EDITS = [
         ["modify", "qos", "where", "name={p}-gold", "set", "MaxWall=1-00:00:00"],
         "spec.slurm.qos.MaxWall",
         ("2-00:00:00", "1-00:00:00"),
+        "QOS {p}-gold",
         id="qos-limit",
     ),
     pytest.param(
         ["modify", "qos", "where", "name={p}-gold", "set", "Preempt="],
         "spec.slurm.qos.Preempt",
         ("{p}-silver", "''"),
+        "QOS {p}-gold",
         id="qos-preempt",
     ),
     pytest.param(
         ["modify", "account", "where", "name={p}-hep", "set", "GrpTRES=gres/gpu=3"],
         "spec.slurm.limits.GrpTRES",
         ("gres/gpu=2", "gres/gpu=3"),
+        "association of account {p}-hep",
         id="account-limit",
     ),
     pytest.param(
@@ -210,6 +213,7 @@ EDITS = [
         ],
         "spec.slurm.users.{p}-alice.MaxJobs",
         ("2", "5"),
+        "association of user {p}-alice in account {p}-hep on partition {p}-gpu",
         id="user-partition-limit",
     ),
     pytest.param(
@@ -225,42 +229,49 @@ EDITS = [
         ],
         "spec.slurm.users.{p}-bob.MaxSubmitJobs",
         ("20", "30"),
+        "association of user {p}-bob in account {p}-bio",
         id="user-limit",
     ),
     pytest.param(
         ["modify", "qos", "where", "name={p}-silver", "set", "Priority=15"],
         "spec.defaultPriority",
         ("10", "15"),
+        "QOS {p}-silver",
         id="qos-priority",
     ),
     pytest.param(
         ("file", "MaxTime=720 ", "MaxTime=600 "),
         "spec.maxRuntime",
         ("12h", "10h"),
+        "partition {p}-cpu in ",
         id="partition-max-time",
     ),
     pytest.param(
         ["modify", "account", "where", "name={p}-bio", "set", "parent={p}-phys"],
         "spec.slurm.parent",
         ("root", "{p}-phys"),
+        "account {p}-bio",
         id="account-parent",
     ),
     pytest.param(
         ["modify", "account", "where", "name={p}-bio", "set", "Description=renamed"],
         "spec.slurm.description",
         ("biology", "renamed"),
+        "account {p}-bio",
         id="account-description",
     ),
     pytest.param(
         ("file", "PriorityTier=1 ", "PriorityTier=7 "),
         "spec.slurm.partition.PriorityTier",
         ("1", "7"),
+        "partition {p}-gpu in ",
         id="partition-priority-tier",
     ),
     pytest.param(
         ("file", "AllowAccounts={p}-hep,{p}-bio", "AllowAccounts={p}-hep"),
         "spec.slurm.partition.AllowAccounts",
         ("{p}-hep,{p}-bio", "{p}-hep"),
+        "partition {p}-gpu in ",
         id="partition-allow-accounts",
     ),
 ]
@@ -286,9 +297,12 @@ def test_hand_edits_of_every_managed_field_class_are_drift_and_apply_undoes_them
     assert "<object object" not in output
     changed = [x.strip() for x in output.splitlines() if x.strip().startswith("~ ")]
     for param in EDITS:
-        _, path, (old, new) = param.values
+        _, path, (old, new), where = param.values
         line = f"~ {path.format(p=p)}: applied {old.format(p=p)}, live {new.format(p=p)}"
-        assert line in changed, (param.id, output)
+        assert any(x.startswith(f"{line} ({where.format(p=p)}") for x in changed), (
+            param.id,
+            output,
+        )
     assert len(changed) == len(EDITS), output  # nothing unchanged is named
     code, output = tf(site, "apply", ".", "--auto-approve")
     assert code == 0, output
