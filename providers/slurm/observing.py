@@ -65,6 +65,7 @@ def observe_project(
                 users[user] = _put_live(limits, association.limits)
         slurm["users"] = users
     outputs = {"account": name, **({"adopted": True} if request.outputs.get("adopted") else {})}
+    outputs["declared"] = settings.declared("Project", request.document["spec"], False, name)
     places = {
         "spec.users": f"user associations of account {name}",
         "spec.slurm": f"account {name}",
@@ -147,6 +148,7 @@ def observe_queue(
         "qos": qos_name if qos is not None else "",
         "nodes": partition.get("Nodes", ""),
         "defaultMemory": "",
+        "declared": settings.declared("Queue", spec, adopted, name),
     }
     if adopted:
         outputs["adopted"] = True
@@ -225,6 +227,7 @@ def observe_quota(
     outputs["limits"] = sorted(spec["limits"])  # what the next write may have to clear
     if spec.get("slurm") is not None:
         outputs["users"] = sorted(spec["slurm"].get("users", {}))
+    outputs["declared"] = settings.declared("Quota", spec, adopted, request.name)
     if adopted:
         outputs["adopted"] = True
     queue_qos = parse_settings(managed.partition_line(partition) or "").get("QOS", partition)

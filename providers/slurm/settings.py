@@ -84,7 +84,7 @@ def assignments(changes: dict[str, str], live: dict[str, str]) -> list[str]:
                 f"{name}=-1" for name in _tres(live.get(key, "")) if name not in _tres(value)
             ]
             value = ",".join(filter(None, [value, *cleared])) or "cpu=-1"
-        elif value == "":
+        elif value == "" and key not in CLEARED:
             value = "-1"
         arguments.append(f"{key}={value}")
     return arguments
@@ -92,6 +92,35 @@ def assignments(changes: dict[str, str], live: dict[str, str]) -> list[str]:
 
 def differing(desired: dict[str, str], live: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in desired.items() if not same(k, v, live.get(k))}
+
+
+# What clears a setting that a spec stops declaring (sacctmgr takes -1 for most limits).
+CLEARED = {"Preempt": "", "PreemptMode": "cluster", "UsageFactor": "1", "Flags": "-1"}
+NEVER_CLEARED = {"Description", "Priority", "State", "QOS", "Nodes"}
+
+
+def declared(kind: str, spec: dict[str, Any], adopted: bool, name: str) -> dict[str, Any]:
+    """The Slurm settings a resource's spec declares, by section: kept in outputs, so the
+    next write clears what the spec stopped declaring (the plan shows that removal)."""
+    slurm = spec.get("slurm") or {}
+    if kind == "Queue":
+        return {
+            "partition": sorted(queue_partition(spec, adopted, name)),
+            "qos": sorted(queue_qos(spec, adopted, "")),
+        }
+    if kind in ("Project", "Quota"):
+        users = {user: sorted(limits) for user, limits in slurm.get("users", {}).items()}
+        return {"limits": sorted(slurm.get("limits", {})), "users": users}
+    return {}
+
+
+def dropped(before: list[str], wanted: dict[str, Any]) -> dict[str, str]:
+    """Settings declared before and not now, with the value that clears each."""
+    return {
+        key: CLEARED.get(key, "-1")
+        for key in before
+        if key not in wanted and key not in NEVER_CLEARED
+    }
 
 
 def qos_name(name: str, spec: dict[str, Any]) -> str:

@@ -56,19 +56,25 @@ def put(
             return {**facts.outputs(provider.nodes), "adopted": True}
         return put_pool(provider, resource)
     snapshot = provider.sacctmgr.snapshot()
+    before = outputs.get("declared", {})
     if kind == "Project":
-        written = put_project(provider, resource, snapshot, adopted)
+        written = put_project(provider, resource, snapshot, adopted, before)
     elif kind == "Queue":
-        written = put_queue(provider, resource, snapshot, adopted)
+        written = put_queue(provider, resource, snapshot, adopted, before)
     elif kind == "Quota":
         written = put_quota(provider, resource, snapshot, outputs)
     else:
         raise PermanentProviderError(f"the slurm provider does not manage {kind}")
+    written["declared"] = settings.declared(kind, resource.spec, adopted, resource.name.lower())
     return {**written, **({"adopted": True} if adopted else {})}
 
 
 def put_project(
-    provider: SlurmProvider, resource: DesiredResource, snapshot: AccountingSnapshot, adopted: bool
+    provider: SlurmProvider,
+    resource: DesiredResource,
+    snapshot: AccountingSnapshot,
+    adopted: bool,
+    before: dict[str, Any],
 ) -> dict[str, Any]:
     name = resource.name.lower()
     slurm = resource.spec.get("slurm") or {}
@@ -97,7 +103,9 @@ def put_project(
             provider.sacctmgr.modify_account(name, changes)
     own = snapshot.association(name)
     held = own.limits if own else {}
-    changed = settings.differing(slurm.get("limits", {}), held)
+    limits = {**settings.dropped(before.get("limits", []), slurm.get("limits", {}))}
+    limits.update(slurm.get("limits", {}))
+    changed = settings.differing(limits, held)
     if changed:
         provider.sacctmgr.modify_account(name, settings.assignments(changed, held))
     wanted = sorted({u.lower() for u in resource.spec.get("users", [])})
@@ -108,18 +116,37 @@ def put_project(
     for user in present:
         if user not in wanted:
             provider.sacctmgr.remove_user(user, name, snapshot)
-    if slurm.get("users"):
-        put_user_limits(provider, name, "", slurm["users"])
+    users = _with_dropped(slurm.get("users", {}), before.get("users", {}))
+    if users:
+        put_user_limits(provider, name, "", users, set(slurm.get("users", {})))
     return {"account": name}
 
 
+def _with_dropped(
+    users: dict[str, dict[str, str]], before: dict[str, list[str]]
+) -> dict[str, dict[str, str]]:
+    """Each user's limits, plus the clearing of those the spec stopped declaring."""
+    merged = {}
+    for user in set(users) | set(before):
+        limits = settings.dropped(before.get(user, []), users.get(user, {}))
+        merged[user] = {**limits, **users.get(user, {})}
+    return merged
+
+
 def put_user_limits(
-    provider: SlurmProvider, account: str, partition: str, users: dict[str, dict[str, str]]
+    provider: SlurmProvider,
+    account: str,
+    partition: str,
+    users: dict[str, dict[str, str]],
+    declared: frozenset[str] | set[str] | None = None,
 ) -> None:
-    """Each user's association with the account (on `partition`, or none) holds its limits."""
+    """Each user's association with the account (on `partition`, or none) holds its limits;
+    an association is created only for a user the spec declares (`declared`, default all)."""
     snapshot = provider.sacctmgr.snapshot()
     for user, limits in users.items():
         association = snapshot.association(account, user, partition)
+        if association is None and declared is not None and user not in declared:
+            continue  # only its limits were to be cleared, and it has none
         if association is None:
             arguments = " ".join(settings.assignments(limits, {}))
             provider.sacctmgr.add_user(user, account, partition, arguments)
@@ -192,7 +219,11 @@ def semantic_check(
 
 
 def put_queue(
-    provider: SlurmProvider, resource: DesiredResource, snapshot: AccountingSnapshot, adopted: bool
+    provider: SlurmProvider,
+    resource: DesiredResource,
+    snapshot: AccountingSnapshot,
+    adopted: bool,
+    before: dict[str, Any],
 ) -> dict[str, Any]:
     name = resource.name.lower()
     spec = resource.spec
@@ -212,6 +243,7 @@ def put_queue(
         )
     line = managed.partition_line(name)
     wanted_qos = settings.queue_qos(spec, adopted, provider.mark(resource.address))
+    wanted_qos = {**settings.dropped(before.get("qos", []), wanted_qos), **wanted_qos}
     if qos is None and not adopted:  # an adopted partition's QOS is never made up
         provider.sacctmgr.add_qos(
             qos_name, [f"{k}={v}" for k, v in wanted_qos.items() if v not in ("", "cluster")]
@@ -233,6 +265,9 @@ def put_queue(
     else:
         live = {"State": "UP", **parse_settings(line)}
         changed: dict[str, str | None] = dict(settings.differing(wanted, live))
+        for key in settings.dropped(before.get("partition", []), wanted):
+            if key in live:
+                changed[key] = None  # no longer declared: the setting goes, as planned
         if set(provider.nodes.expand(nodes)) != set(
             provider.nodes.expand(live["Nodes"]) if live.get("Nodes") else []
         ):
@@ -297,7 +332,10 @@ def put_quota(
         provider.sacctmgr.modify_account(account, _merge_tres(arguments))
     slurm = spec.get("slurm")
     if slurm is not None:
-        put_user_limits(provider, account, partition, slurm.get("users", {}))
+        wanted_users = slurm.get("users", {})
+        previous = outputs.get("declared", {}).get("users", {})
+        kept = {user: keys for user, keys in previous.items() if user in wanted_users}
+        put_user_limits(provider, account, partition, _with_dropped(wanted_users, kept))
         for user in set(outputs.get("users", [])) - set(slurm.get("users", {})):
             provider.sacctmgr.remove_user(user, account, snapshot, partition)
     elif not adopted:

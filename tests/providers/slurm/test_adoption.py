@@ -336,6 +336,13 @@ SPEC_EDITS = [  # (text in the generated file, replacement, planned address, pla
         "Project/{p}-bio",
         "spec.slurm.description",
     ),
+    (  # a setting no longer declared is cleared, as the plan shows
+        "      Preempt: {p}-silver\n",
+        "",
+        "Queue/{p}-gpu",
+        "spec.slurm.qos.Preempt",
+    ),
+    ("      PriorityTier: '1'\n", "", "Queue/{p}-gpu", "spec.slurm.partition.PriorityTier"),
 ]
 WRAPPER = """#!/bin/sh
 tab=$(printf '\\t')
@@ -399,7 +406,7 @@ def written(site: Site, log: Path, file_before: str) -> set[tuple[str, str]]:
             name = line.split()[0].split("=", 1)[1]
             for token in set(line.split()) ^ set(old):
                 found.add((f"Queue/{name}", f"spec.slurm.partition.{token.split('=')[0]}"))
-    assert reconfigures == (1 if changed_lines else 0)
+    assert reconfigures == changed_lines  # one write, one reconfigure, per queue changed
     return found
 
 
@@ -410,7 +417,7 @@ def test_apply_runs_exactly_the_writes_the_plan_shows(site: Site, tmp_path: Path
     generated = site.root / "imported" / "hpc.yaml"
     text = generated.read_text()
     for old, new, _, _ in SPEC_EDITS:
-        assert text.count(old) == 1, old
+        assert text.count(old.format(p=p)) == 1, old
         text = text.replace(old.format(p=p), new.format(p=p))
     generated.write_text(text)
     log = tmp_path / "commands.log"
