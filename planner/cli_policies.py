@@ -39,6 +39,20 @@ def check_policies(workspace: Workspace, plan: Plan, policies_path: Path | None)
     return evaluate_policies(workspace.specs, plan, trusted)
 
 
+def adoption_waivers(workspace: Workspace, addresses: list[str]) -> str:
+    """Waivers to suggest for the policies an adopted platform already breaks."""
+    from datetime import date, timedelta
+
+    from policies.waivers import suggest_waivers
+
+    try:
+        trusted = load_trusted(None, workspace.config, workspace.root)
+    except PolicyConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    report = evaluate_policies(workspace.specs, None, trusted)
+    return suggest_waivers(report.findings, addresses, date.today() + timedelta(days=90))
+
+
 def render_plan_with_policies(
     rendered_plan: str,
     plan: Plan,

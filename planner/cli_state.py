@@ -247,3 +247,12 @@ def _import_from(instance: str, spec_dir: str, out: str | None, inputs: Template
         f"Wrote {len(adopted)} specs to {path} and adopted them into state. "
         "Run plan: it should show no changes."
     )
+    from planner.cli_policies import adoption_waivers
+
+    suggestion = adoption_waivers(workspace, adopted)
+    if suggestion:
+        click.echo(
+            "\nThe adopted platform already breaks policies that deny a plan. Nothing was "
+            "changed; to adopt it as it is, add these waivers to your trusted policies.yaml "
+            "(or fix the platform):\n\n" + suggestion
+        )

@@ -83,8 +83,13 @@ def _assign(specs: SpecSet) -> tuple[dict[str, list[str]], list[str]]:
                 used_by_project.setdefault(resource.project, set()).update(
                     where.get(resource.address, [])
                 )
+    slurm = [p.name for p in specs.config.providers if p.type == "slurm"]
     for project in by_kind.get("Project", []):
-        where[project.address] = sorted(used_by_project.get(project.name, ())) or compute
+        # a Project that states Slurm account settings is a Slurm account, not a local one
+        accounts = slurm if getattr(project.document.spec, "slurm", None) is not None else []
+        where[project.address] = (
+            sorted(used_by_project.get(project.name, ())) or accounts or compute
+        )
     store = specs.config.object_store()
     for dataset in by_kind.get("Dataset", []):
         spec = dataset.document.spec  # type: ignore[attr-defined]
@@ -97,8 +102,10 @@ def _assign(specs: SpecSet) -> tuple[dict[str, list[str]], list[str]]:
         where[dataset.address] = [chosen] if chosen else []
     for image in by_kind.get("Image", []):
         spec = image.document.spec  # type: ignore[attr-defined]
-        chosen = spec.provider or _first_of(
-            specs, ("local",) if spec.runtime == "host" else ("registry",)
+        chosen = (
+            spec.provider
+            or _first_of(specs, ("local",) if spec.runtime == "host" else ("registry",))
+            or _first_of(specs, ("slurm",))  # a Slurm-only platform: sbatch runs it
         )
         where[image.address] = [chosen] if chosen else []
     suite_users: dict[str, set[str]] = {}

@@ -15,7 +15,31 @@ from typing import Any
 
 from specs.secrets import same_secret
 
-_MISSING = object()
+
+class _Unset:
+    """The value of a field a document does not have; shown as `(unset)` wherever a value
+    is rendered (plan, drift, reasons), never as a Python object."""
+
+    _instance: _Unset | None = None
+
+    def __new__(cls) -> _Unset:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "(unset)"
+
+    __str__ = __repr__
+
+    def __reduce__(self) -> str:
+        return "_MISSING"
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Unset:
+        return self
+
+
+_MISSING = _Unset()
 
 
 @dataclass(frozen=True)

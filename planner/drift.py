@@ -92,7 +92,10 @@ def detect_drift(
                         f"changed outside trainform: {', '.join(c.path for c in changes[:5])}",
                         name,
                         changes,
-                        evidence=dict(observation.evidence),
+                        evidence={
+                            **dict(observation.evidence),
+                            **_places(changes, observation.places),
+                        },
                         desired=_declared(item, changes) if item else {},
                         location=item.location if item else "",
                     )
@@ -108,6 +111,7 @@ def detect_drift(
                     finding.message,
                     name,
                     evidence=finding.evidence,
+                    warning=finding.warning,
                 )
             )
     instances = {t.provider for t in targets} | _compute_instances(providers)
@@ -136,6 +140,16 @@ def _declared(item: DesiredItem, changes: list[FieldChange]) -> dict[str, Any]:
         if value != change.before:
             declared[change.path] = value
     return declared
+
+
+def _places(changes: list[FieldChange], places: dict[str, str]) -> dict[str, Any]:
+    """{"places": {path: object}} for the changes whose path lies under a known place."""
+    found = {}
+    for change in changes:
+        prefixes = [p for p in places if change.path == p or change.path.startswith(p + ".")]
+        if prefixes:
+            found[change.path] = places[max(prefixes, key=len)]
+    return {"places": found} if found else {}
 
 
 def _compute_instances(providers: ProviderSet) -> set[str]:

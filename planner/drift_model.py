@@ -73,6 +73,8 @@ class DriftFinding:
     last_seen: str = ""
     new: bool = True
     acknowledged: Acknowledged | None = None
+    warning: bool = False
+    """Advice about the live setup (`limit-shadowed`), not a difference: never drift."""
 
     @property
     def severity(self) -> str:
@@ -103,6 +105,7 @@ class DriftFinding:
             "kind": self.kind,
             "drift": self.drift,
             "severity": self.severity,
+            "warning": self.warning,
             "provider": self.provider,
             "message": self.message,
             "changes": changes,
@@ -150,7 +153,12 @@ class DriftReport:
 
     @property
     def open_findings(self) -> list[DriftFinding]:
-        return [f for f in self.findings if f.acknowledged is None]
+        """Findings that count: not acknowledged, not a warning."""
+        return [f for f in self.findings if f.acknowledged is None and not f.warning]
+
+    @property
+    def warnings(self) -> list[DriftFinding]:
+        return [f for f in self.findings if f.warning]
 
     @property
     def drifted(self) -> bool:

@@ -365,13 +365,22 @@ def _change_for(
     base = previous.spec
     reasons: list[str] = []
     if refreshed:
-        if any(o is None or not o.exists for o in seen):
+        missing = [
+            name for name, o in zip(item.providers, seen, strict=False) if o is None or not o.exists
+        ]
+        if missing:
+            recorded = [name for name in missing if name in previous.outputs]
+            reason = (
+                "missing on the provider: deleted outside trainform"
+                if recorded or not previous.outputs
+                else f"not on {', '.join(missing)} yet (never created there)"
+            )
             return ResourceChange(
                 address,
                 kind,
                 Action.CREATE,
                 item.providers,
-                ["missing on the provider: deleted outside trainform"],
+                [reason],
                 before=previous.spec,
                 known_after_apply=list(schema.computed),
                 **common,

@@ -72,3 +72,27 @@ def apply_waivers(
             )
         )
     return result
+
+
+ADOPTION_REASON = "adopted by trainform import: the live platform already breaks this policy"
+
+
+def suggest_waivers(
+    findings: Iterable[PolicyFinding], addresses: Iterable[str], expires: date
+) -> str:
+    """A `waivers:` block (policies.yaml) for the unwaived deny findings on `addresses`:
+    what `import --from` prints when the platform it adopted already breaks a policy, so the
+    adoption is a reviewed exception rather than a blocked plan. Empty when none."""
+    wanted = set(addresses)
+    pairs = sorted({(f.policy, f.address) for f in findings if f.blocking and f.address in wanted})
+    if not pairs:
+        return ""
+    lines = ["waivers:"]
+    for policy, address in pairs:
+        lines += [
+            f"  - policy: {policy}",
+            f"    address: {address}",
+            f'    reason: "{ADOPTION_REASON}"',
+            f"    expires: {expires.isoformat()}",
+        ]
+    return "\n".join(lines) + "\n"

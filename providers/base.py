@@ -88,6 +88,9 @@ class Observation:
     evidence: dict[str, Any] = field(default_factory=dict)
     """Who and when the platform recorded for the last change of the live object (e.g.
     `changedAt`, `changedBy`), where it keeps them; drift shows it on a modified finding."""
+    # where a part of the live document lives on the platform, by path prefix
+    # (`spec.slurm.qos` -> `QOS gold`): drift names the object next to each change
+    places: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,7 @@ class Finding:
     kind: str
     message: str
     evidence: dict[str, Any] = field(default_factory=dict)
+    warning: bool = False  # advice about the live setup, not a difference: never drift
 
 
 @dataclass(frozen=True)

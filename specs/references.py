@@ -26,7 +26,7 @@ Locate = Callable[[Resource, tuple[str | int, ...]], Location]
 PROVIDER_TYPES: dict[str, tuple[str, ...]] = {
     "ResourcePool": ("local", "kubernetes", "slurm"),
     "Dataset": ("local", "objectstore"),
-    "Image": ("local", "registry"),
+    "Image": ("local", "registry", "slurm"),
 }
 
 

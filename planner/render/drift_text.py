@@ -20,12 +20,16 @@ def render_drift_text(report: DriftReport, color: bool = False) -> str:
             for finding in resource.findings:
                 tone = "red" if finding.tone != "yellow" else "yellow"
                 head = paint(finding.drift, tone, color)
+                if finding.warning:
+                    head = paint(f"warning ({finding.drift})", "yellow", color)
                 lines.append(f"{head}: {resource.address} ({instance.name}): {finding.message}")
                 for change in finding.changes:
                     desired = f", desired {change.desired}" if change.desired is not None else ""
+                    where = f" ({change.place})" if change.place else ""
                     lines.append(
                         f"    ~ {change.path}: applied {change.applied}, live {change.live}"
                         + desired
+                        + where
                     )
                 for row in finding.objects:
                     versions = f", version {row.version}" if row.version else ""

@@ -54,6 +54,8 @@ class ChangeView:
     applied: str
     live: str
     desired: str | None
+    place: str = ""
+    """The platform object the field lives in (`QOS gold`), where the provider says."""
 
 
 @dataclass
@@ -93,6 +95,7 @@ def _objects(evidence: dict[str, Any]) -> list[ObjectView] | None:
 
 @dataclass
 class FindingView:
+    warning: bool
     drift: str
     symbol: str
     tone: str
@@ -141,6 +144,7 @@ class DriftView:
 
 
 def _finding_view(finding: DriftFinding) -> FindingView:
+    places = finding.evidence.get("places") or {}
     changes = [
         ChangeView(
             change.path,
@@ -149,6 +153,7 @@ def _finding_view(finding: DriftFinding) -> FindingView:
             as_text(shown(finding, change.path, finding.desired[change.path]))
             if change.path in finding.desired
             else None,
+            places.get(change.path, ""),
         )
         for change in finding.changes
     ]
@@ -156,9 +161,12 @@ def _finding_view(finding: DriftFinding) -> FindingView:
     objects = _objects(finding.evidence)
     split = any(k in finding.evidence for k in ("added", "removed", "changed"))
     evidence = {
-        k: v for k, v in finding.evidence.items() if not ((objects or split) and k == "changes")
+        k: v
+        for k, v in finding.evidence.items()
+        if not ((objects or split) and k == "changes") and k != "places"
     }
     return FindingView(
+        warning=finding.warning,
         drift=finding.drift,
         symbol=symbol,
         tone=TONE[symbol],
@@ -181,9 +189,11 @@ def headline(report: DriftReport) -> str:
         agrees = "matches" if report.checked == 1 else "match"
         return f"No drift: {checked} {agrees} what was applied."
     parts = [f"{count} {kind}" for kind, count in report.counts()["kind"].items()]
-    acknowledged = len(report.findings) - len(report.open_findings)
+    acknowledged = sum(f.acknowledged is not None for f in report.findings)
     if acknowledged:
         parts.append(f"{acknowledged} acknowledged")
+    if report.warnings:
+        parts.append(plural(len(report.warnings), "warning"))
     lead = "Drift" if report.drifted else "No open drift"
     return f"{lead}: {', '.join(parts)} (of {checked} checked)."
 

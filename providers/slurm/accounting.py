@@ -23,8 +23,37 @@ from providers.slurm.names import check_identifier, check_sacctmgr_arguments
 
 CHANGES = threading.Lock()
 UNCHANGED = ("nothing new added", "nothing modified", "already exists")
-QOS_FIELDS = "Name,Description,Priority,GrpTRES,MaxTRESPU,Preempt,PreemptMode"
-ASSOC_FIELDS = "Account,User,Partition,GrpTRES,MaxJobs,MaxWall,ParentName"
+# `sacctmgr show` column -> the option name `sacctmgr modify ... set` takes (specs/models/slurm.py)
+QOS_COLUMNS = {
+    "Description": "Description",
+    "Priority": "Priority",
+    "Flags": "Flags",
+    "GraceTime": "GraceTime",
+    "GrpJobs": "GrpJobs",
+    "GrpSubmit": "GrpSubmitJobs",
+    "GrpTRES": "GrpTRES",
+    "GrpWall": "GrpWall",
+    "MaxJobsPU": "MaxJobsPerUser",
+    "MaxSubmitPU": "MaxSubmitJobsPerUser",
+    "MaxTRES": "MaxTRESPerJob",
+    "MaxTRESPU": "MaxTRESPerUser",
+    "MaxWall": "MaxWall",
+    "Preempt": "Preempt",
+    "PreemptMode": "PreemptMode",
+    "UsageFactor": "UsageFactor",
+}
+ASSOCIATION_COLUMNS = {
+    "GrpJobs": "GrpJobs",
+    "GrpSubmit": "GrpSubmitJobs",
+    "GrpTRES": "GrpTRES",
+    "GrpWall": "GrpWall",
+    "MaxJobs": "MaxJobs",
+    "MaxSubmit": "MaxSubmitJobs",
+    "MaxTRES": "MaxTRESPerJob",
+    "MaxWall": "MaxWall",
+}
+QOS_FIELDS = "Name," + ",".join(QOS_COLUMNS)
+ASSOC_FIELDS = "Account,User,Partition,ParentName," + ",".join(ASSOCIATION_COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -39,9 +68,11 @@ class Association:
     account: str
     user: str
     partition: str
-    grp_tres: str
-    max_jobs: str
-    max_wall: str
+    grp_tres: str = ""
+    max_jobs: str = ""
+    max_wall: str = ""
+    parent: str = ""
+    limits: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
 
 
 @dataclass(frozen=True)
@@ -53,6 +84,7 @@ class Qos:
     max_tres_per_user: str
     preempt: str
     preempt_mode: str
+    settings: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
 
 
 @dataclass
@@ -72,6 +104,17 @@ class AccountingSnapshot:
             for a in self.associations
             if a.account == account and a.partition == partition and a.user
         ]
+
+    def association(self, account: str, user: str = "", partition: str = "") -> Association | None:
+        """The one association of (account, user, partition); "" for none of user/partition."""
+        return next(
+            (
+                a
+                for a in self.associations
+                if (a.account, a.user, a.partition) == (account, user, partition)
+            ),
+            None,
+        )
 
 
 def _rows(text: str, width: int) -> list[list[str]]:
@@ -138,15 +181,33 @@ class Accounting:
         snapshot = AccountingSnapshot()
         for name, description, organization in _rows(accounts, 3):
             snapshot.accounts[name.lower()] = Account(name.lower(), description, organization)
-        for account, user, partition, grp, max_jobs, max_wall, _ in _rows(associations, 7):
+        width = 4 + len(ASSOCIATION_COLUMNS)
+        for row in _rows(associations, width):
+            account, user, partition, parent = (cell.lower() for cell in row[:4])
+            limits = dict(zip(ASSOCIATION_COLUMNS.values(), row[4:], strict=True))
             snapshot.associations.append(
                 Association(
-                    account.lower(), user.lower(), partition.lower(), grp, max_jobs, max_wall
+                    account,
+                    user,
+                    partition,
+                    limits["GrpTRES"],
+                    limits["MaxJobs"],
+                    limits["MaxWall"],
+                    parent,
+                    limits,
                 )
             )
-        for name, description, priority, grp, per_user, preempt, mode in _rows(qos, 7):
-            snapshot.qos[name.lower()] = Qos(
-                name.lower(), description, int(priority or 0), grp, per_user, preempt, mode
+        for row in _rows(qos, 1 + len(QOS_COLUMNS)):
+            settings = dict(zip(QOS_COLUMNS.values(), row[1:], strict=True))
+            snapshot.qos[row[0].lower()] = Qos(
+                row[0].lower(),
+                settings["Description"],
+                int(settings["Priority"] or 0),
+                settings["GrpTRES"],
+                settings["MaxTRESPerUser"],
+                settings["Preempt"],
+                settings["PreemptMode"],
+                settings,
             )
         return snapshot
 
@@ -156,11 +217,15 @@ class Accounting:
 
     # accounts and users ------------------------------------------------------------------
 
-    def add_account(self, name: str, description: str, organization: str = "") -> bool:
+    def add_account(
+        self, name: str, description: str, organization: str = "", parent: str = ""
+    ) -> bool:
         name = check_identifier(name, "account")
         argv = ["add", "account", name, f"Description={description}", *self._where_cluster()]
         if organization:
             argv.append(f"Organization={organization}")
+        if parent:
+            argv.append(f"Parent={check_identifier(parent, 'account')}")
         changed = self._change(argv)
         listed = self.commands.run(["sacctmgr", "-nP", "show", "account", name, "format=Account"])
         if name not in listed.stdout.split():
@@ -239,6 +304,24 @@ class Accounting:
                 *limits.split(),
             ]
         )
+
+    def modify_account(self, name: str, settings: list[str]) -> bool:
+        """Settings of the account itself or of its own association (not its users')."""
+        where = ["where", f"name={check_identifier(name, 'account')}", *self._where_cluster()]
+        return self._change(["modify", "account", *where, "set", *settings])
+
+    def modify_association(
+        self, account: str, user: str, partition: str, settings: list[str]
+    ) -> bool:
+        """Limits of exactly one user association (`partition=` empty: the one without)."""
+        where = [
+            "where",
+            f"name={check_identifier(user, 'user')}",
+            f"account={check_identifier(account, 'account')}",
+            f"partition={check_identifier(partition, 'partition') if partition else ''}",
+            *self._where_cluster(),
+        ]
+        return self._change(["modify", "user", *where, "set", *settings])
 
     # QOS -----------------------------------------------------------------------------
 

@@ -45,6 +45,8 @@ RUN_OPTIONS = {
     "--gres",
     "--time",
     "--signal",
+    "--container-image",
+    "--container",
 }
 OPTION_VALUE = re.compile(r"^[A-Za-z0-9_.:@/+-]{1,200}$")
 COMMENT = re.compile(r"^trainform:[^\s\x00-\x1f]{1,900}$")

@@ -4,15 +4,17 @@
   blocks of the managed partitions file (pools, partitions, quota records), queued or
   running jobs (job comment), suite records.
 - `discover`: live Slurm objects as trainform documents (what `trainform import --from`
-  writes): accounts as Projects (owners = the account's Organization, which Slurm sets to
-  the account name when none was given), node groups of identical CPUs, memory, GRES and
-  features as ResourcePools (named `pool-<first node>`), partitions of the managed file
-  with their QOS as Queues, and partition associations as Quotas named
-  `<account>-<partition>`. Every document states the fields `observe` compares, so a plan
-  right after the import shows no change.
-- `adopt`: put this manager's mark on one object (account or QOS Description, a marker
-  line above a partition line of the managed file, a pool record). A partition defined in
-  slurm.conf itself cannot be adopted: trainform never edits that file.
+  writes), every setting trainform manages stated as Slurm holds it and nothing else:
+  accounts as Projects (parent, description, organization, the account association's
+  limits, users and their own limits; owners = the account's Organization), node groups of
+  identical CPUs, memory, GRES and features as ResourcePools (`pool-<first node>`),
+  partitions of the managed file with their QOS as Queues (priority, MaxTime and State in
+  generic fields, every other managed partition and QOS setting verbatim under
+  `spec.slurm`), and the user associations of each account on each such partition as a
+  Quota `<account>-<partition>`. Settings at their defaults, and limits a user association
+  only inherits from its account, are left out. A plan right after the import is empty.
+- `adopt`: reads, never writes: the observation of the object, with `adopted` in its
+  outputs, which state keeps as the record that the object is managed from now on.
 """
 
 from __future__ import annotations
@@ -21,9 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 from providers.base import Discovered, Observation, ObserveRequest
 from providers.errors import PermanentProviderError
+from providers.slurm import mapping
+from providers.slurm.accounting import Account, AccountingSnapshot
+from providers.slurm.names import duration_text, parse_slurm_time
 from providers.slurm.nodes import group_pools
-from providers.slurm.partitions import Block, ManagedFile, parse_settings
-from providers.slurm.writes import quota_record, refresh_allow_accounts, refuse
+from providers.slurm.writes import refuse
+from specs.models.slurm import PARTITION_KEYS, QOS_KEYS
 
 if TYPE_CHECKING:
     from providers.slurm.provider import SlurmProvider
@@ -55,24 +60,24 @@ def _document(kind: str, name: str, spec: dict[str, Any], project: str = "") -> 
     return {"apiVersion": API, "kind": kind, "metadata": metadata, "spec": spec}
 
 
+DEFAULTS = {"GraceTime": "00:00:00", "PreemptMode": "cluster", "UsageFactor": "1.000000"}
+INHERITED = ("MaxJobs", "MaxSubmitJobs", "MaxTRESPerJob", "MaxWall")
+
+
 def discover(provider: SlurmProvider) -> list[Discovered]:
     snapshot = provider.sacctmgr.snapshot()
     managed = provider.partitions.read()
     found: list[Discovered] = []
+    queues = managed.partitions()
     for account in sorted(snapshot.accounts.values(), key=lambda a: a.name):
         if account.name in SKIPPED_ACCOUNTS:
             continue
-        spec = {
-            "owners": [account.organization or account.name],
-            "users": snapshot.users_of(account.name),
-        }
-        found.append(
-            Discovered(
-                _document("Project", account.name, spec),
-                account.name,
-                "owners: the account's Organization",
-            )
-        )
+        found.append(_project(snapshot, account))
+        for partition in sorted({a.partition for a in snapshot.associations if a.partition}):
+            if partition in queues:
+                quota = _quota(snapshot, account.name, partition)
+                if quota is not None:
+                    found.append(quota)
     pool_of_node: dict[str, str] = {}
     for group in group_pools(provider.nodes.all()):
         name = f"pool-{group[0].name.lower()}"
@@ -89,94 +94,112 @@ def discover(provider: SlurmProvider) -> list[Discovered]:
             spec["accelerator"] = {"type": kind or "gpu", "count": gpus}
         found.append(Discovered(_document("ResourcePool", name, spec), node_list))
         pool_of_node.update({n.name: name for n in group})
-    for settings in managed.partitions().values():
-        found.extend(_queue_and_quotas(provider, settings, snapshot, pool_of_node))
+    for settings in queues.values():
+        found.append(_queue(provider, settings, snapshot, pool_of_node))
     return found
 
 
-def _queue_and_quotas(
-    provider: SlurmProvider, settings: dict[str, str], snapshot: Any, pool_of_node: dict[str, str]
-) -> list[Discovered]:
-    from providers.slurm import mapping
-    from providers.slurm.names import duration_text, parse_slurm_time, parse_tres
+def _limits(held: dict[str, str], inherited: dict[str, str] | None = None) -> dict[str, str]:
+    return {
+        key: value
+        for key, value in held.items()
+        if value and not (inherited and key in INHERITED and inherited.get(key) == value)
+    }
 
+
+def _project(snapshot: AccountingSnapshot, account: Account) -> Discovered:
+    own = snapshot.association(account.name)
+    held = own.limits if own else {}
+    users = {}
+    for user in snapshot.users_of(account.name):
+        association = snapshot.association(account.name, user)
+        limits = _limits(association.limits, held) if association else {}
+        if limits:
+            users[user] = limits
+    slurm: dict[str, Any] = {
+        "parent": own.parent if own and own.parent else "root",
+        "description": account.description,
+        "organization": account.organization,
+    }
+    if _limits(held):
+        slurm["limits"] = _limits(held)
+    if users:
+        slurm["users"] = users
+    spec = {
+        "owners": [account.organization or account.name],
+        "users": snapshot.users_of(account.name),
+        "slurm": slurm,
+    }
+    return Discovered(
+        _document("Project", account.name, spec), account.name, "owners: the account's Organization"
+    )
+
+
+def _quota(snapshot: AccountingSnapshot, account: str, partition: str) -> Discovered | None:
+    associations = snapshot.partition_associations(account, partition)
+    if not associations:
+        return None
+    own = snapshot.association(account)
+    held = own.limits if own else {}
+    users = {a.user: _limits(a.limits, held) for a in associations}
+    spec = {"queue": partition, "limits": {}, "slurm": {"users": users}}
+    name = f"{account}-{partition}"
+    return Discovered(_document("Quota", name, spec, account), f"{account}/{partition}")
+
+
+def _queue(
+    provider: SlurmProvider,
+    settings: dict[str, str],
+    snapshot: AccountingSnapshot,
+    pool_of_node: dict[str, str],
+) -> Discovered:
     name = settings["PartitionName"].lower()
-    qos = snapshot.qos.get(name)
+    qos = snapshot.qos.get(settings.get("QOS", "").lower()) if settings.get("QOS") else None
     nodes = provider.nodes.expand(settings.get("Nodes", "")) if settings.get("Nodes") else []
     pools = sorted({pool_of_node[n] for n in nodes if n in pool_of_node})
-    tres = parse_tres(qos.grp_tres) if qos else {}
-    quota = {k: tres[k] for k in ("gpu", "cpu", "memory") if k in tres}
     spec: dict[str, Any] = {
-        "pools": [
-            {"pool": pool, "nominalQuota": quota if index == 0 else {}}
-            for index, pool in enumerate(pools)
-        ],
+        "pools": [{"pool": pool, "nominalQuota": {}} for pool in pools],
         "defaultPriority": qos.priority if qos else 0,
         "stopPolicy": mapping.STOP_POLICIES.get(settings.get("State", "UP").upper(), "None"),
     }
     runtime = parse_slurm_time(settings.get("MaxTime", ""))
     if runtime:
         spec["maxRuntime"] = duration_text(runtime)
-    if qos and qos.preempt_mode.lower() == "requeue":
-        spec["preemption"] = {"withinQueue": "LowerPriority"}
-    found = [Discovered(_document("Queue", name, spec), name)]
-    accounts = sorted({a.account for a in snapshot.associations if a.partition == name and a.user})
-    for account in accounts:
-        first = snapshot.partition_associations(account, name)[0]
-        limits = mapping.quota_from_association(first.grp_tres, first.max_jobs, first.max_wall)
-        found.append(
-            Discovered(
-                _document("Quota", f"{account}-{name}", {"queue": name, "limits": limits}, account),
-                f"{account}/{name}",
-            )
-        )
-    return found
+    partition = {
+        key: value
+        for key, value in settings.items()
+        if key in PARTITION_KEYS and not (key == "MaxTime" and runtime)
+    }
+    slurm: dict[str, Any] = {}
+    if partition:
+        slurm["partition"] = partition
+    if qos is not None:
+        held = {k: v for k, v in qos.settings.items() if k in QOS_KEYS}
+        slurm["qos"] = {
+            k: v for k, v in held.items() if v and DEFAULTS.get(k, "").lower() != v.lower()
+        }
+    if slurm:
+        spec["slurm"] = slurm
+    return Discovered(_document("Queue", name, spec), name)
 
 
 def adopt(provider: SlurmProvider, request: ObserveRequest, identifier: str) -> Observation:
-    kind = request.kind
-    if kind == "Project":
-        snapshot = provider.sacctmgr.snapshot()
-        account = snapshot.accounts.get(identifier.lower())
-        if account is None:
-            return Observation(exists=False)
-        _claimable(provider, request.address, account.description)
-        provider.sacctmgr.set_account_description(account.name, provider.mark(request.address))
-    elif kind == "Queue":
-        snapshot = provider.sacctmgr.snapshot()
-        qos = snapshot.qos.get(identifier.lower())
-        if qos is not None:
-            _claimable(provider, request.address, qos.description)
-        provider.partitions.change(
-            lambda managed: _mark_partition(provider, managed, request.address, identifier),
-            lambda managed: [],
-        )
-        if qos is not None:
-            provider.sacctmgr.modify_qos(
-                qos.name, [f"Description={provider.mark(request.address)}"]
-            )
-    elif kind == "ResourcePool":
-
-        def edit(managed: ManagedFile) -> None:
-            block = managed.find(request.address)
-            if block is not None and block.manager != provider.manager:
-                raise refuse(request.address, f"marked for {block.manager}")
-            managed.put(
-                Block(
-                    provider.manager,
-                    request.address,
-                    provider._pool_line({"nodeList": identifier, "features": []}),
-                )
-            )
-
-        provider.partitions.change(edit, lambda managed: [])
-    elif kind == "Quota":
-        account, _, partition = identifier.lower().partition("/")
-        record = Block(provider.manager, request.address, quota_record(account, partition))
-        refresh_allow_accounts(provider, partition, record=record)
-    else:
-        raise PermanentProviderError(f"the slurm provider cannot import a {kind}")
-    return provider.observe([request])[request.address]
+    """The object as observed, marked adopted in its outputs; nothing is written."""
+    if request.kind not in ("Project", "Queue", "Quota", "ResourcePool"):
+        raise PermanentProviderError(f"the slurm provider cannot import a {request.kind}")
+    if request.kind == "Project":
+        account = provider.sacctmgr.snapshot().accounts.get(identifier.lower())
+        if account is not None:
+            _claimable(provider, request.address, account.description)
+    adopted = ObserveRequest(
+        request.address,
+        request.kind,
+        request.name,
+        request.project,
+        request.document,
+        {**request.outputs, "adopted": True},
+    )
+    return provider.observe([adopted])[request.address]
 
 
 def _claimable(provider: SlurmProvider, address: str, description: str) -> None:
@@ -185,22 +208,3 @@ def _claimable(provider: SlurmProvider, address: str, description: str) -> None:
     found = parse_marker(description)
     if found is not None and found[0] != provider.manager:
         raise refuse(address, description)
-
-
-def _mark_partition(
-    provider: SlurmProvider, managed: ManagedFile, address: str, identifier: str
-) -> None:
-    block = managed.find(address)
-    if block is not None:
-        if block.manager != provider.manager:
-            raise refuse(address, f"marked for {block.manager}")
-        return
-    for index, line in enumerate(managed.others):
-        if parse_settings(line).get("PartitionName", "").lower() == identifier.lower():
-            del managed.others[index]
-            managed.blocks.append(Block(provider.manager, address, line.strip()))
-            return
-    raise PermanentProviderError(
-        f"cannot import partition {identifier}: it is not in {provider.partitions.path}; "
-        "trainform only manages partitions of its own include file (move the line there)"
-    )

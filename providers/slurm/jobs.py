@@ -31,6 +31,7 @@ import json
 import os
 import pwd
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from decimal import ROUND_CEILING, Decimal
 from pathlib import Path
@@ -99,7 +100,13 @@ class SlurmJobs:
         manager: str,
         gres: str = "gpu",
         data_roots: tuple[str, ...] = (),
+        containers: str = "pyxis",
+        qos_of: Callable[[str], str] | None = None,
     ) -> None:
+        self.containers = containers
+        # the QOS jobs of a queue ask for: the partition's QOS (an adopted partition may
+        # name another QOS than the queue's name)
+        self.qos_of = qos_of or (lambda queue: queue)
         self.commands = commands
         self.data_roots = data_roots
         self.root = root
@@ -425,7 +432,7 @@ class SlurmJobs:
             f"--job-name=tf-{check_identifier(launch.address.rsplit('/', 1)[-1], 'job name')}",
             f"--account={check_identifier(launch.project or '', 'account')}",
             f"--partition={check_identifier(launch.queue, 'partition')}",
-            f"--qos={check_identifier(launch.queue, 'QOS')}",
+            f"--qos={check_identifier(self.qos_of(launch.queue), 'QOS')}",
             f"--nodes={int(launch.nodes)}",
             "--ntasks-per-node=1",
             f"--cpus-per-task={cpus}",
@@ -441,6 +448,9 @@ class SlurmJobs:
         seconds = signal_seconds(launch)
         if seconds:
             options.append(f"--signal=B:USR1@{seconds}")
+        if launch.image:  # a container Image; host runtimes run on the nodes as they are
+            flag = "--container" if self.containers == "oci" else "--container-image"
+            options.append(f"{flag}={launch.image}")
         return options
 
     def _sbatch(

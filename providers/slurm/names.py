@@ -24,8 +24,9 @@ IDENTIFIER = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 HOSTLIST = re.compile(r"^[A-Za-z0-9_.\[][A-Za-z0-9_.,\[\]-]{0,999}$")
 JOB_ID = re.compile(r"^[0-9]{1,12}([_+][0-9]{1,9})?$")
-# An argument of sacctmgr's `key=value` syntax: no option, no separator it would split on.
-SACCTMGR_ARGUMENT = re.compile(r"^[A-Za-z0-9_][^\s\x00-\x1f\x7f\"']*$")
+# An argument of sacctmgr's `key=value` syntax: no option, no quote or control character
+# (each argv element is one argument to sacctmgr; plain spaces stay inside a Description).
+SACCTMGR_ARGUMENT = re.compile(r"^[A-Za-z0-9_][^\t\n\r\v\f\x00-\x1f\x7f\"']*$")
 FEATURE = re.compile(r"^[A-Za-z0-9_.-]{1,63}$")
 MARKER_PREFIX = "trainform:"
 MIB = 2**20
@@ -68,13 +69,13 @@ def check_job_id(value: str) -> str:
 
 def check_sacctmgr_arguments(arguments: list[str]) -> list[str]:
     """`arguments` of a sacctmgr command after its verb, refused if any could read as an
-    option (a leading `-`) or hold whitespace, a quote or a control character: sacctmgr has
-    no `--`, and its `key=value` syntax splits on what such characters would add."""
+    option (a leading `-`) or hold a quote or a control character: sacctmgr has no `--`,
+    and strips quotes and splits lines on what such characters would add."""
     for argument in arguments:
         if not SACCTMGR_ARGUMENT.match(argument):
             raise PermanentProviderError(
                 f"cannot run sacctmgr with argument {argument!r}: it starts with '-' or "
-                "holds whitespace, a quote or a control character"
+                "holds a quote or a control character"
             )
     return arguments
 

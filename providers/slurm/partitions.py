@@ -2,21 +2,27 @@
 
 Partitions live in slurm.conf (runtime-created ones vanish on reconfigure), so the
 provider owns one included file (connection `partitions_file`) and never edits anything
-else. The file opens with a header comment; each owned block is a marker line
-`# trainform:<manager>:<address>` followed by one line: a `PartitionName=...` line for a
-Queue, a `# pool Nodes=... Features=...` record for a ResourcePool, or a
-`# quota Account=... Partition=...` record for a Quota (Slurm has no pool object, and
-associations carry no description: the records are what make them owned). Lines outside
-marked blocks are kept as they are.
+else. A block trainform created is a marker line `# trainform:<manager>:<address>`
+followed by one line: a `PartitionName=...` line for a Queue, a `# pool Nodes=...
+Features=...` record for a ResourcePool, or a `# quota Account=... Partition=...` record
+for a Quota. A partition written by hand and adopted by `trainform import` keeps its line
+unmarked (import never writes; state records the adoption).
+
+The file is kept line by line: an edit replaces the values of the settings it changes in
+one line, in place, and leaves every other byte as it was (settings trainform does not
+manage, comments, blank lines, order). A partition name appears on one line only: `put`
+replaces the line that names it, and a file that already names a partition twice is
+refused before anything is written.
 
 Writing (`PartitionFile.change`), under an exclusive lock on `<file>.lock`:
 1. render the new text; check semantics (every partition's nodes exist, every QOS exists)
    and syntax (Slurm parses a temporary copy of slurm.conf that includes the new text, with
    SLURM_CONF pointed at it);
 2. keep the current file as `<file>.last-good`, write the new one atomically;
-3. `scontrol reconfigure`, then `scontrol ping`; if the controller does not answer, the
-   last good file is restored and reconfigured, and the write fails. A bad partition spec
-   never takes the controller down.
+3. `scontrol reconfigure`, then `scontrol ping`. If slurmctld refuses the file or stops
+   answering, the last good file is put back, `scontrol reconfigure` runs again and
+   `scontrol ping` checks the controller answers; the error says whether it does, and if
+   not, how to bring it back.
 """
 
 from __future__ import annotations
@@ -35,6 +41,8 @@ from pathlib import Path
 from providers.errors import PermanentProviderError, ProviderConfigError
 from providers.slurm.commands import SlurmCommands
 from providers.slurm.names import parse_marker
+from specs.models.slurm import PARTITION_KEPT_KEYS
+from specs.models.slurm import PARTITION_KEYS as MANAGED_KEYS
 
 HEADER = (
     "# Partitions managed by trainform: do not edit. Each block below a trainform marker is\n"
@@ -42,21 +50,9 @@ HEADER = (
 )
 POOL_RECORD = "# pool "
 QUOTA_RECORD = "# quota "
-PARTITION_KEYS = (
-    "PartitionName",
-    "Nodes",
-    "PriorityTier",
-    "MaxTime",
-    "DefaultTime",
-    "DefMemPerGPU",
-    "DefMemPerCPU",
-    "QOS",
-    "AllowAccounts",
-    "State",
-    "OverSubscribe",
-    "PreemptMode",
-)
+PARTITION_KEYS = ("PartitionName", "Nodes", "State", *MANAGED_KEYS, *PARTITION_KEPT_KEYS)
 INCLUDE = re.compile(r"^\s*include\s+(\S+)\s*$", re.IGNORECASE)
+TOKEN = re.compile(r"\S+")
 
 
 @dataclass
@@ -82,30 +78,96 @@ class Block:
 
 @dataclass
 class ManagedFile:
-    blocks: list[Block] = field(default_factory=list)
-    others: list[str] = field(default_factory=list)
+    """The file as an ordered list of marked blocks and raw lines (kept byte for byte)."""
+
+    items: list[Block | str] = field(default_factory=list)
+    new: bool = True
+    trailing_newline: bool = True
+
+    @property
+    def blocks(self) -> list[Block]:
+        return [item for item in self.items if isinstance(item, Block)]
+
+    @blocks.setter
+    def blocks(self, kept: list[Block]) -> None:
+        ids = {id(block) for block in kept}
+        self.items = [i for i in self.items if not isinstance(i, Block) or id(i) in ids]
+        self.items += [b for b in kept if not any(b is i for i in self.items)]
+
+    @property
+    def others(self) -> list[str]:
+        """Lines outside marked blocks that Slurm reads (not comments, not blank)."""
+        return [
+            item
+            for item in self.items
+            if isinstance(item, str) and item.strip() and not item.lstrip().startswith("#")
+        ]
+
+    def append_line(self, line: str) -> None:
+        self.items.append(line)
 
     def find(self, address: str) -> Block | None:
         return next((b for b in self.blocks if b.address.lower() == address.lower()), None)
 
     def put(self, block: Block) -> None:
-        for index, existing in enumerate(self.blocks):
-            if existing.address.lower() == block.address.lower():
-                self.blocks[index] = block
+        """Replace the block of the address, or the line naming the same partition; else
+        append. One partition, one line."""
+        name = parse_settings(block.line).get("PartitionName", "").lower()
+        for index, item in enumerate(self.items):
+            if isinstance(item, Block) and item.address.lower() == block.address.lower():
+                self.items[index] = block
                 return
-        self.blocks.append(block)
+        for index, item in enumerate(self.items):
+            if name and _partition_name(item) == name:
+                self.items[index] = block
+                return
+        self.items.append(block)
 
     def remove(self, address: str) -> None:
-        self.blocks = [b for b in self.blocks if b.address.lower() != address.lower()]
+        self.items = [
+            i
+            for i in self.items
+            if not (isinstance(i, Block) and i.address.lower() == address.lower())
+        ]
+
+    def remove_partition(self, name: str) -> None:
+        self.items = [i for i in self.items if _partition_name(i) != name.lower()]
+
+    def partition_line(self, name: str) -> str | None:
+        for item in self.items:
+            if _partition_name(item) == name.lower():
+                return item.line if isinstance(item, Block) else item
+        return None
+
+    def set_partition_line(self, name: str, line: str) -> None:
+        """Put `line` where the partition's line is (marked or not)."""
+        for index, item in enumerate(self.items):
+            if _partition_name(item) == name.lower():
+                self.items[index] = (
+                    Block(item.manager, item.address, line) if isinstance(item, Block) else line
+                )
+                return
+        raise PermanentProviderError(f"cannot change partition {name}: no line names it")
 
     def partitions(self) -> dict[str, dict[str, str]]:
         """Every PartitionName line in the file (owned or not), by lowercased name."""
         found = {}
-        for line in [b.line for b in self.blocks if not b.is_record] + self.others:
-            settings = parse_settings(line)
-            if "PartitionName" in settings:
-                found[settings["PartitionName"].lower()] = settings
+        for item in self.items:
+            name = _partition_name(item)
+            if name:
+                found[name] = parse_settings(item.line if isinstance(item, Block) else item)
         return found
+
+    def duplicates(self) -> list[str]:
+        names = [n for n in (_partition_name(i) for i in self.items) if n]
+        return sorted({n for n in names if names.count(n) > 1})
+
+
+def _partition_name(item: Block | str) -> str:
+    line = item.line if isinstance(item, Block) else item
+    if line.lstrip().startswith("#"):
+        return ""
+    return parse_settings(line).get("PartitionName", "").lower()
 
 
 def parse_settings(line: str) -> dict[str, str]:
@@ -123,46 +185,77 @@ def render_settings(settings: dict[str, str]) -> str:
     return " ".join(f"{key}={value}" for key, value in settings.items() if value != "")
 
 
+def edit_line(line: str, changes: dict[str, str | None]) -> str:
+    """`line` with the values of `changes` put in place (None removes the setting); new
+    settings go at the end; every other character stays."""
+    canonical = {key.lower(): key for key in PARTITION_KEYS}
+    pending = dict(changes)
+    parts: list[str] = []
+    position = 0
+    for match in TOKEN.finditer(line):
+        key, separator, _ = match.group().partition("=")
+        name = canonical.get(key.lower(), key)
+        parts.append(line[position : match.start()])
+        position = match.end()
+        if separator and name in pending:
+            value = pending.pop(name)
+            if value is None:
+                parts[-1] = parts[-1].rstrip(" ") + (" " if parts[-1] else "")
+                continue
+            parts.append(f"{key}={value}")
+        else:
+            parts.append(match.group())
+    parts.append(line[position:])
+    text = "".join(parts).rstrip()
+    added = [f"{key}={value}" for key, value in pending.items() if value is not None]
+    return " ".join([text, *added]) if added else text
+
+
 def parse_file(text: str) -> ManagedFile:
-    managed = ManagedFile()
+    managed = ManagedFile(new=not text, trailing_newline=not text or text.endswith("\n"))
     owner: tuple[str, str] | None = None
-    for raw in text.splitlines():
-        line = raw.rstrip()
-        if line.startswith("#") and owner is None:
-            found = parse_marker(line.lstrip("#").strip())
+    for raw in text.split("\n")[:-1] if text.endswith("\n") else text.split("\n"):
+        if not raw and not text:
+            continue
+        if raw.startswith("#") and owner is None:
+            found = parse_marker(raw.lstrip("#").strip())
             if found is not None:
                 owner = found
                 continue
-        if owner is not None and line.strip():
-            managed.blocks.append(Block(owner[0], owner[1], line.strip()))
+        if owner is not None and raw.strip():
+            managed.items.append(Block(owner[0], owner[1], raw.strip()))
             owner = None
             continue
-        if line.strip() and line not in HEADER.splitlines():
-            managed.others.append(line)
+        managed.items.append(raw)
     return managed
 
 
 def render_file(managed: ManagedFile) -> str:
-    parts = [HEADER]
-    for block in sorted(managed.blocks, key=lambda b: (not b.is_record, b.address)):
-        parts.append(f"# trainform:{block.manager}:{block.address}\n{block.line}\n")
-    if managed.others:
-        parts.append("\n".join(managed.others) + "\n")
-    return "".join(parts)
+    lines: list[str] = HEADER.splitlines() if managed.new and managed.items else []
+    for item in managed.items:
+        if isinstance(item, Block):
+            lines += [f"# trainform:{item.manager}:{item.address}", item.line]
+        else:
+            lines.append(item)
+    if not lines:
+        return ""
+    return "\n".join(lines) + ("\n" if managed.trailing_newline else "")
 
 
 def syntax_problems(managed: ManagedFile) -> list[str]:
-    """What Slurm's parser would refuse in a managed partition line, found without Slurm."""
-    problems = []
+    """What Slurm's parser would refuse in a line trainform wrote, found without Slurm
+    (lines written by hand are Slurm's to judge: they are kept as they are)."""
+    problems = [
+        f"partition {name} is defined on more than one line" for name in managed.duplicates()
+    ]
     for block in managed.blocks:
         if block.is_record:
             continue
-        tokens = block.line.split()
-        for token in tokens:
+        for token in block.line.split():
             key, separator, value = token.partition("=")
             if not separator or not value:
                 problems.append(f"{block.address}: {token!r} is not Key=Value")
-            elif key not in PARTITION_KEYS:
+            elif key.lower() not in {k.lower() for k in PARTITION_KEYS}:
                 problems.append(f"{block.address}: unknown partition setting {key}")
     return problems
 
@@ -172,6 +265,7 @@ class PartitionFile:
         self.path = path
         self.slurm_conf = slurm_conf
         self.commands = commands
+        self.recovery_wait = 15.0
 
     @property
     def last_good(self) -> Path:
@@ -209,6 +303,11 @@ class PartitionFile:
             edit(after)
             if render_file(after) == render_file(before) and self.path.exists():
                 return
+            if not before.new and before.duplicates():
+                raise PermanentProviderError(
+                    f"cannot write partitions to {self.path}: it names partition "
+                    f"{', '.join(before.duplicates())} on more than one line; fix the file first"
+                )
             problems = syntax_problems(after) + check(after)
             if problems:
                 raise PermanentProviderError(
@@ -276,18 +375,27 @@ class PartitionFile:
         if self.last_good.exists():
             shutil.copy2(self.last_good, self.path)
         else:
-            _atomic_write(self.path, HEADER)
-        self._reconfigure_ok()
+            _atomic_write(self.path, "")
+        self.commands.run(["scontrol", "reconfigure"], check=False, retry=False)
+        if self.ping(self.recovery_wait):
+            raise PermanentProviderError(
+                f"cannot apply partitions in {self.path}: slurmctld refused the new file; "
+                "the last good file is back in place, reconfigured, and the controller answers"
+            )
         raise PermanentProviderError(
-            f"cannot apply partitions in {self.path}: the controller refused the file or did "
-            "not answer after `scontrol reconfigure`; the last good file was restored"
+            f"cannot apply partitions in {self.path}: slurmctld refused the new file and does "
+            f"not answer `scontrol ping`, even after the last good file was put back "
+            f"({self.last_good} -> {self.path}) and `scontrol reconfigure` ran. The controller "
+            "is down: start slurmctld again on that file (e.g. `systemctl start slurmctld`), "
+            "check `scontrol ping`, then run `trainform plan`"
         )
 
     def _reconfigure_ok(self) -> bool:
-        result = self.commands.run(["scontrol", "reconfigure"], check=False)
+        result = self.commands.run(["scontrol", "reconfigure"], check=False, retry=False)
         # a refused file leaves the controller running on the old one: still a failure
-        refused = result.returncode != 0 and "unable to contact" not in result.text.lower()
-        return self.ping() and not refused
+        if result.returncode != 0:
+            return False
+        return self.ping()
 
     def ping(self, timeout: float = 15.0) -> bool:
         deadline = time.monotonic() + timeout

@@ -1,18 +1,22 @@
 """The `slurm` provider: accounts, partitions, QOS, association limits and jobs on Slurm.
 
-Mapping (docs/slurm.md has the full table):
-- Project -> account (Description `trainform:<manager>:<address>`) with its users;
-- ResourcePool -> existing nodes (hostlist or features), recorded in the managed
-  partitions file; capacity observed with `scontrol show node`; nodes are never created;
-- Queue -> partition in the managed file (providers/slurm/partitions.py) and a QOS;
-- Quota -> limits of the (user, account = project, partition = queue) associations, one
-  per project user: Slurm keeps partitions on user associations only;
+Mapping (docs/slurm.md has the full table of Slurm settings):
+- Project -> account with its users, and what `spec.slurm` states (parent, description,
+  organization, the account association's limits, users' own limits);
+- ResourcePool -> existing nodes (hostlist or features); nodes are never created;
+- Queue -> a partition line in the managed file (providers/slurm/partitions.py) and a QOS;
+- Quota -> the project's account association (generic limits, per project) and the user
+  associations on the queue's partition (`spec.slurm.users`);
+- Image -> nothing on Slurm: sbatch runs it (a container) or the nodes' own runtime;
 - TrainingJob and evaluations -> sbatch (providers/slurm/jobs.py); EvalSuite -> a record
   under the job root (Slurm has no such object).
 
+Only what a spec declares is compared and written (providers/slurm/settings.py):
 `observe` reads in batches (one sacctmgr snapshot, one file read, one node read) and
-returns the desired document with what Slurm holds put in (providers/slurm/mapping.py).
-Every write first checks ownership: an object without this manager's marker is refused.
+returns the desired document with Slurm's values put in (providers/slurm/observing.py);
+a write changes exactly the settings whose values differ (providers/slurm/writes.py).
+An object is changed only when it carries this manager's marker or state records that
+`trainform import` adopted it; import itself writes nothing (providers/slurm/importing.py).
 """
 
 from __future__ import annotations
@@ -24,7 +28,6 @@ from typing import Any, ClassVar
 from providers.base import (
     DesiredResource,
     Discovered,
-    Finding,
     KindSchema,
     Observation,
     ObserveRequest,
@@ -35,7 +38,7 @@ from providers.base import (
 from providers.errors import PermanentProviderError, ProviderConfigError
 from providers.jobs import AccountedRun, JobLaunch, LogChunk, RunStatus
 from providers.local.status import run_to_json
-from providers.slurm import mapping
+from providers.slurm import mapping, observing, settings
 from providers.slurm.accounting import Accounting, AccountingSnapshot
 from providers.slurm.commands import SlurmCommands
 from providers.slurm.jobs import SlurmJobs
@@ -44,11 +47,16 @@ from providers.slurm.names import (
     check_hostlist,
     check_identifier,
     marker,
-    parse_tres,
 )
 from providers.slurm.names import parse_marker as parse_description
 from providers.slurm.nodes import Nodes
-from providers.slurm.partitions import Block, ManagedFile, PartitionFile, render_settings
+from providers.slurm.partitions import (
+    Block,
+    ManagedFile,
+    PartitionFile,
+    parse_settings,
+    render_settings,
+)
 from providers.slurm.pools import PoolFacts, pool_facts
 from providers.slurm.records import SuiteRecords
 
@@ -62,6 +70,7 @@ class SlurmProvider(Provider):
         "Quota": KindSchema("Quota", forces_replacement=("spec.queue",)),
         "EvalSuite": KindSchema("EvalSuite"),
         "TrainingJob": KindSchema("TrainingJob"),
+        "Image": KindSchema("Image", forces_replacement=("spec.reference", "spec.runtime")),
     }
 
     def __init__(self) -> None:
@@ -87,6 +96,7 @@ class SlurmProvider(Provider):
         self.nodes = Nodes(self.commands)
         self.job_root = getattr(connection, "job_root", "")
         self.gres = getattr(connection, "gres", "gpu") or "gpu"
+        self.containers = getattr(connection, "containers", "pyxis") or "pyxis"
 
     @property
     def jobs(self) -> SlurmJobs:
@@ -103,6 +113,8 @@ class SlurmProvider(Provider):
                 self.manager,
                 self.gres,
                 self.data_roots,
+                self.containers,
+                self._qos_of,
             )
         return self._jobs
 
@@ -111,6 +123,30 @@ class SlurmProvider(Provider):
         if not self.job_root:
             raise ProviderConfigError(f"slurm instance {self.name}: connection.jobRoot is unset")
         return SuiteRecords(Path(self.job_root) / "suites")
+
+    def _qos_of(self, queue: str) -> str:
+        line = self.partitions.read().partition_line(queue)
+        return parse_settings(line or "").get("QOS", queue).lower() or queue
+
+    def resolve(self, resource: DesiredResource) -> dict[str, Any]:
+        """An Image's pin: a host runtime is the Python the job script execs on the nodes
+        (this machine's, on the shared filesystem); a container is its pinned digest."""
+        if resource.kind != "Image":
+            return super().resolve(resource)
+        if resource.spec.get("runtime") == "host":
+            from providers.local.provider import digest_of
+            from providers.local.runtime import host_runtime
+
+            facts = host_runtime()
+            return {"digest": digest_of(facts), "runtime": facts}
+        reference = resource.spec.get("reference") or ""
+        digest = reference.partition("@")[2]
+        if not digest:
+            raise PermanentProviderError(
+                f"cannot pin {resource.address}: without a registry instance the reference "
+                "must carry its digest (`...@sha256:<digest>`)"
+            )
+        return {"digest": digest}
 
     def mark(self, address: str) -> str:
         return marker(self.manager, address)
@@ -185,9 +221,9 @@ class SlurmProvider(Provider):
                         "Slurm QOS priorities are not negative",
                     )
                 )
-            check("spec.pools", lambda: mapping.qos_settings(spec, ""))
+            check("spec.pools", lambda: settings.queue_qos(spec, False, ""))
         if resource.kind == "Quota":
-            check("spec.limits", lambda: mapping.quota_limits(spec["limits"]))
+            check("spec.limits", lambda: settings.quota_account_limits(spec["limits"]))
             check("spec.queue", lambda: check_identifier(spec["queue"], "queue"))
         if resource.kind == "TrainingJob":
             prefix = (spec.get("checkpoint") or {}).get("prefix", "")
@@ -202,37 +238,46 @@ class SlurmProvider(Provider):
         return problems
 
     def render(self, resource: DesiredResource) -> list[dict[str, Any]]:
+        """What a resource becomes in Slurm: only the settings its spec declares."""
         spec = resource.spec
         if resource.kind == "Project":
-            return [
-                {
-                    "account": resource.name,
-                    "description": self.mark(resource.address),
-                    "users": sorted(spec.get("users", [])),
-                }
-            ]
+            rendered: dict[str, Any] = {
+                "account": resource.name,
+                "users": sorted(spec.get("users", [])),
+            }
+            if spec.get("slurm"):
+                rendered["slurm"] = spec["slurm"]
+            return [rendered]
         if resource.kind == "ResourcePool":
             return [{"record": self._pool_line(spec)}]
         if resource.kind == "Queue":
-            nodes, memory = self._queue_nodes(resource, strict=False)
-            settings = mapping.partition_settings(resource.name, spec, nodes, memory, [])
+            nodes, _ = self._queue_nodes(resource, strict=False)
+            partition = {"Nodes": nodes, **settings.queue_partition(spec, False, resource.name)}
             return [
-                {"partition": render_settings(settings), "file": str(self.partitions.path)},
                 {
-                    "qos": resource.name,
-                    "settings": mapping.qos_settings(spec, self.mark(resource.address)),
+                    "partition": resource.name,
+                    "settings": partition,
+                    "file": str(self.partitions.path),
+                },
+                {
+                    "qos": settings.qos_name(resource.name, spec),
+                    "settings": settings.queue_qos(spec, False, self.mark(resource.address)),
                 },
             ]
         if resource.kind == "Quota":
+            users = (spec.get("slurm") or {}).get("users")
             return [
                 {
-                    "association": {
+                    "association": {"account": resource.project},
+                    "limits": settings.quota_account_limits(spec["limits"]),
+                },
+                {
+                    "associations": {
                         "account": resource.project,
                         "partition": spec["queue"],
-                        "users": "every user of the account",
-                    },
-                    "limits": mapping.quota_limits(spec["limits"]),
-                }
+                        "users": users if users is not None else "every user of the account",
+                    }
+                },
             ]
         return []
 
@@ -280,6 +325,12 @@ class SlurmProvider(Provider):
                     if runs
                     else Observation(exists=False)
                 )
+            elif request.kind == "Image":  # nothing on Slurm: what state recorded is it
+                seen[request.address] = (
+                    Observation(exists=True, live=request.document, outputs=request.outputs)
+                    if request.outputs
+                    else Observation(exists=False)
+                )
             elif request.kind == "EvalSuite":
                 document = self.suites.read(request.address, self.manager)
                 seen[request.address] = (
@@ -288,31 +339,28 @@ class SlurmProvider(Provider):
                     else Observation(exists=False)
                 )
             elif request.kind == "Project":
-                seen[request.address] = self._observe_project(request, snapshot)
+                seen[request.address] = observing.observe_project(self, request, snapshot)
             elif request.kind == "ResourcePool":
                 seen[request.address] = self._observe_pool(request, managed or ManagedFile(), known)
             elif request.kind == "Queue":
-                seen[request.address] = self._observe_queue(request, snapshot, managed)
+                seen[request.address] = observing.observe_queue(self, request, snapshot, managed)
             elif request.kind == "Quota":
-                seen[request.address] = self._observe_quota(request, snapshot, managed)
+                seen[request.address] = observing.observe_quota(self, request, snapshot, managed)
             else:
                 seen[request.address] = Observation(exists=False)
         return seen
-
-    def _observe_project(
-        self, request: ObserveRequest, snapshot: AccountingSnapshot
-    ) -> Observation:
-        account = snapshot.accounts.get(request.name.lower())
-        if account is None or not self._ours(account.description):
-            return Observation(exists=False)
-        live = json.loads(json.dumps(request.document))
-        live["spec"]["users"] = snapshot.users_of(account.name)
-        return Observation(exists=True, live=live, outputs={"account": account.name})
 
     def _observe_pool(
         self, request: ObserveRequest, managed: ManagedFile, known: dict[str, Any]
     ) -> Observation:
         block = managed.find(request.address)
+        if block is None and request.outputs.get("adopted"):
+            facts = pool_facts(self.nodes, request.document["spec"], known)
+            if not facts.nodes:
+                return Observation(exists=False)
+            live = mapping.live_pool(request.document, facts.as_dict())
+            outputs = {**facts.outputs(self.nodes), "adopted": True}
+            return Observation(exists=True, live=live, outputs=outputs, findings=facts.findings())
         if block is None:  # not created yet: say now if the nodes it names do not exist
             planned = pool_facts(self.nodes, request.document["spec"], known)
             missing = tuple(f for f in planned.findings() if f.kind == "nodes-missing")
@@ -329,96 +377,19 @@ class SlurmProvider(Provider):
             exists=True, live=live, outputs=facts.outputs(self.nodes), findings=facts.findings()
         )
 
-    def _observe_queue(
-        self, request: ObserveRequest, snapshot: AccountingSnapshot, managed: ManagedFile | None
-    ) -> Observation:
-        block = managed.find(request.address) if managed else None
-        qos = snapshot.qos.get(request.name.lower())
-        if block is None or block.manager != self.manager or block.is_record:
-            return Observation(exists=False)
-        if qos is None or not self._ours(qos.description):
-            return Observation(exists=False)
-        partition = block.settings
-        expected = mapping.partition_settings(
-            request.name,
-            request.document["spec"],
-            request.outputs.get("nodes", partition.get("Nodes", "")),
-            request.outputs.get("defaultMemory", _memory_of(partition)),
-            [],
-        )
-        actual_qos = {
-            "Priority": str(qos.priority),
-            "GrpTRES": qos.grp_tres,
-            "PreemptMode": qos.preempt_mode or "cluster",
-        }
-        live = mapping.live_queue(
-            request.document,
-            partition,
-            actual_qos,
-            expected,
-            mapping.qos_settings(request.document["spec"], ""),
-        )
-        outputs = {
-            "partition": request.name,
-            "qos": qos.name,
-            "nodes": partition.get("Nodes", ""),
-            "defaultMemory": _memory_of(partition),
-        }
-        return Observation(exists=True, live=live, outputs=outputs)
-
-    def _observe_quota(
-        self, request: ObserveRequest, snapshot: AccountingSnapshot, managed: ManagedFile | None
-    ) -> Observation:
-        account = (request.project or "").lower()
-        partition = request.document["spec"]["queue"].lower()
-        owner = snapshot.accounts.get(account)
-        block = managed.find(f"Queue/{partition}") if managed else None
-        if owner is None or not self._ours(owner.description):
-            return Observation(exists=False)
-        record = managed.find(request.address) if managed else None
-        if block is None or block.manager != self.manager:
-            return Observation(exists=False)
-        if record is None or record.manager != self.manager:
-            return Observation(exists=False)
-        associations = snapshot.partition_associations(account, partition)
-        if not associations:
-            return Observation(exists=False)
-        first = associations[0]
-        live = json.loads(json.dumps(request.document))
-        live["spec"]["limits"] = mapping.quota_from_association(
-            first.grp_tres, first.max_jobs, first.max_wall
-        )
-        differing = [
-            a.user
-            for a in associations
-            if (a.grp_tres, a.max_jobs, a.max_wall)
-            != (first.grp_tres, first.max_jobs, first.max_wall)
-        ]
-        missing = sorted(set(snapshot.users_of(account)) - {a.user for a in associations})
-        if differing:
-            mapping._drift(live, f"users with other limits: {', '.join(differing)}")
-        if missing:
-            mapping._drift(live, f"users without the limits: {', '.join(missing)}")
-        return Observation(
-            exists=True,
-            live=live,
-            outputs={"account": account, "partition": partition},
-            findings=_shadowed(snapshot, partition, live["spec"]["limits"]),
-        )
-
     # writes ----------------------------------------------------------------------------
 
     def create(self, resource: DesiredResource) -> dict[str, Any]:
-        return self._put(resource)
+        return self._put(resource, {})
 
     def update(self, resource: DesiredResource, outputs: dict[str, Any]) -> dict[str, Any]:
-        return self._put(resource)
+        return self._put(resource, outputs)
 
-    def _put(self, resource: DesiredResource) -> dict[str, Any]:
+    def _put(self, resource: DesiredResource, outputs: dict[str, Any]) -> dict[str, Any]:
         self.require_valid(resource)
         from providers.slurm.writes import put
 
-        return put(self, resource)
+        return put(self, resource, outputs)
 
     def delete(self, address: str, kind: str, outputs: dict[str, Any]) -> None:
         from providers.slurm.writes import remove
@@ -439,30 +410,6 @@ class SlurmProvider(Provider):
         from providers.slurm.importing import adopt
 
         return adopt(self, request, identifier)
-
-
-def _shadowed(
-    snapshot: AccountingSnapshot, partition: str, limits: dict[str, Any]
-) -> tuple[Finding, ...]:
-    """Slurm applies a QOS limit instead of an association limit on the same TRES."""
-    qos = snapshot.qos.get(partition)
-    queue = parse_tres(qos.grp_tres) if qos else {}
-    both = sorted(k for k in ("gpu", "cpu", "memory") if k in queue and k in limits)
-    if not both:
-        return ()
-    message = (
-        f"Slurm enforces the queue's QOS GrpTRES ({', '.join(both)}) instead of this quota's "
-        "association limit on the same resources; leave them out of the queue's nominalQuota "
-        "to enforce per-project quotas"
-    )
-    return (Finding("limit-shadowed", message, {"resources": both}),)
-
-
-def _memory_of(partition: dict[str, str]) -> str:
-    for key in ("DefMemPerGPU", "DefMemPerCPU"):
-        if key in partition:
-            return f"{key}={partition[key]}"
-    return ""
 
 
 __all__ = ["SlurmProvider", "Block", "PoolFacts"]

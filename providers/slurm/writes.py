@@ -14,9 +14,15 @@ from typing import TYPE_CHECKING, Any
 
 from providers.base import DesiredResource
 from providers.errors import PermanentProviderError
-from providers.slurm import mapping
+from providers.slurm import settings
 from providers.slurm.accounting import AccountingSnapshot
-from providers.slurm.partitions import Block, ManagedFile, parse_settings, render_settings
+from providers.slurm.partitions import (
+    Block,
+    ManagedFile,
+    edit_line,
+    parse_settings,
+    render_settings,
+)
 from providers.slurm.pools import pool_facts
 
 if TYPE_CHECKING:
@@ -31,34 +37,77 @@ def refuse(address: str, description: str) -> PermanentProviderError:
     )
 
 
-def put(provider: SlurmProvider, resource: DesiredResource) -> dict[str, Any]:
+def put(
+    provider: SlurmProvider, resource: DesiredResource, outputs: dict[str, Any]
+) -> dict[str, Any]:
     kind = resource.kind
+    adopted = bool(outputs.get("adopted"))
     if kind == "TrainingJob":
         return {}  # runs are submitted by the engine through submit()
     if kind == "EvalSuite":
         provider.suites.write(resource.address, provider.manager, resource.document)
         return {}
+    if kind == "Image":  # run by sbatch (--container-image) or on the nodes' own runtime
+        spec = resource.spec
+        return {"runtime": spec.get("runtime", "container"), "reference": spec.get("reference", "")}
     if kind == "ResourcePool":
+        if adopted:  # nodes are never written; an adopted pool has no record to keep
+            facts = pool_facts(provider.nodes, resource.spec, provider.nodes.all())
+            return {**facts.outputs(provider.nodes), "adopted": True}
         return put_pool(provider, resource)
     snapshot = provider.sacctmgr.snapshot()
+    before = outputs.get("declared", {})
     if kind == "Project":
-        return put_project(provider, resource, snapshot)
-    if kind == "Queue":
-        return put_queue(provider, resource, snapshot)
-    if kind == "Quota":
-        return put_quota(provider, resource, snapshot)
-    raise PermanentProviderError(f"the slurm provider does not manage {kind}")
+        written = put_project(provider, resource, snapshot, adopted, before)
+    elif kind == "Queue":
+        written = put_queue(provider, resource, snapshot, adopted, before)
+    elif kind == "Quota":
+        written = put_quota(provider, resource, snapshot, outputs)
+    else:
+        raise PermanentProviderError(f"the slurm provider does not manage {kind}")
+    written["declared"] = settings.declared(kind, resource.spec, adopted, resource.name.lower())
+    return {**written, **({"adopted": True} if adopted else {})}
 
 
 def put_project(
-    provider: SlurmProvider, resource: DesiredResource, snapshot: AccountingSnapshot
+    provider: SlurmProvider,
+    resource: DesiredResource,
+    snapshot: AccountingSnapshot,
+    adopted: bool,
+    before: dict[str, Any],
 ) -> dict[str, Any]:
     name = resource.name.lower()
+    slurm = resource.spec.get("slurm") or {}
     account = snapshot.accounts.get(name)
-    if account is not None and not provider._ours(account.description):
+    if account is not None and not (adopted or provider._ours(account.description)):
         raise refuse(resource.address, account.description)
     if account is None:
-        provider.sacctmgr.add_account(name, provider.mark(resource.address))
+        provider.sacctmgr.add_account(
+            name,
+            slurm.get("description") or provider.mark(resource.address),
+            slurm.get("organization", ""),
+            slurm.get("parent", ""),
+        )
+    else:
+        changes = []
+        for key, setting, held in (
+            ("description", "Description", account.description),
+            ("organization", "Organization", account.organization),
+        ):
+            if key in slurm and slurm[key] != held:
+                changes.append(f"{setting}={slurm[key]}")
+        own = snapshot.association(name)
+        if slurm.get("parent") and (own.parent if own else "") != slurm["parent"]:
+            changes.append(f"Parent={slurm['parent']}")
+        if changes:
+            provider.sacctmgr.modify_account(name, changes)
+    own = snapshot.association(name)
+    held = own.limits if own else {}
+    limits = {**settings.dropped(before.get("limits", []), slurm.get("limits", {}))}
+    limits.update(slurm.get("limits", {}))
+    changed = settings.differing(limits, held)
+    if changed:
+        provider.sacctmgr.modify_account(name, settings.assignments(changed, held))
     wanted = sorted({u.lower() for u in resource.spec.get("users", [])})
     present = snapshot.users_of(name)
     for user in wanted:
@@ -67,7 +116,46 @@ def put_project(
     for user in present:
         if user not in wanted:
             provider.sacctmgr.remove_user(user, name, snapshot)
+    users = _with_dropped(slurm.get("users", {}), before.get("users", {}))
+    if users:
+        put_user_limits(provider, name, "", users, set(slurm.get("users", {})))
     return {"account": name}
+
+
+def _with_dropped(
+    users: dict[str, dict[str, str]], before: dict[str, list[str]]
+) -> dict[str, dict[str, str]]:
+    """Each user's limits, plus the clearing of those the spec stopped declaring."""
+    merged = {}
+    for user in set(users) | set(before):
+        limits = settings.dropped(before.get(user, []), users.get(user, {}))
+        merged[user] = {**limits, **users.get(user, {})}
+    return merged
+
+
+def put_user_limits(
+    provider: SlurmProvider,
+    account: str,
+    partition: str,
+    users: dict[str, dict[str, str]],
+    declared: frozenset[str] | set[str] | None = None,
+) -> None:
+    """Each user's association with the account (on `partition`, or none) holds its limits;
+    an association is created only for a user the spec declares (`declared`, default all)."""
+    snapshot = provider.sacctmgr.snapshot()
+    for user, limits in users.items():
+        association = snapshot.association(account, user, partition)
+        if association is None and declared is not None and user not in declared:
+            continue  # only its limits were to be cleared, and it has none
+        if association is None:
+            arguments = " ".join(settings.assignments(limits, {}))
+            provider.sacctmgr.add_user(user, account, partition, arguments)
+            continue
+        changed = settings.differing(limits, association.limits)
+        if changed:
+            provider.sacctmgr.modify_association(
+                account, user, partition, settings.assignments(changed, association.limits)
+            )
 
 
 def put_pool(provider: SlurmProvider, resource: DesiredResource) -> dict[str, Any]:
@@ -97,110 +185,103 @@ def owned(provider: SlurmProvider, managed: ManagedFile, address: str) -> Block 
     return block
 
 
-def semantic_check(provider: SlurmProvider) -> Callable[[ManagedFile], list[str]]:
-    """Problems of the partitions in a file: unknown nodes or QOS. Run under the file's
-    lock, just before writing, on fresh reads (another apply may have changed either)."""
+def semantic_check(
+    provider: SlurmProvider, changed: str = ""
+) -> Callable[[ManagedFile], list[str]]:
+    """Problems of the partitions in a file: unknown nodes or QOS, in the lines trainform
+    wrote and in the line of partition `changed` (an adopted one it edits). Run under the
+    file's lock, just before writing, on fresh reads (another apply may have changed
+    either). Hand-written lines trainform does not touch are Slurm's to judge."""
 
     def check(managed: ManagedFile) -> list[str]:
         known = provider.nodes.all()
         snapshot_qos = provider.sacctmgr.qos_names()
+        lines = {
+            block.address: block.settings
+            for block in managed.blocks
+            if not block.is_record and block.manager == provider.manager
+        }
+        if changed and managed.partition_line(changed) is not None:
+            lines[f"partition {changed}"] = parse_settings(managed.partition_line(changed) or "")
         problems = []
-        for block in managed.blocks:
-            if block.is_record or block.manager != provider.manager:
-                continue
-            settings = block.settings
-            hostlist = settings.get("Nodes", "")
+        for where, line in lines.items():
+            hostlist = line.get("Nodes", "")
             names = provider.nodes.expand(hostlist) if hostlist else []
             unknown = [n for n in names if n not in known]
             if unknown:
-                problems.append(f"{block.address}: Slurm has no node {', '.join(unknown)}")
-            qos = settings.get("QOS", "").lower()
+                problems.append(f"{where}: Slurm has no node {', '.join(unknown)}")
+            qos = line.get("QOS", "").lower()
             if qos and qos not in snapshot_qos:
-                problems.append(f"{block.address}: Slurm has no QOS {qos}")
+                problems.append(f"{where}: Slurm has no QOS {qos}")
         return problems
 
     return check
 
 
-def allowed_accounts(
-    provider: SlurmProvider, snapshot: AccountingSnapshot, partition: str
-) -> list[str]:
-    """Accounts of this manager holding quota associations on the partition."""
-    return sorted(
-        {
-            a.account
-            for a in snapshot.associations
-            if a.partition == partition
-            and a.user
-            and a.account in snapshot.accounts
-            and provider._ours(snapshot.accounts[a.account].description)
-        }
-    )
-
-
 def put_queue(
-    provider: SlurmProvider, resource: DesiredResource, snapshot: AccountingSnapshot
+    provider: SlurmProvider,
+    resource: DesiredResource,
+    snapshot: AccountingSnapshot,
+    adopted: bool,
+    before: dict[str, Any],
 ) -> dict[str, Any]:
     name = resource.name.lower()
+    spec = resource.spec
     managed = provider.partitions.read()
-    owned(provider, managed, resource.address)
-    qos = snapshot.qos.get(name)
-    if qos is not None and not provider._ours(qos.description):
+    if not adopted:
+        owned(provider, managed, resource.address)
+    qos_name = settings.qos_name(name, spec)
+    qos = snapshot.qos.get(qos_name)
+    if qos is not None and not (adopted or provider._ours(qos.description)):
         raise refuse(resource.address, qos.description)
-    nodes, memory = provider._queue_nodes(resource)
+    nodes, _ = provider._queue_nodes(resource)
     known = provider.nodes.all()
     unknown = [n for n in provider.nodes.expand(nodes) if n not in known]
     if unknown:  # checked before anything changes: a failed create leaves nothing
         raise PermanentProviderError(
             f"cannot write partition {name}: Slurm has no node {', '.join(unknown)}"
         )
-    settings = mapping.qos_settings(resource.spec, provider.mark(resource.address))
-    arguments = mapping.qos_arguments(settings)
-    if qos is None:
-        provider.sacctmgr.add_qos(name, [a for a in arguments if "=-1" not in a])
-    else:
-        provider.sacctmgr.modify_qos(name, arguments)
-    line = render_settings(
-        mapping.partition_settings(
-            name, resource.spec, nodes, memory, allowed_accounts(provider, snapshot, name)
+    line = managed.partition_line(name)
+    wanted_qos = settings.queue_qos(spec, adopted, provider.mark(resource.address))
+    wanted_qos = {**settings.dropped(before.get("qos", []), wanted_qos), **wanted_qos}
+    if qos is None and not adopted:  # an adopted partition's QOS is never made up
+        provider.sacctmgr.add_qos(
+            qos_name, [f"{k}={v}" for k, v in wanted_qos.items() if v not in ("", "cluster")]
         )
-    )
+    elif qos is not None:
+        held = {**qos.settings, "Priority": str(qos.priority)}
+        changed = settings.differing(wanted_qos, held)
+        if changed:
+            provider.sacctmgr.modify_qos(qos_name, settings.assignments(changed, held))
+    wanted = settings.queue_partition(spec, adopted, name)
+    if line is None:
+        text = render_settings({"PartitionName": name, "Nodes": nodes, **wanted})
 
-    def edit(current: ManagedFile) -> None:
-        owned(provider, current, resource.address)
-        current.put(Block(provider.manager, resource.address, line))
+        def create(current: ManagedFile) -> None:
+            owned(provider, current, resource.address)
+            current.put(Block(provider.manager, resource.address, text))
 
-    provider.partitions.change(edit, semantic_check(provider))
-    return {"partition": name, "qos": name, "nodes": nodes, "defaultMemory": memory}
+        provider.partitions.change(create, semantic_check(provider))
+    else:
+        live = {"State": "UP", **parse_settings(line)}
+        changed: dict[str, str | None] = dict(settings.differing(wanted, live))
+        for key in settings.dropped(before.get("partition", []), wanted):
+            if key in live:
+                changed[key] = None  # no longer declared: the setting goes, as planned
+        if set(provider.nodes.expand(nodes)) != set(
+            provider.nodes.expand(live["Nodes"]) if live.get("Nodes") else []
+        ):
+            changed["Nodes"] = nodes
+        if changed:
 
+            def edit(current: ManagedFile) -> None:
+                present = current.partition_line(name)
+                if present is None:
+                    raise PermanentProviderError(f"cannot change partition {name}: it is gone")
+                current.set_partition_line(name, edit_line(present, changed))
 
-def refresh_allow_accounts(
-    provider: SlurmProvider, partition: str, record: Block | None = None, drop: str = ""
-) -> None:
-    """Rewrite a managed partition's AllowAccounts from the quota associations, and put
-    (`record`) or drop (`drop`, an address) a quota record in the same write."""
-    snapshot = provider.sacctmgr.snapshot()
-    accounts = allowed_accounts(provider, snapshot, partition)
-
-    def edit(managed: ManagedFile) -> None:
-        if record is not None:
-            owned(provider, managed, record.address)
-            managed.put(record)
-        if drop:
-            owned(provider, managed, drop)
-            managed.remove(drop)
-        block = managed.find(f"Queue/{partition}")
-        if block is None or block.manager != provider.manager:
-            return
-        settings = parse_settings(block.line)
-        settings.pop("AllowAccounts", None)
-        state = settings.pop("State", "UP")
-        if accounts:
-            settings["AllowAccounts"] = ",".join(accounts)
-        settings["State"] = state
-        managed.put(Block(block.manager, block.address, render_settings(settings)))
-
-    provider.partitions.change(edit, semantic_check(provider))
+            provider.partitions.change(edit, semantic_check(provider, name))
+    return {"partition": name, "qos": qos_name, "nodes": nodes, "defaultMemory": ""}
 
 
 def quota_record(account: str, partition: str) -> str:
@@ -208,81 +289,136 @@ def quota_record(account: str, partition: str) -> str:
 
 
 def put_quota(
-    provider: SlurmProvider, resource: DesiredResource, snapshot: AccountingSnapshot
+    provider: SlurmProvider,
+    resource: DesiredResource,
+    snapshot: AccountingSnapshot,
+    outputs: dict[str, Any],
 ) -> dict[str, Any]:
     account = (resource.project or "").lower()
-    partition = resource.spec["queue"].lower()
+    spec = resource.spec
+    partition = spec["queue"].lower()
+    adopted = bool(outputs.get("adopted"))
     owner = snapshot.accounts.get(account)
-    if owner is None or not provider._ours(owner.description):
+    if owner is None or not (adopted or provider._ours(owner.description)):
         raise refuse(resource.address, owner.description if owner else "no such account")
     managed = provider.partitions.read()
-    owned(provider, managed, resource.address)
-    block = managed.find(f"Queue/{partition}")
-    if block is None or block.manager != provider.manager:
-        raise refuse(resource.address, f"partition {partition} is not managed here")
-    users = snapshot.users_of(account)
-    if not users:
+    if managed.partition_line(partition) is None:
         raise PermanentProviderError(
-            f"cannot set quota {resource.address}: project {account} has no users; Slurm "
-            "keeps partition limits on user associations, so list the project's users"
+            f"cannot set quota {resource.address}: Slurm has no partition {partition}"
         )
-    limits = mapping.quota_limits(resource.spec["limits"])
-    present = {a.user for a in snapshot.partition_associations(account, partition)}
-    for user in users:
-        if user not in present:
-            provider.sacctmgr.add_user(user, account, partition)
-        provider.sacctmgr.set_user_limits(user, account, partition, limits)
-    record = Block(provider.manager, resource.address, quota_record(account, partition))
-    refresh_allow_accounts(provider, partition, record=record)
-    # last: the queue's QOS allowed on the associations (`sbatch --qos=<queue>`), which is
-    # what job submission waits for (providers/slurm/jobs.py)
-    for user in users:
-        provider.sacctmgr.set_user_limits(user, account, partition, f"QOS+={partition}")
-    return {"account": account, "partition": partition}
+    if not adopted:
+        owned(provider, managed, resource.address)
+    own = snapshot.association(account)
+    held = own.limits if own else {}
+    wanted = settings.quota_account_limits(spec["limits"])
+    before = set(outputs.get("limits", []))
+    dropped = before - set(spec["limits"])
+    cleared = settings.quota_account_limits(
+        {key: "1" if key != "maxWallTime" else "1m" for key in dropped}
+    )
+    changed = {
+        key: value
+        for key, value in wanted.items()
+        if not settings.same(key, value, _partial(key, value, held.get(key, "")))
+    }
+    arguments = [f"{key}={value}" for key, value in changed.items()]
+    for key, value in cleared.items():
+        if key == "GrpTRES":
+            names = ",".join(f"{part.partition('=')[0]}=-1" for part in value.split(","))
+            arguments.append(f"GrpTRES={names}")
+        elif key not in wanted:
+            arguments.append(f"{key}=-1")
+    if arguments:
+        provider.sacctmgr.modify_account(account, _merge_tres(arguments))
+    slurm = spec.get("slurm")
+    if slurm is not None:
+        wanted_users = slurm.get("users", {})
+        previous = outputs.get("declared", {}).get("users", {})
+        kept = {user: keys for user, keys in previous.items() if user in wanted_users}
+        put_user_limits(provider, account, partition, _with_dropped(wanted_users, kept))
+        for user in set(outputs.get("users", [])) - set(slurm.get("users", {})):
+            provider.sacctmgr.remove_user(user, account, snapshot, partition)
+    elif not adopted:
+        present = {a.user for a in snapshot.partition_associations(account, partition)}
+        for user in snapshot.users_of(account):
+            if user not in present:
+                # the queue's QOS allowed on the association: what `sbatch --qos` needs
+                provider.sacctmgr.add_user(user, account, partition, f"QOS+={partition}")
+    if not adopted and managed.find(resource.address) is None:
+        record = Block(provider.manager, resource.address, quota_record(account, partition))
+        provider.partitions.change(lambda m: m.put(record), lambda m: [])
+    written: dict[str, Any] = {"account": account, "partition": partition}
+    written["limits"] = sorted(spec["limits"])
+    if slurm is not None:
+        written["users"] = sorted(slurm.get("users", {}))
+    return written
+
+
+def _partial(key: str, value: str, held: str) -> str:
+    """The held TRES restricted to the names `value` sets (the rest is not the quota's)."""
+    if key != "GrpTRES":
+        return held
+    names = {part.partition("=")[0].lower() for part in value.split(",")}
+    return ",".join(p for p in held.split(",") if p.partition("=")[0].lower() in names)
+
+
+def _merge_tres(arguments: list[str]) -> list[str]:
+    tres = [a.partition("=")[2] for a in arguments if a.startswith("GrpTRES=")]
+    rest = [a for a in arguments if not a.startswith("GrpTRES=")]
+    return rest + ([f"GrpTRES={','.join(tres)}"] if tres else [])
 
 
 def remove(provider: SlurmProvider, address: str, kind: str, outputs: dict[str, Any]) -> None:
     parts = address.split("/")
+    adopted = bool(outputs.get("adopted"))
     if kind == "TrainingJob":
         provider.jobs.cancel(address)
         return
     if kind == "EvalSuite":
         provider.suites.delete(address, provider.manager)
         return
+    if kind == "Image":
+        return  # nothing was written for it
     if kind == "ResourcePool":
-        provider.partitions.change(
-            lambda managed: (owned(provider, managed, address), managed.remove(address))[-1],
-            lambda managed: [],
-        )
+        if not adopted:
+            provider.partitions.change(
+                lambda managed: (owned(provider, managed, address), managed.remove(address))[-1],
+                lambda managed: [],
+            )
         return
     snapshot = provider.sacctmgr.snapshot()
     if kind == "Project":
         account = snapshot.accounts.get(parts[-1].lower())
         if account is None:
             return
-        if not provider._ours(account.description):
+        if not (adopted or provider._ours(account.description)):
             raise refuse(address, account.description)
         provider.sacctmgr.delete_account(account.name, snapshot)
     elif kind == "Queue":
         name = parts[-1].lower()
-        qos = snapshot.qos.get(name)
-        if qos is not None and not provider._ours(qos.description):
+        qos_name = str(outputs.get("qos") or name)
+        qos = snapshot.qos.get(qos_name)
+        if qos is not None and not (adopted or provider._ours(qos.description)):
             raise refuse(address, qos.description)
-        provider.partitions.change(
-            lambda managed: (owned(provider, managed, address), managed.remove(address))[-1],
-            lambda managed: [],
-        )
+
+        def drop(managed: ManagedFile) -> None:
+            owned(provider, managed, address)
+            managed.remove(address)
+            if adopted:
+                managed.remove_partition(name)
+
+        provider.partitions.change(drop, lambda managed: [])
         if qos is not None:
-            provider.sacctmgr.delete_qos(name)
+            provider.sacctmgr.delete_qos(qos_name)
     elif kind == "Quota":
         account = parts[1].lower()
         partition = str(outputs.get("partition") or "")
         owner = snapshot.accounts.get(account)
         if owner is None or not partition:
             return  # nothing recorded as created: never guess which limits were ours
-        if not provider._ours(owner.description):
+        if not (adopted or provider._ours(owner.description)):
             raise refuse(address, owner.description)
         owned(provider, provider.partitions.read(), address)
         for association in snapshot.partition_associations(account, partition):
             provider.sacctmgr.remove_user(association.user, account, snapshot, partition)
-        refresh_allow_accounts(provider, partition, drop=address)
+        provider.partitions.change(lambda managed: managed.remove(address), lambda m: [])

@@ -63,6 +63,12 @@ class SlurmConnection(SpecModel):
     gres: str = Field(
         default="gpu", pattern=r"^[a-z0-9_]{1,32}$", description="GRES name of accelerators."
     )
+    containers: Literal["pyxis", "oci"] = Field(
+        default="pyxis",
+        description="How jobs run a container Image: pyxis (`sbatch --container-image=<ref>`) "
+        "or Slurm's own OCI support (`sbatch --container=<bundle>`, the reference names a "
+        "bundle path the nodes see).",
+    )
 
     @field_validator("job_root")
     @classmethod

@@ -12,6 +12,7 @@ from typing import ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from specs.models.base import DocumentBase, Metadata, Reference, Scope, SpecModel
+from specs.models.slurm import SlurmAccount, SlurmQueue, SlurmQuota
 from specs.names import SLURM_RESERVED, LabelKey, LabelValue, ResourceName
 from specs.quantity import Duration, Quantity
 
@@ -45,6 +46,9 @@ class ProjectSpec(SpecModel):
         default="",
         description="Object-storage prefix for the project's checkpoints and results "
         "(defaults to projects/<name>/).",
+    )
+    slurm: SlurmAccount | None = Field(
+        default=None, description="Slurm account settings beyond users (hierarchy, limits)."
     )
 
 
@@ -185,6 +189,9 @@ class QueueSpec(SpecModel):
     stop_policy: Literal["None", "Hold", "HoldAndDrain"] = Field(
         default="None", description="Stop admitting (Hold) or also evict running jobs."
     )
+    slurm: SlurmQueue | None = Field(
+        default=None, description="Partition and QOS settings stated in Slurm's terms."
+    )
 
     @model_validator(mode="after")
     def _borrowing_needs_cohort(self) -> QueueSpec:
@@ -220,6 +227,9 @@ class QuotaLimits(SpecModel):
 class QuotaSpec(SpecModel):
     queue: ResourceName = Field(description="Queue the limits apply to.")
     limits: QuotaLimits = Field(description="The project's limits on that queue.")
+    slurm: SlurmQuota | None = Field(
+        default=None, description="The user associations on the queue's Slurm partition."
+    )
 
 
 class Quota(DocumentBase):

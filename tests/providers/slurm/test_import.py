@@ -1,5 +1,6 @@
 """Import from the real Slurm cluster: discover -> spec documents -> adopt -> observe shows
-exactly the normalized documents (a plan right after an import has nothing to change).
+exactly the normalized documents (a plan right after an import has nothing to change), and
+adoption marks nothing on Slurm.
 
 The live objects are made by hand, as an administrator would have: an account with a user,
 a QOS, a partition line in the managed include file (without a trainform marker) and a
@@ -38,7 +39,7 @@ def legacy(slurm_cluster: SlurmCluster) -> Iterator[str]:
     line = f"PartitionName={qos} Nodes={slurm_cluster.node_name} QOS={qos} MaxTime=90 State=UP"
     commands = SlurmCommands(str(slurm_cluster.bin_dir), str(slurm_cluster.conf))
     partitions = PartitionFile(slurm_cluster.partitions_file, slurm_cluster.conf, commands)
-    partitions.change(lambda managed: managed.others.append(line), lambda managed: [])
+    partitions.change(lambda managed: managed.append_line(line), lambda managed: [])
     run(
         [
             "sacctmgr",
@@ -56,7 +57,7 @@ def legacy(slurm_cluster: SlurmCluster) -> Iterator[str]:
     yield prefix
 
     def forget(managed: ManagedFile) -> None:
-        managed.others = [o for o in managed.others if prefix not in o]
+        managed.items = [i for i in managed.items if not isinstance(i, str) or prefix not in i]
         managed.blocks = [
             b
             for b in managed.blocks
@@ -108,9 +109,10 @@ def test_discovered_documents_are_what_observe_returns_after_adoption(
 
             assert observation.exists, address
             assert diff_documents(item.document, observation.live) == [], address
-        owned = dict(provider.list_owned())
-        assert owned[f"Project/{legacy}-legacy"] == "Project"
-        assert owned[f"Quota/{legacy}-legacy/{legacy}-legacy-{legacy}-lq"] == "Quota"
+        owned = dict(provider.list_owned())  # adoption is state's record: nothing is marked
+        assert f"Project/{legacy}-legacy" not in owned
+        accounts = slurm_cluster.run(["sacctmgr", "-nP", "show", "account", f"{legacy}-legacy"])
+        assert "trainform:" not in accounts.stdout
     finally:
         providers.close()
 

@@ -10,7 +10,7 @@ import pytest
 
 from providers.errors import PermanentProviderError, TransientProviderError
 from providers.jobs import JobLaunch, RunPhase
-from providers.slurm import mapping
+from providers.slurm import mapping, settings
 from providers.slurm.commands import SlurmCommands
 from providers.slurm.jobs import SlurmJobs, comment_of, parse_comment, signal_seconds
 from providers.slurm.names import (
@@ -157,26 +157,46 @@ def test_queue_tres_adds_borrowing_and_drops_unbounded_resources() -> None:
     assert mapping.queue_tres(queue_spec(pools=unbounded, cohort="c")) == {}
 
 
-def test_partition_line_and_its_hand_changes() -> None:
-    spec = queue_spec()
-    expected = mapping.partition_settings("q", spec, "vm", "DefMemPerGPU=2048", ["alpha"])
-    assert expected["MaxTime"] == "120" and expected["QOS"] == "q" and expected["State"] == "UP"
-    document = {"metadata": {"labels": {}, "annotations": {}}, "spec": spec}
-    qos = {"Priority": "100", "GrpTRES": "cpu=8,gres/gpu=4", "PreemptMode": "cluster"}
-    same = mapping.live_queue(document, expected, qos, expected, mapping.qos_settings(spec, ""))
-    assert same == document
-    edited = {**expected, "Nodes": "vm,other", "MaxTime": "60"}
-    live = mapping.live_queue(
-        document, edited, {**qos, "GrpTRES": "gres/gpu=3"}, expected, mapping.qos_settings(spec, "")
-    )
-    assert live["spec"]["maxRuntime"] == "1h"
-    assert live["spec"]["pools"][0]["nominalQuota"] == {"gpu": "3"}
-    assert "partition Nodes=vm,other" in live["metadata"]["annotations"][mapping.DRIFT_ANNOTATION]
+def test_a_queue_declares_only_what_its_spec_says() -> None:
+    spec = queue_spec(slurm={"partition": {"PriorityTier": "3"}, "qos": {"MaxWall": "1440"}})
+    partition = settings.queue_partition(spec, False, "q")
+    assert partition == {"MaxTime": "120", "State": "UP", "QOS": "q", "PriorityTier": "3"}
+    adopted = settings.queue_partition(queue_spec(maxRuntime=None), True, "q")
+    assert adopted == {"State": "UP"}  # no QOS, no PriorityTier, no DefMemPerGPU invented
+    qos = settings.queue_qos(spec, True, "marker")
+    assert qos == {
+        "Priority": "100",
+        "GrpTRES": "cpu=8,gres/gpu=4",
+        "PreemptMode": "cluster",
+        "MaxWall": "1440",
+    }
 
 
-def test_quota_limits_clear_what_the_spec_leaves_unset() -> None:
-    text = mapping.quota_limits({"gpu": "2", "runningJobs": 3})
-    assert text == "GrpTRES=gres/gpu=2,cpu=-1,mem=-1 MaxJobs=3 MaxWall=-1"
+@pytest.mark.parametrize(
+    ("key", "one", "other"),
+    [
+        pytest.param("MaxWall", "1440", "1-00:00:00", id="minutes-and-days"),
+        pytest.param("GrpTRES", "cpu=4,mem=4G", "mem=4096M,cpu=4", id="tres-units-order"),
+        pytest.param("AllowAccounts", "b,a", "a,b", id="list-order"),
+        pytest.param("PreemptMode", "REQUEUE", "requeue", id="mode-case"),
+        pytest.param("MaxTime", "UNLIMITED", "", id="unlimited-is-unset"),
+    ],
+)
+def test_two_spellings_of_one_value_are_the_same(key: str, one: str, other: str) -> None:
+    assert settings.same(key, one, other)
+    assert settings.differing({key: one}, {key: other}) == {}
+
+
+def test_a_tres_the_spec_drops_is_cleared_and_an_empty_value_clears() -> None:
+    assert settings.assignments({"GrpTRES": "cpu=4"}, {"GrpTRES": "cpu=8,gres/gpu=2"}) == [
+        "GrpTRES=cpu=4,gres/gpu=-1"
+    ]
+    assert settings.assignments({"MaxWall": ""}, {"MaxWall": "1-00:00:00"}) == ["MaxWall=-1"]
+
+
+def test_quota_limits_land_on_the_account_and_read_back() -> None:
+    limits = settings.quota_account_limits({"gpu": "2", "runningJobs": 3})
+    assert limits == {"GrpTRES": "gres/gpu=2", "GrpJobs": "3"}  # per project: GrpJobs
     back = mapping.quota_from_association("gres/gpu=2", "3", "01:00:00")
     assert back == {"gpu": "2", "runningJobs": 3, "maxWallTime": "1h"}
 
@@ -275,14 +295,14 @@ def test_recorded_json_files_are_slurm_22_05() -> None:
 
 def test_a_queue_limit_on_the_quota_resource_is_reported_as_shadowing_it() -> None:
     from providers.slurm.accounting import AccountingSnapshot, Qos
-    from providers.slurm.provider import _shadowed
+    from providers.slurm.observing import _shadowed
 
     snapshot = AccountingSnapshot(qos={"q": Qos("q", "", 0, "cpu=8,gres/gpu=4", "", "", "")})
 
     findings = _shadowed(snapshot, "q", {"gpu": "1", "runningJobs": 2})
 
     assert [f.kind for f in findings] == ["limit-shadowed"]
-    assert findings[0].evidence == {"resources": ["gpu"]}
+    assert findings[0].evidence == {"resources": ["gpu"], "qos": "q"}
     assert _shadowed(snapshot, "q", {"memory": "1024", "runningJobs": 2}) == ()
 
 

@@ -1,0 +1,256 @@
+"""Observe accounts, queues and quotas: the desired document with what Slurm holds put in.
+
+Called by SlurmProvider.observe with one batched snapshot (sacctmgr) and one read of the
+partitions file. Only what a spec declares is compared: the live document starts as a copy
+of the desired one, and each declared setting is replaced by Slurm's value (kept in the
+spec's spelling when both mean the same: `same` in providers/slurm/settings.py). A setting
+the spec does not declare never appears, so it never shows as drift and is never written.
+
+Ownership: an object is the resource's when it carries this manager's marker (created by
+trainform) or when state records that `trainform import` adopted it (`adopted` in the
+resource's outputs); import itself writes nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any
+
+from providers.base import Observation, ObserveRequest
+from providers.slurm import mapping, settings
+from providers.slurm.accounting import AccountingSnapshot
+from providers.slurm.names import duration_text, parse_tres
+from providers.slurm.partitions import ManagedFile, parse_settings
+
+if TYPE_CHECKING:
+    from providers.slurm.provider import SlurmProvider
+
+
+def _keep(key: str, desired: str, live: str) -> str:
+    return desired if settings.same(key, desired, live) else live
+
+
+def _put_live(declared: dict[str, str], live: dict[str, str]) -> dict[str, str]:
+    return {key: _keep(key, value, live.get(key, "")) for key, value in declared.items()}
+
+
+def ours(provider: SlurmProvider, request: ObserveRequest, description: str) -> bool:
+    return bool(request.outputs.get("adopted")) or bool(provider._ours(description))
+
+
+def observe_project(
+    provider: SlurmProvider, request: ObserveRequest, snapshot: AccountingSnapshot
+) -> Observation:
+    name = request.name.lower()
+    account = snapshot.accounts.get(name)
+    if account is None or not ours(provider, request, account.description):
+        return Observation(exists=False)
+    live = copy.deepcopy(request.document)
+    spec = live["spec"]
+    spec["users"] = snapshot.users_of(name)
+    slurm = spec.get("slurm")
+    if slurm:
+        own = snapshot.association(name)
+        if "parent" in slurm:
+            slurm["parent"] = own.parent if own else ""
+        if "description" in slurm:
+            slurm["description"] = account.description
+        if "organization" in slurm:
+            slurm["organization"] = account.organization
+        slurm["limits"] = _put_live(slurm.get("limits", {}), own.limits if own else {})
+        users = {}
+        for user, limits in slurm.get("users", {}).items():
+            association = snapshot.association(name, user)
+            if association is not None:
+                users[user] = _put_live(limits, association.limits)
+        slurm["users"] = users
+    outputs = {"account": name, **({"adopted": True} if request.outputs.get("adopted") else {})}
+    outputs["declared"] = settings.declared("Project", request.document["spec"], False, name)
+    places = {
+        "spec.users": f"user associations of account {name}",
+        "spec.slurm": f"account {name}",
+        "spec.slurm.limits": f"association of account {name}",
+        **{
+            f"spec.slurm.users.{user}": f"association of user {user} in account {name}"
+            for user in (slurm or {}).get("users", {})
+        },
+    }
+    return Observation(exists=True, live=live, outputs=outputs, places=places)
+
+
+def observe_queue(
+    provider: SlurmProvider,
+    request: ObserveRequest,
+    snapshot: AccountingSnapshot,
+    managed: ManagedFile | None,
+) -> Observation:
+    name = request.name.lower()
+    adopted = bool(request.outputs.get("adopted"))
+    block = managed.find(request.address) if managed else None
+    line = managed.partition_line(name) if managed else None
+    if adopted:
+        if line is None:
+            return Observation(exists=False)
+    elif block is None or block.manager != provider.manager or block.is_record:
+        return Observation(exists=False)
+    partition = parse_settings(line or "")
+    spec = request.document["spec"]
+    qos_name = settings.qos_name(name, spec)
+    qos = snapshot.qos.get(qos_name) if partition.get("QOS") or not adopted else None
+    if qos is None and not adopted:
+        return Observation(exists=False)
+    if qos is not None and not ours(provider, request, qos.description):
+        return Observation(exists=False)
+    live = copy.deepcopy(request.document)
+    live_spec = live["spec"]
+    declared = settings.queue_partition(spec, adopted, name)
+    seen_partition = _put_live(declared, {"State": "UP", **partition})
+    live_spec["stopPolicy"] = mapping.STOP_POLICIES.get(seen_partition["State"].upper(), "None")
+    if "maxRuntime" in spec and "MaxTime" not in _verbatim(spec, "partition"):
+        if settings.same("MaxTime", declared["MaxTime"], partition.get("MaxTime")):
+            pass
+        elif settings.canonical("MaxTime", partition.get("MaxTime")) is None:
+            live_spec.pop("maxRuntime", None)
+        else:
+            seconds = settings.canonical("MaxTime", partition.get("MaxTime"))
+            live_spec["maxRuntime"] = duration_text(seconds)
+    _set_verbatim(live_spec, "partition", seen_partition)
+    nodes = request.outputs.get("nodes", "")
+    if nodes and set(provider.nodes.expand(nodes)) != set(
+        provider.nodes.expand(partition.get("Nodes", "")) if partition.get("Nodes") else []
+    ):
+        mapping._drift(live, f"partition {name} Nodes={partition.get('Nodes', '(unset)')}")
+    if not adopted and partition.get("QOS", "").lower() != name:
+        mapping._drift(live, f"partition {name} QOS={partition.get('QOS', '(unset)')}")
+    if qos is not None:
+        wanted = settings.queue_qos(spec, adopted, provider.mark(request.address))
+        held = {**qos.settings, "Priority": str(qos.priority)}
+        seen_qos = _put_live(wanted, held)
+        live_spec["defaultPriority"] = int(seen_qos["Priority"] or 0)
+        _set_verbatim(live_spec, "qos", seen_qos)
+        verbatim = _verbatim(spec, "qos")
+        if "GrpTRES" in wanted and "GrpTRES" not in verbatim:
+            if settings.same("GrpTRES", wanted["GrpTRES"], held["GrpTRES"]):
+                pass
+            elif len(spec["pools"]) == 1 and _one_to_one(spec):
+                tres = parse_tres(held["GrpTRES"])
+                live_spec["pools"][0]["nominalQuota"] = {
+                    k: tres[k] for k in ("gpu", "cpu", "memory") if k in tres
+                }
+            else:
+                mapping._drift(live, f"QOS {qos_name} GrpTRES={held['GrpTRES'] or '(unset)'}")
+        if "PreemptMode" not in verbatim and seen_qos["PreemptMode"] != wanted["PreemptMode"]:
+            mapping._drift(live, f"QOS {qos_name} PreemptMode={held['PreemptMode']}")
+        if not adopted and seen_qos["Description"] != wanted["Description"]:
+            mapping._drift(live, f"QOS {qos_name} Description={held['Description']}")
+    outputs: dict[str, Any] = {
+        "partition": name,
+        "qos": qos_name if qos is not None else "",
+        "nodes": partition.get("Nodes", ""),
+        "defaultMemory": "",
+        "declared": settings.declared("Queue", spec, adopted, name),
+    }
+    if adopted:
+        outputs["adopted"] = True
+    line_place = f"partition {name} in {provider.partitions.path}"
+    places = {"spec.slurm.partition": line_place, "spec.maxRuntime": line_place}
+    places["spec.stopPolicy"] = line_place
+    if qos is not None:
+        for path in ("spec.slurm.qos", "spec.defaultPriority", "spec.pools"):
+            places[path] = f"QOS {qos_name}"
+    return Observation(exists=True, live=live, outputs=outputs, places=places)
+
+
+def _one_to_one(spec: dict[str, Any]) -> bool:
+    """GrpTRES is exactly the one pool's nominal quota (no cohort, no borrowing)."""
+    return not spec.get("cohort") and spec["pools"][0].get("borrowingLimit") is None
+
+
+def _verbatim(spec: dict[str, Any], section: str) -> dict[str, str]:
+    return dict(((spec.get("slurm") or {}).get(section)) or {})
+
+
+def _set_verbatim(spec: dict[str, Any], section: str, seen: dict[str, str]) -> None:
+    slurm = spec.get("slurm")
+    if slurm and slurm.get(section):
+        slurm[section] = {key: seen[key] for key in slurm[section]}
+
+
+def observe_quota(
+    provider: SlurmProvider,
+    request: ObserveRequest,
+    snapshot: AccountingSnapshot,
+    managed: ManagedFile | None,
+) -> Observation:
+    account = (request.project or "").lower()
+    spec = request.document["spec"]
+    partition = spec["queue"].lower()
+    owner = snapshot.accounts.get(account)
+    adopted = bool(request.outputs.get("adopted"))
+    if owner is None or not ours(provider, request, owner.description):
+        return Observation(exists=False)
+    if managed is None or managed.partition_line(partition) is None:
+        return Observation(exists=False)
+    record = managed.find(request.address)
+    if not adopted and (record is None or record.manager != provider.manager):
+        return Observation(exists=False)
+    live = copy.deepcopy(request.document)
+    own = snapshot.association(account)
+    declared = settings.quota_account_limits(spec["limits"])
+    held = own.limits if own else {}
+    seen = mapping.quota_from_association(
+        held.get("GrpTRES", ""), held.get("GrpJobs", ""), held.get("MaxWall", "")
+    )
+    wanted = spec["limits"]
+    limits = {}
+    for key, value in wanted.items():
+        setting = {"runningJobs": "GrpJobs", "maxWallTime": "MaxWall"}.get(key, "GrpTRES")
+        if setting == "GrpTRES":
+            if str(seen.get(key)) == str(value):
+                limits[key] = value
+            elif key in seen:
+                limits[key] = seen[key]
+        elif settings.same(setting, declared.get(setting), held.get(setting)):
+            limits[key] = value
+        elif key in seen:
+            limits[key] = seen[key]
+    live["spec"]["limits"] = limits
+    slurm = live["spec"].get("slurm")
+    if slurm:
+        users = {}
+        for user, user_limits in slurm.get("users", {}).items():
+            association = snapshot.association(account, user, partition)
+            if association is not None:
+                users[user] = _put_live(user_limits, association.limits)
+        slurm["users"] = users
+    outputs: dict[str, Any] = {"account": account, "partition": partition}
+    outputs["limits"] = sorted(spec["limits"])  # what the next write may have to clear
+    if spec.get("slurm") is not None:
+        outputs["users"] = sorted(spec["slurm"].get("users", {}))
+    outputs["declared"] = settings.declared("Quota", spec, adopted, request.name)
+    if adopted:
+        outputs["adopted"] = True
+    queue_qos = parse_settings(managed.partition_line(partition) or "").get("QOS", partition)
+    findings = _shadowed(snapshot, queue_qos.lower(), limits)
+    places = {"spec.limits": f"association of account {account}"}
+    for user in (slurm or {}).get("users", {}):
+        places[f"spec.slurm.users.{user}"] = (
+            f"association of user {user} in account {account} on partition {partition}"
+        )
+    return Observation(exists=True, live=live, outputs=outputs, findings=findings, places=places)
+
+
+def _shadowed(snapshot: AccountingSnapshot, qos_name: str, limits: dict[str, Any]) -> tuple:
+    from providers.base import Finding
+
+    qos = snapshot.qos.get(qos_name)
+    queue = parse_tres(qos.grp_tres) if qos else {}
+    both = sorted(k for k in ("gpu", "cpu", "memory") if k in queue and k in limits)
+    if not both:
+        return ()
+    message = (
+        f"Slurm enforces QOS {qos_name}'s GrpTRES ({', '.join(both)}) before this quota's "
+        "account limit on the same resources"
+    )
+    evidence = {"resources": both, "qos": qos_name}
+    return (Finding("limit-shadowed", message, evidence, warning=True),)
