@@ -185,11 +185,12 @@ def _finding_view(finding: DriftFinding) -> FindingView:
 
 def headline(report: DriftReport) -> str:
     checked = plural(report.checked, "resource")
-    if not report.findings:
-        agrees = "matches" if report.checked == 1 else "match"
-        return f"No drift: {checked} {agrees} what was applied."
-    parts = [f"{count} {kind}" for kind, count in report.counts()["kind"].items()]
     acknowledged = sum(f.acknowledged is not None for f in report.findings)
+    if not report.open_findings and not acknowledged:
+        agrees = "matches" if report.checked == 1 else "match"
+        advice = f" ({plural(len(report.warnings), 'warning')})" if report.warnings else ""
+        return f"No drift: {checked} {agrees} what was applied{advice}."
+    parts = [f"{count} {kind}" for kind, count in report.counts()["kind"].items()]
     if acknowledged:
         parts.append(f"{acknowledged} acknowledged")
     if report.warnings:
