@@ -6,7 +6,7 @@
 # apt; elsewhere it says what is missing and goes on, and the tests that need a server skip
 # (or fail under CI=true).
 set -euo pipefail
-packages=(docker-registry slurmctld slurmd slurmdbd slurm-client munge mariadb-server chromium)
+packages=(jq docker-registry slurmctld slurmd slurmdbd slurm-client munge mariadb-server chromium)
 missing=()
 for package in "${packages[@]}"; do
   dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
