@@ -15,10 +15,13 @@ An `nvidia-smi` stand-in on PATH reports the 64 accelerators of this imagined ma
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
+import sqlite3
 import subprocess
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "platform"
@@ -150,3 +153,26 @@ def merge(origin: Path, branch: str) -> str:
     git(origin, "checkout", "-q", "main")
     git(origin, "merge", "-q", "--no-ff", "-m", f"Merge {branch}", branch)
     return git(origin, "rev-parse", "HEAD")
+
+
+def limits(live: Path, quota: str) -> dict[str, Any]:
+    """The limits state records for Quota/`quota` (what the last apply wrote)."""
+    state = json.loads((live / "state.json").read_text(encoding="utf-8"))
+    return dict(state["resources"][f"Quota/{quota}"]["spec"]["spec"]["limits"])
+
+
+def hand_edit(live: Path, address: str, field: str, value: object) -> None:
+    """Change one live object out of band, as an admin with direct access would."""
+    database = sqlite3.connect(live / "gke-prod" / "platform.db")
+    with database:
+        (document,) = database.execute(
+            "SELECT document FROM objects WHERE address = ?", (address,)
+        ).fetchone()
+        data = json.loads(document)
+        data["spec"][field] = value
+        database.execute(
+            "UPDATE objects SET document = ?, manager = 'admin', updated_at = "
+            "strftime('%Y-%m-%dT%H:%M:%SZ', 'now') WHERE address = ?",
+            (json.dumps(data), address),
+        )
+    database.close()

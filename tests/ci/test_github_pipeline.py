@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,15 @@ import pytest
 from ruamel.yaml import YAML
 
 from tests.ci.github_runner import JobResult, Runner
-from tests.ci.platform_repo import commit_change, git, make_origin, merge, write_standin_bin
+from tests.ci.platform_repo import (
+    commit_change,
+    git,
+    hand_edit,
+    limits,
+    make_origin,
+    merge,
+    write_standin_bin,
+)
 
 WORKFLOW = Path(__file__).resolve().parents[2] / "examples/ci/github/workflows/trainform.yml"
 DEVELOPMENT_TRAINFORM = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "trainform"
@@ -122,30 +129,8 @@ def quotas(forge: Forge, team: str) -> str:
     return (forge.origin / "teams" / team / "quotas.yaml").read_text(encoding="utf-8")
 
 
-def limits(forge: Forge, quota: str) -> dict[str, Any]:
-    state = json.loads((forge.live / "state.json").read_text())
-    return state["resources"][f"Quota/{quota}"]["spec"]["spec"]["limits"]
-
-
 def review_comments(forge: Forge, number: int) -> list[dict[str, Any]]:
     return [c for c in forge.state()["comments"] if c["pr"] == number]
-
-
-def hand_edit(forge: Forge, address: str, field: str, value: object) -> None:
-    """Change one live object out of band, as an admin with direct access would."""
-    database = sqlite3.connect(forge.live / "gke-prod" / "platform.db")
-    with database:
-        (document,) = database.execute(
-            "SELECT document FROM objects WHERE address = ?", (address,)
-        ).fetchone()
-        data = json.loads(document)
-        data["spec"][field] = value
-        database.execute(
-            "UPDATE objects SET document = ?, manager = 'admin', updated_at = "
-            "strftime('%Y-%m-%dT%H:%M:%SZ', 'now') WHERE address = ?",
-            (json.dumps(data), address),
-        )
-    database.close()
 
 
 def test_pull_requests_merges_and_drift_on_github(
@@ -214,7 +199,7 @@ def test_pull_requests_merges_and_drift_on_github(
     assert not apply.failed, apply.log
     assert apply.outputs == {"fresh": "true"}
     assert "Apply complete" in apply.steps[-2].output
-    assert limits(forge, "eval-team/hpc-debug") == {"gpu": "4", "runningJobs": 6,
+    assert limits(forge.live, "eval-team/hpc-debug") == {"gpu": "4", "runningJobs": 6,
                                                     "maxWallTime": "3h"}
 
     # Merge of the other: its plan was made before the first was applied, so it is stale.
@@ -232,21 +217,21 @@ def test_pull_requests_merges_and_drift_on_github(
     approved = forge.runner.run_job("apply-replanned", context, str(forge.next_run - 1))
     assert not approved.failed, approved.log
     assert "Apply complete" in approved.steps[-1].output
-    assert limits(forge, "alignment/hpc-debug")["maxWallTime"] == "1h30m"
+    assert limits(forge.live, "alignment/hpc-debug")["maxWallTime"] == "1h30m"
 
     # Scheduled drift: nothing drifted, no issue; a hand change opens one issue, the next
     # new drift edits it.
     results = forge.scheduled()
     assert not results["drift"].failed, results["drift"].log
     assert forge.state()["issues"] == []
-    hand_edit(forge, "Queue/pretrain", "defaultPriority", 1001)
+    hand_edit(forge.live, "Queue/pretrain", "defaultPriority", 1001)
     results = forge.scheduled()
     assert not results["drift"].failed, results["drift"].log
     drift_run = str(forge.next_run - 1)
     assert "<html" in (forge.store / drift_run / "drift-report" / "drift.html").read_text()
     (issue,) = forge.state()["issues"]
     assert issue["body"].startswith("<!-- trainform-drift -->") and "Drift" in issue["title"]
-    hand_edit(forge, "Queue/finetune", "defaultPriority", 501)
+    hand_edit(forge.live, "Queue/finetune", "defaultPriority", 501)
     forge.scheduled()
     (edited_issue,) = forge.state()["issues"]
     assert edited_issue["number"] == issue["number"]
