@@ -150,5 +150,8 @@ class Runner:
             folder = self.artifacts / str(run.id)
             folder.mkdir(parents=True, exist_ok=True)
             for path in artifacts.get("paths", []):
-                if (self.workspace / path).is_file():
-                    shutil.copy2(self.workspace / path, folder / path)
+                source = self.workspace / path
+                if source.is_dir():
+                    shutil.copytree(source, folder / path, dirs_exist_ok=True)
+                elif source.is_file():
+                    shutil.copy2(source, folder / path)

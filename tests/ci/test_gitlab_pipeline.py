@@ -121,7 +121,7 @@ def test_merge_requests_merges_and_drift_on_gitlab(
     })
     pipeline = project.merge_request(1, first)
     assert statuses(pipeline) == {
-        "validate": "success", "plan": "success", "review": "success", "apply": "skipped",
+        "trainform": "success", "validate": "success", "plan": "success", "review": "success", "apply": "skipped",
         "apply-replanned": "skipped", "drift": "skipped",
     }, pipeline.jobs["review"].log
     assert "are valid" in pipeline.jobs["validate"].log
