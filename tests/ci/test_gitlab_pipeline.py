@@ -121,8 +121,9 @@ def test_merge_requests_merges_and_drift_on_gitlab(
     })
     pipeline = project.merge_request(1, first)
     assert statuses(pipeline) == {
-        "trainform": "success", "validate": "success", "plan": "success", "review": "success", "apply": "skipped",
-        "apply-replanned": "skipped", "drift": "skipped",
+        "trainform": "success", "validate": "success", "plan": "success",
+        "review": "success", "apply": "skipped", "apply-replanned": "skipped",
+        "drift": "skipped",
     }, pipeline.jobs["review"].log
     assert "are valid" in pipeline.jobs["validate"].log
     saved = api[0].artifacts / str(pipeline.jobs["plan"].id)
