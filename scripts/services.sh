@@ -2,11 +2,12 @@
 # Installs the Debian packages of the servers the integration tests start themselves
 # (the OCI registry; munge, MariaDB and Slurm for scripts/slurm-cluster.sh) and Chromium, the
 # headless browser the HTML drift report is checked in (driven by the `playwright` Python
-# package from the test extras, which never downloads a browser of its own). Needs root and
+# package from the test extras, which never downloads a browser of its own), and jq and curl,
+# which the CI example pipelines run by tests/ci/ call. Needs root and
 # apt; elsewhere it says what is missing and goes on, and the tests that need a server skip
 # (or fail under CI=true).
 set -euo pipefail
-packages=(jq docker-registry slurmctld slurmd slurmdbd slurm-client munge mariadb-server chromium)
+packages=(jq curl docker-registry slurmctld slurmd slurmdbd slurm-client munge mariadb-server chromium)
 missing=()
 for package in "${packages[@]}"; do
   dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")

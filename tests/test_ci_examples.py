@@ -7,6 +7,7 @@ copy). tests/ci/ runs both pipelines step by step."""
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 import sys
@@ -19,6 +20,8 @@ import pytest
 from ruamel.yaml import YAML
 
 from planner.cli import cli
+from tests.ci.gitlab_runner import Runner as GitLabRunner
+from tests.ci.gitlab_runner import flatten
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "ci"
 GITHUB = EXAMPLES / "github" / "workflows" / "trainform.yml"
@@ -164,11 +167,27 @@ def tool(name: str) -> str:
     return str(Path(sys.executable).parent / name)
 
 
-def test_github_workflow_passes_actionlint() -> None:
+def test_github_workflow_passes_actionlint_with_shellcheck() -> None:
+    # actionlint runs shellcheck on every `run:` script when it finds it on PATH.
+    assert Path(tool("shellcheck")).is_file()
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     result = subprocess.run(
-        [tool("actionlint"), "-no-color", str(GITHUB)], capture_output=True, text=True
+        [tool("actionlint"), "-no-color", str(GITHUB)], capture_output=True, text=True, env=env
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_gitlab_job_scripts_pass_shellcheck() -> None:
+    config = load(GITLAB)
+    runner = GitLabRunner(config, Path(), Path(), Path(), "")
+    for name in (n for n, job in config.items() if isinstance(job, dict) and "stage" in job):
+        job = runner.job(name)
+        lines = flatten(job.get("before_script", config["default"]["before_script"]))
+        script = "#!/bin/bash\n" + "\n".join(lines + flatten(job["script"])) + "\n"
+        result = subprocess.run(
+            [tool("shellcheck"), "-"], input=script, capture_output=True, text=True
+        )
+        assert result.returncode == 0, f"job {name}:\n{result.stdout}"
 
 
 @pytest.mark.parametrize(

@@ -198,6 +198,10 @@ def test_pull_requests_merges_and_drift_on_github(
     apply = results["apply"]
     assert not apply.failed, apply.log
     assert apply.outputs == {"fresh": "true"}
+    # The artifact of the run at the PR's last head, not the first push's.
+    head_run = next(r["id"] for r in forge.state()["runs"] if r["head_sha"] == second)
+    downloads = [c[:5] for c in forge.state()["calls"] if c[:2] == ["run", "download"]]
+    assert downloads == [["run", "download", head_run, "--name", "trainform-plan"]]
     assert "Apply complete" in apply.steps[-2].output
     assert limits(forge.live, "eval-team/hpc-debug") == {"gpu": "4", "runningJobs": 6,
                                                     "maxWallTime": "3h"}

@@ -165,7 +165,11 @@ def test_merge_requests_merges_and_drift_on_gitlab(
     assert project.merge_request(3, other).jobs["review"].status == "success"
 
     # Merge of the first: the reviewed plan is fresh and applied; nothing waits.
+    # The plan job of the MR's head pipeline (its second push), not of the first push.
+    reviewed_plan_job = next(j for j in project.api.pipelines[2] if j["name"] == "plan")
     pipeline = project.merged(1, "more-debug-jobs")
+    fetched = f"/api/v4/projects/42/jobs/{reviewed_plan_job['id']}/artifacts/plan.tfplan"
+    assert ("GET", fetched, {}) in api[0].requests
     assert statuses(pipeline)["apply"] == "success", pipeline.jobs["apply"].log
     assert statuses(pipeline)["apply-replanned"] == "manual"
     assert "Apply complete" in pipeline.jobs["apply"].log
