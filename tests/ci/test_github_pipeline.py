@@ -72,7 +72,7 @@ class Forge:
             "github.event.pull_request.base.sha": extra.pop("base", ""),
             "github.event.pull_request.head.sha": extra.pop("head", ""),
             **{f"secrets.{name}": f"{name.lower()}-value" for name in SECRETS},
-            "secrets.TRAINFORM_READONLY_PLAN_KEY": KEY,
+            "secrets.TRAINFORM_PLAN_KEY": KEY,
             **extra,
         }
 

@@ -56,7 +56,7 @@ class Project:
             "CI_PIPELINE_SOURCE": source, "CI_COMMIT_SHA": sha, "CI_DEFAULT_BRANCH": "main",
             "CI_API_V4_URL": self.url, "CI_PROJECT_ID": gitlab_api.PROJECT,
             "TRAINFORM_BOT_TOKEN": gitlab_api.TOKEN,
-            "TRAINFORM_READONLY_PLAN_KEY": "a-test-signing-key",
+            "TRAINFORM_PLAN_KEY": "a-test-signing-key",
             **extra,
         }
 
