@@ -1,7 +1,7 @@
 """A spec repository for the pipeline tests: a local-provider variant of examples/platform.
 
-What the pipelines act on is kept from the example: its trainform.yaml (environments,
-policies path, security), `.policies/`, `traces/`, CODEOWNERS, projects, pools, queues
+What the pipelines act on is kept from the example: its trainform.yaml (environments'
+variables, policies path, security), `.policies/`, `traces/`, CODEOWNERS, projects, pools, queues
 and the teams' quotas. What the local provider cannot run is changed: the four provider
 instances become local platforms under `live/` (outside every checkout, so they persist
 between jobs like a real cluster), state is a local file there, each pool is one node
@@ -20,8 +20,11 @@ import re
 import shutil
 import sqlite3
 import subprocess
+from io import StringIO
 from pathlib import Path
 from typing import Any
+
+from ruamel.yaml import YAML
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "platform"
@@ -37,14 +40,21 @@ def git(folder: Path, *args: str) -> str:
 
 
 def _config(live: Path) -> str:
-    text = (EXAMPLE / "trainform.yaml").read_text(encoding="utf-8")
-    providers = "providers:\n" + "".join(
-        f"  - name: {name}\n    type: local\n    connection:\n      root: {live / name}\n"
-        for name in ("gke-prod", "hpc", "s3", "registry")
-    )
-    text = text[: text.index("providers:")] + providers + "\n" + text[text.index("# Shared"):]
-    state = f"state:\n  backend: local\n  path: {live / 'state.json'}\n\n"
-    return text[: text.index("state:")] + state + text[text.index("# Variables"):]
+    """The example's trainform.yaml with every provider instance a local platform and a
+    local state file under `live/`; environments keep only their variables."""
+    config = YAML(typ="safe").load((EXAMPLE / "trainform.yaml").read_text(encoding="utf-8"))
+    config["providers"] = [
+        {"name": p["name"], "type": "local", "connection": {"root": str(live / p["name"])}}
+        for p in config["providers"]
+    ]
+    config["state"] = {"backend": "local", "path": str(live / "state.json")}
+    for environment in config.get("environments", {}).values():
+        for key in [k for k in environment if k != "variables"]:
+            del environment[key]
+    text, writer = StringIO(), YAML(typ="safe", pure=True)
+    writer.default_flow_style = False
+    writer.dump(config, text)
+    return text.getvalue()
 
 
 def _pool(document: str) -> str:
