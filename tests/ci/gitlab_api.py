@@ -1,10 +1,10 @@
 """A stand-in for the parts of GitLab's REST API (v4) the example pipeline calls.
 
-Merge request notes (list, create, edit), the merge requests of a commit with their head
-pipeline, a pipeline's jobs, one file of a job's artifacts, and project issues (list,
-create, edit). Requests without the bot's `PRIVATE-TOKEN` get 401 as GitLab answers; an
-unknown route gets 404. Every request is recorded, so a test can say what was posted.
-Form bodies are read as curl's `--data-urlencode` sends them.
+The token's user, merge request notes (list, create, edit), the merge requests of a
+commit with their head pipeline, a pipeline's jobs, one file of a job's artifacts, and
+project issues (list, create, edit). Requests without the bot's `PRIVATE-TOKEN` get 401
+as GitLab answers; an unknown route gets 404. Every request is recorded, so a test can
+say what was posted. Form bodies are read as curl's `--data-urlencode` sends them.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from urllib.parse import parse_qs, urlsplit
 
 TOKEN = "glpat-test-bot"
 PROJECT = "42"
+BOT = "project_42_bot_trainform"
 
 
 @dataclass
@@ -44,12 +45,19 @@ Route = Callable[[Forge, re.Match[str], dict[str, str], dict[str, list[str]]], t
 ROUTES: list[tuple[str, re.Pattern[str], Route]] = []
 
 
-def route(method: str, pattern: str) -> Callable[[Route], Route]:
+def route(
+    method: str, pattern: str, scope: str = f"/projects/{PROJECT}"
+) -> Callable[[Route], Route]:
     def register(handler: Route) -> Route:
-        ROUTES.append((method, re.compile(f"^/api/v4/projects/{PROJECT}{pattern}$"), handler))
+        ROUTES.append((method, re.compile(f"^/api/v4{scope}{pattern}$"), handler))
         return handler
 
     return register
+
+
+@route("GET", "/user", scope="")
+def current_user(forge: Forge, m: re.Match[str], form: Any, query: Any) -> Any:
+    return 200, {"username": BOT}
 
 
 @route("GET", r"/merge_requests/(\d+)/notes")
@@ -59,7 +67,7 @@ def list_notes(forge: Forge, m: re.Match[str], form: dict[str, str], query: Any)
 
 @route("POST", r"/merge_requests/(\d+)/notes")
 def create_note(forge: Forge, m: re.Match[str], form: dict[str, str], query: Any) -> Any:
-    note = {"id": forge.new_id(), "body": form["body"]}
+    note = {"id": forge.new_id(), "body": form["body"], "author": {"username": BOT}}
     forge.notes.setdefault(int(m.group(1)), []).append(note)
     return 201, note
 
@@ -100,7 +108,8 @@ def list_issues(forge: Forge, m: re.Match[str], form: Any, query: dict[str, list
 @route("POST", r"/issues")
 def create_issue(forge: Forge, m: re.Match[str], form: dict[str, str], query: Any) -> Any:
     issue = {"iid": len(forge.issues) + 1, "title": form["title"],
-             "description": form["description"], "state": "opened"}
+             "description": form["description"], "state": "opened",
+             "author": {"username": BOT}}
     forge.issues.append(issue)
     return 201, issue
 

@@ -143,6 +143,11 @@ def test_pull_requests_merges_and_drift_on_github(
     first = commit_change(forge.origin, "more-debug-jobs", "main", {
         "teams/eval-team/quotas.yaml": debug.replace("runningJobs: 4", "runningJobs: 6"),
     })
+    # Someone else's comment that starts with the marker is never the one to edit.
+    spoof = {"id": 1, "pr": 1, "user": {"login": "mallory"}, "body": MARKER + "\nfake"}
+    state = forge.state()
+    state["comments"].append(spoof)
+    forge.save(state)
     results = forge.pull_request(1, first)
     plan = results["plan"]
     assert not plan.failed, plan.log
@@ -156,7 +161,8 @@ def test_pull_requests_merges_and_drift_on_github(
     assert json.loads((reviewed / "plan.tfplan").read_text())["signature"].startswith("hmac")
     assert not results["comment"].failed, results["comment"].log
     assert not results["apply"].ran and not results["drift"].ran
-    (comment,) = review_comments(forge, 1)
+    spoofed, comment = review_comments(forge, 1)
+    assert spoofed == spoof
     assert comment["body"].startswith(MARKER) and "runningJobs" in comment["body"]
 
     # The next push edits that comment: still one.
@@ -166,7 +172,8 @@ def test_pull_requests_merges_and_drift_on_github(
     })
     results = forge.pull_request(1, second)
     assert not results["comment"].failed, results["comment"].log
-    (edited,) = review_comments(forge, 1)
+    assert review_comments(forge, 1)[0] == spoof
+    (edited,) = review_comments(forge, 1)[1:]
     assert edited["id"] == comment["id"] and "3h" in edited["body"]
     assert ["api", "--method", "PATCH"] == forge.state()["calls"][-1][:3]
 

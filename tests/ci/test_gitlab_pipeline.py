@@ -119,6 +119,9 @@ def test_merge_requests_merges_and_drift_on_gitlab(
     first = commit_change(project.origin, "more-debug-jobs", "main", {
         "teams/eval-team/quotas.yaml": debug.replace("runningJobs: 4", "runningJobs: 6"),
     })
+    # Someone else's note that starts with the marker is never the one to edit.
+    spoof = {"id": 1, "body": MARKER + "\nfake", "author": {"username": "mallory"}}
+    api[0].notes[1] = [dict(spoof)]
     pipeline = project.merge_request(1, first)
     assert statuses(pipeline) == {
         "trainform": "success", "validate": "success", "plan": "success",
@@ -129,7 +132,8 @@ def test_merge_requests_merges_and_drift_on_gitlab(
     saved = api[0].artifacts / str(pipeline.jobs["plan"].id)
     assert (saved / "plan.code").read_text().strip() == "2"
     assert json.loads((saved / "plan.tfplan").read_text())["signature"].startswith("hmac")
-    (note,) = notes(project, 1)
+    spoofed, note = notes(project, 1)
+    assert spoofed == spoof
     assert note["body"].startswith(MARKER) and "runningJobs" in note["body"]
 
     # The next push edits that note (PUT): still one.
@@ -139,7 +143,8 @@ def test_merge_requests_merges_and_drift_on_gitlab(
     })
     pipeline = project.merge_request(1, second)
     assert pipeline.jobs["review"].status == "success", pipeline.jobs["review"].log
-    (edited,) = notes(project, 1)
+    spoofed, edited = notes(project, 1)
+    assert spoofed == spoof
     assert edited["id"] == note["id"] and "3h" in edited["body"]
     assert [r[0] for r in api[0].requests if "/notes" in r[1]][-2:] == ["GET", "PUT"]
 
