@@ -1,16 +1,17 @@
 """A spec repository for the pipeline tests: a local-provider variant of examples/platform.
 
-What the pipelines act on is kept from the example: its trainform.yaml (environments'
-variables, policies path, security), `.policies/`, `traces/`, CODEOWNERS, projects, pools, queues
-and the teams' quotas. What the local provider cannot run is changed: the four provider
-instances become local platforms under `live/` (outside every checkout, so they persist
-between jobs like a real cluster), state is a local file there, each pool is one node
-holding a quarter of the example's GPUs (the local provider has one node and at most 64
-accelerators a pool), queue and quota GPU figures are quartered with them, CPU and memory
-quotas are dropped, and the trace's jobs are sized down alike. Jobs, images, datasets and
-evaluations are left out (they need a registry, S3 and GPUs). trainform's own source is
-vendored under `tools/trainform`, which the pipelines install from the trusted side.
-An `nvidia-smi` stand-in on PATH reports the 64 accelerators of this imagined machine.
+What the pipelines act on is kept from the example: its trainform.yaml (the prod
+environment's variables, policies path, security), `.policies/`, `traces/`, CODEOWNERS,
+projects, pools, queues and the teams' quotas. What the local provider cannot run is
+changed: the provider instances become local platforms under `live/` (outside every
+checkout, so they persist between jobs like a real cluster), state is a local file there,
+each pool is one node holding a quarter of the example's GPUs (the local provider has one
+node and at most 64 accelerators a pool), queue and quota GPU figures are quartered with
+them, CPU and memory quotas are dropped, and the trace's jobs are sized down alike. Jobs,
+images, datasets and evaluations are left out (they need a registry, S3 and GPUs).
+trainform's own source is vendored under `tools/trainform`, which the pipelines install
+from the trusted side. An `nvidia-smi` stand-in on PATH reports the 64 accelerators of
+this imagined machine.
 """
 
 from __future__ import annotations
@@ -41,16 +42,17 @@ def git(folder: Path, *args: str) -> str:
 
 def _config(live: Path) -> str:
     """The example's trainform.yaml with every provider instance a local platform and a
-    local state file under `live/`; environments keep only their variables."""
+    local state file under `live/`, and its prod environment's variables."""
     config = YAML(typ="safe").load((EXAMPLE / "trainform.yaml").read_text(encoding="utf-8"))
     config["providers"] = [
         {"name": p["name"], "type": "local", "connection": {"root": str(live / p["name"])}}
         for p in config["providers"]
     ]
     config["state"] = {"backend": "local", "path": str(live / "state.json")}
-    for environment in config.get("environments", {}).values():
-        for key in [k for k in environment if k != "variables"]:
-            del environment[key]
+    # Only the environment the pipelines target (TRAINFORM_ENV: prod): one environment
+    # per state location and provider endpoint.
+    config["environments"] = {"prod": {"variables": config["environments"]["prod"]["variables"]}}
+    config["defaultEnvironment"] = "prod"
     text, writer = StringIO(), YAML(typ="safe", pure=True)
     writer.default_flow_style = False
     writer.dump(config, text)
