@@ -30,6 +30,7 @@ from tests.ci.platform_repo import (
     write_standin_bin,
 )
 
+pytestmark = pytest.mark.slow  # about 45 s: ten pipelines, each installing trainform
 WORKFLOW = Path(__file__).resolve().parents[2] / "examples/ci/github/workflows/trainform.yml"
 DEVELOPMENT_TRAINFORM = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "trainform"
 STANDINS = Path(__file__).resolve().parent / "standins"

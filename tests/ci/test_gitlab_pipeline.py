@@ -32,6 +32,7 @@ from tests.ci.platform_repo import (
     write_standin_bin,
 )
 
+pytestmark = pytest.mark.slow  # about 45 s: ten pipelines, each installing trainform
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "examples" / "ci" / "gitlab" / ".gitlab-ci.yml"
 DEVELOPMENT_TRAINFORM = REPO / ".venv" / "bin" / "trainform"
