@@ -2,7 +2,8 @@
 # Installs the Debian packages of the servers the integration tests start themselves
 # (the OCI registry; munge, MariaDB and Slurm for scripts/slurm-cluster.sh) and Chromium, the
 # headless browser the HTML drift report is checked in (driven by the `playwright` Python
-# package from the test extras, which never downloads a browser of its own). Needs root and
+# package from the test extras, which never downloads a browser of its own), and jq and curl,
+# which the CI example pipelines run by tests/ci/ call. Needs root and
 # apt; elsewhere it says what is missing and goes on, and the tests that need a server skip
 # (or fail under CI=true).
 #
@@ -12,7 +13,7 @@
 # policy-rc.d that was there before is left untouched. Nothing else on the machine changes
 # beyond the installed packages.
 set -euo pipefail
-packages=(docker-registry slurmctld slurmd slurmdbd slurm-client munge mariadb-server chromium)
+packages=(jq curl docker-registry slurmctld slurmd slurmdbd slurm-client munge mariadb-server chromium)
 policy_rc_d="${TRAINFORM_POLICY_RC_D:-/usr/sbin/policy-rc.d}"
 missing=()
 for package in "${packages[@]}"; do

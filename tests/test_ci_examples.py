@@ -1,11 +1,16 @@
 """The GitOps CI examples (examples/ci/) are valid YAML, and every `trainform` command
 they run parses against this version's CLI: a renamed option fails here, not in a user's
-pipeline. The workflow shape is checked too: read-only plan, trusted policies, apply of a
-saved plan on the main branch only."""
+pipeline. The workflow shape is checked too: read-only plan, trusted policies, trainform
+installed from the trusted side only, apply of a saved plan on the main branch only. The
+files pass actionlint (GitHub) and GitLab's CI JSON Schema (check-jsonschema's vendored
+copy). tests/ci/ runs both pipelines step by step."""
 
 from __future__ import annotations
 
+import os
 import shlex
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +20,8 @@ import pytest
 from ruamel.yaml import YAML
 
 from planner.cli import cli
+from tests.ci.gitlab_runner import Runner as GitLabRunner
+from tests.ci.gitlab_runner import flatten
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "ci"
 GITHUB = EXAMPLES / "github" / "workflows" / "trainform.yml"
@@ -62,7 +69,8 @@ def all_commands(path: Path) -> list[list[str]]:
 
 def materialize(command: list[str], root: Path) -> None:
     """Create the folders and files the pipeline's checkout would hold (click checks them)."""
-    if command[0] == "apply" and command[1].endswith(".tfplan"):
+    if command[0] in ("apply", "show") and command[1].endswith(".tfplan"):
+        (root / command[1]).parent.mkdir(parents=True, exist_ok=True)
         (root / command[1]).touch()
     for option, value in zip(command, command[1:], strict=False):
         if option == "--policies":
@@ -105,11 +113,91 @@ def test_plans_are_read_only_and_judged_by_trusted_policies(path: Path) -> None:
     assert applies and all(c[1].endswith(".tfplan") for c in applies), "apply a saved plan"
 
 
+CREDENTIALS = ("AWS_", "REGISTRY_", "TRAINFORM_PLAN_KEY")
+
+
 def test_github_jobs_hold_only_the_credentials_they_need() -> None:
     jobs = load(GITHUB)["jobs"]
     assert jobs["plan"]["permissions"] == {"contents": "read"}
-    assert all("READONLY" in value for value in jobs["plan"]["env"].values())
-    assert "env" not in jobs["comment"] and jobs["comment"]["permissions"] == {
-        "pull-requests": "write"
-    }
+    platform = {k: v for k, v in jobs["plan"]["env"].items() if k.startswith(("AWS_", "REG"))}
+    assert len(platform) == 4 and all("READONLY" in value for value in platform.values())
+    assert not any(key.startswith(CREDENTIALS) for key in jobs["comment"]["env"])
+    assert jobs["comment"]["permissions"] == {"pull-requests": "write"}
     assert "refs/heads/main" in jobs["apply"]["if"] and jobs["apply"]["environment"] == "production"
+    assert jobs["apply-replanned"]["environment"] == "production-approval"
+    assert jobs["apply-replanned"]["needs"] == "apply"
+    assert "schedule" in load(GITHUB)["on"] and jobs["drift"]["if"] == (
+        "github.event_name == 'schedule'"
+    )
+
+
+def pip_sources(job: Any) -> list[str]:
+    """What each `pip install`/`pip wheel` line of a job installs or builds (its last word)."""
+    return [
+        shlex.split(line)[-1]
+        for text in scripts(job)
+        for line in text.splitlines()
+        if line.strip().startswith("pip ")
+    ]
+
+
+def test_github_installs_trainform_from_the_trusted_side_only() -> None:
+    jobs = load(GITHUB)["jobs"]
+    assert pip_sources(jobs["plan"]) == ["./.trusted/$TRAINFORM_SRC"]
+    for name, job in jobs.items():
+        if name != "plan" and pip_sources(job):
+            # After a merge or on a schedule, main itself is the trusted side.
+            assert "pull_request" not in job.get("if", "") and job.get("if"), name
+            assert pip_sources(job) == ["./$TRAINFORM_SRC"], name
+    assert "trainform==" not in GITHUB.read_text(encoding="utf-8")
+
+
+def test_gitlab_installs_the_wheel_built_from_the_trusted_commit() -> None:
+    config = load(GITLAB)
+    assert pip_sources(config["trainform"]) == ["./.trusted/$TRAINFORM_SRC"]
+    assert config["trainform"]["before_script"] == []
+    before = {"script": config["default"]["before_script"]}
+    assert pip_sources(before) == ["dist/trainform-*.whl"]
+    jobs = [n for n, j in config.items() if isinstance(j, dict) and "stage" in j]
+    assert all("trainform" in config[n].get("needs", []) for n in jobs if n != "trainform")
+    assert "trainform==" not in GITLAB.read_text(encoding="utf-8")
+
+
+def tool(name: str) -> str:
+    return str(Path(sys.executable).parent / name)
+
+
+def test_github_workflow_passes_actionlint_with_shellcheck() -> None:
+    # actionlint runs shellcheck on every `run:` script when it finds it on PATH.
+    assert Path(tool("shellcheck")).is_file()
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    result = subprocess.run(
+        [tool("actionlint"), "-no-color", str(GITHUB)], capture_output=True, text=True, env=env
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_gitlab_job_scripts_pass_shellcheck() -> None:
+    config = load(GITLAB)
+    runner = GitLabRunner(config, Path(), Path(), Path(), "")
+    for name in (n for n, job in config.items() if isinstance(job, dict) and "stage" in job):
+        job = runner.job(name)
+        lines = flatten(job.get("before_script", config["default"]["before_script"]))
+        script = "#!/bin/bash\n" + "\n".join(lines + flatten(job["script"])) + "\n"
+        result = subprocess.run(
+            [tool("shellcheck"), "-"], input=script, capture_output=True, text=True
+        )
+        assert result.returncode == 0, f"job {name}:\n{result.stdout}"
+
+
+@pytest.mark.parametrize(
+    ("path", "schema"),
+    [(GITLAB, "vendor.gitlab-ci"), (GITHUB, "vendor.github-workflows")],
+    ids=["gitlab", "github"],
+)
+def test_ci_files_match_their_platform_schema(path: Path, schema: str) -> None:
+    result = subprocess.run(
+        [tool("check-jsonschema"), "--builtin-schema", schema, str(path)],
+        capture_output=True, text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -1,0 +1,1 @@
+"""CI: the example pipelines run step by step, their linting, and packaging."""

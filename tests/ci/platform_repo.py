@@ -1,0 +1,190 @@
+"""A spec repository for the pipeline tests: a local-provider variant of examples/platform.
+
+What the pipelines act on is kept from the example: its trainform.yaml (the prod
+environment's variables, policies path, security), `.policies/`, `traces/`, CODEOWNERS,
+projects, pools, queues and the teams' quotas. What the local provider cannot run is
+changed: the provider instances become local platforms under `live/` (outside every
+checkout, so they persist between jobs like a real cluster), state is a local file there,
+each pool is one node holding a quarter of the example's GPUs (the local provider has one
+node and at most 64 accelerators a pool), queue and quota GPU figures are quartered with
+them, CPU and memory quotas are dropped, and the trace's jobs are sized down alike. Jobs,
+images, datasets and evaluations are left out (they need a registry, S3 and GPUs).
+trainform's own source is vendored under `tools/trainform`, which the pipelines install
+from the trusted side. An `nvidia-smi` stand-in on PATH reports the 64 accelerators of
+this imagined machine.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sqlite3
+import subprocess
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "platform"
+KEPT = ("CODEOWNERS", ".policies/policies.yaml", "platform/projects.yaml")
+SOURCE = ("pyproject.toml", "README.md", "specs", "planner", "providers", "policies")
+ACCELERATORS = 64
+
+
+def git(folder: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(folder), *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def _config(live: Path) -> str:
+    """The example's trainform.yaml with every provider instance a local platform and a
+    local state file under `live/`, and its prod environment's variables."""
+    config = YAML(typ="safe").load((EXAMPLE / "trainform.yaml").read_text(encoding="utf-8"))
+    config["providers"] = [
+        {"name": p["name"], "type": "local", "connection": {"root": str(live / p["name"])}}
+        for p in config["providers"]
+    ]
+    config["state"] = {"backend": "local", "path": str(live / "state.json")}
+    # Only the environment the pipelines target (TRAINFORM_ENV: prod): one environment
+    # per state location and provider endpoint.
+    config["environments"] = {"prod": {"variables": config["environments"]["prod"]["variables"]}}
+    config["defaultEnvironment"] = "prod"
+    text, writer = StringIO(), YAML(typ="safe", pure=True)
+    writer.default_flow_style = False
+    writer.dump(config, text)
+    return text.getvalue()
+
+
+def _pool(document: str) -> str:
+    nodes = re.search(r"\n  nodes: (\d+)", document)
+    if nodes is None:
+        return document
+    document = document.replace(nodes.group(0), "\n  nodes: 1")
+    document = re.sub(
+        r"\n    count: (\d+)",
+        lambda m: f"\n    count: {int(nodes.group(1)) * int(m.group(1)) // 4}",
+        document,
+    )
+    document = re.sub(r"\n  cpu: \d+", "\n  cpu: 1", document)
+    return re.sub(r"\n  memory: \w+", "\n  memory: 1Gi", document)
+
+
+def _quartered(text: str) -> str:
+    text = re.sub(r"gpu: (\d+)", lambda m: f"gpu: {int(m.group(1)) // 4}", text)
+    text = re.sub(r", cpu: \d+, memory: \w+", "", text)
+    return re.sub(r"\n +(cpu|memory): \w+", "", text)
+
+
+def _trace(text: str) -> str:
+    rows = text.splitlines()
+    out = [rows[0]]
+    for row in rows[1:]:
+        cells = row.split(",")
+        cells[4] = str(max(1, int(cells[4]) // 4))
+        out.append(",".join(cells))
+    return "\n".join(out) + "\n"
+
+
+def write_platform(folder: Path, live: Path) -> None:
+    for name in KEPT:
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(EXAMPLE / name, folder / name)
+    (folder / "trainform.yaml").write_text(_config(live), encoding="utf-8")
+    pools = (EXAMPLE / "platform" / "pools.yaml").read_text(encoding="utf-8")
+    (folder / "platform" / "pools.yaml").write_text(
+        "\n---\n".join(_pool(d) for d in pools.split("\n---\n")), encoding="utf-8"
+    )
+    queues = (EXAMPLE / "platform" / "queues.yaml").read_text(encoding="utf-8")
+    (folder / "platform" / "queues.yaml").write_text(_quartered(queues), encoding="utf-8")
+    for quotas in EXAMPLE.glob("teams/*/quotas.yaml"):
+        target = folder / quotas.relative_to(EXAMPLE)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(_quartered(quotas.read_text(encoding="utf-8")), encoding="utf-8")
+    (folder / "traces").mkdir(exist_ok=True)
+    trace = (EXAMPLE / "traces" / "recent.csv").read_text(encoding="utf-8")
+    (folder / "traces" / "recent.csv").write_text(_trace(trace), encoding="utf-8")
+
+
+def write_standin_bin(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    smi = folder / "nvidia-smi"
+    smi.write_text(
+        f'#!/bin/sh\nfor i in $(seq {ACCELERATORS}); do echo "NVIDIA A100-SXM4-80GB"; done\n'
+    )
+    smi.chmod(0o755)
+    return folder
+
+
+def make_origin(origin: Path, live: Path, trainform: Path) -> None:
+    """The repository on the forge: `main` with the platform, its lock and trainform."""
+    origin.mkdir(parents=True)
+    git(origin, "init", "-q", "-b", "main")
+    git(origin, "config", "user.email", "ci@example.com")
+    git(origin, "config", "user.name", "ci")
+    write_platform(origin, live)
+    vendored = origin / "tools" / "trainform"
+    for name in SOURCE:
+        source = REPO / name
+        if source.is_dir():
+            shutil.copytree(
+                source, vendored / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+            )
+        else:
+            vendored.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, vendored / name)
+    (origin / ".trainformignore").write_text("tools/\n", encoding="utf-8")
+    subprocess.run(
+        [str(trainform), "lock", ".", "--env", "prod"], cwd=origin, check=True,
+        capture_output=True,
+    )
+    git(origin, "add", "-A")
+    git(origin, "commit", "-q", "-m", "platform")
+
+
+def commit_change(origin: Path, branch: str, base: str, edits: dict[str, str]) -> str:
+    """Commit `edits` (path -> new text) on `branch` (created from `base`); its sha."""
+    current = git(origin, "branch", "--show-current")
+    if branch not in git(origin, "branch", "--list", branch):
+        git(origin, "branch", branch, base)
+    git(origin, "checkout", "-q", branch)
+    for path, text in edits.items():
+        (origin / path).parent.mkdir(parents=True, exist_ok=True)
+        (origin / path).write_text(text, encoding="utf-8")
+    git(origin, "add", "-A")
+    git(origin, "commit", "-q", "-m", f"change on {branch}")
+    sha = git(origin, "rev-parse", "HEAD")
+    git(origin, "checkout", "-q", current)
+    return sha
+
+
+def merge(origin: Path, branch: str) -> str:
+    git(origin, "checkout", "-q", "main")
+    git(origin, "merge", "-q", "--no-ff", "-m", f"Merge {branch}", branch)
+    return git(origin, "rev-parse", "HEAD")
+
+
+def limits(live: Path, quota: str) -> dict[str, Any]:
+    """The limits state records for Quota/`quota` (what the last apply wrote)."""
+    state = json.loads((live / "state.json").read_text(encoding="utf-8"))
+    return dict(state["resources"][f"Quota/{quota}"]["spec"]["spec"]["limits"])
+
+
+def hand_edit(live: Path, address: str, field: str, value: object) -> None:
+    """Change one live object out of band, as an admin with direct access would."""
+    database = sqlite3.connect(live / "gke-prod" / "platform.db")
+    with database:
+        (document,) = database.execute(
+            "SELECT document FROM objects WHERE address = ?", (address,)
+        ).fetchone()
+        data = json.loads(document)
+        data["spec"][field] = value
+        database.execute(
+            "UPDATE objects SET document = ?, manager = 'admin', updated_at = "
+            "strftime('%Y-%m-%dT%H:%M:%SZ', 'now') WHERE address = ?",
+            (json.dumps(data), address),
+        )
+    database.close()
