@@ -131,7 +131,7 @@ def test_review_denies_a_team_folder_adding_a_queue_a_project_and_a_quota(
     result = review(tmp_path)
     assert result.returncode == 3, result.stdout + result.stderr
     assert result.stdout.startswith("trainform review: DENIED by policy")
-    denied = [line for line in result.stdout.splitlines() if line.startswith("deny ")]
+    denied = [line for line in result.stdout.splitlines() if line.split()[:2] == ["new", "deny"]]
     assert len(denied) == 3, result.stdout
     file = "repo/teams/llm-pretrain/capacity.yaml"
     for address in ("Queue/vip", "Project/shadow", "Quota/llm-pretrain/vip"):
