@@ -139,7 +139,9 @@ def test_review_denies_a_team_folder_adding_a_queue_a_project_and_a_quota(
 
     markdown = review(tmp_path, "--format", "markdown")
     assert markdown.returncode == 3
-    assert markdown.stdout.startswith("### trainform review: DENIED by policy")
+    assert markdown.stdout.startswith(
+        "<!-- trainform-review -->\n### trainform review: DENIED by policy"
+    )
     for address in ("Queue/vip", "Project/shadow", "Quota/llm-pretrain/vip"):
         assert_names(markdown.stdout, file, address, ADMINS)
 
