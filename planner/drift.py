@@ -92,10 +92,7 @@ def detect_drift(
                         f"changed outside trainform: {', '.join(c.path for c in changes[:5])}",
                         name,
                         changes,
-                        evidence={
-                            **dict(observation.evidence),
-                            **_places(changes, observation.places),
-                        },
+                        evidence=_evidence(observation.evidence, changes, observation.places),
                         desired=_declared(item, changes) if item else {},
                         location=item.location if item else "",
                     )
@@ -142,11 +139,28 @@ def _declared(item: DesiredItem, changes: list[FieldChange]) -> dict[str, Any]:
     return declared
 
 
+def _evidence(
+    evidence: dict[str, Any], changes: list[FieldChange], places: dict[str, str]
+) -> dict[str, Any]:
+    """A modified finding's evidence: the provider's, with `places` (the object of each
+    changed field) and, where the provider gave the last change per object (`byPlace`), the
+    newest change among the objects whose fields changed."""
+    found = dict(evidence)
+    by_place = found.pop("byPlace", None) or {}
+    where = _places(changes, places)
+    relevant = [by_place[p] for p in where.get("places", {}).values() if p in by_place]
+    if relevant:
+        found.update(max(relevant, key=lambda entry: str(entry.get("changedAt", ""))))
+    return {**found, **where}
+
+
 def _places(changes: list[FieldChange], places: dict[str, str]) -> dict[str, Any]:
     """{"places": {path: object}} for the changes whose path lies under a known place."""
     found = {}
     for change in changes:
-        prefixes = [p for p in places if change.path == p or change.path.startswith(p + ".")]
+        prefixes = [
+            p for p in places if change.path == p or change.path.startswith((p + ".", p + "["))
+        ]
         if prefixes:
             found[change.path] = places[max(prefixes, key=len)]
     return {"places": found} if found else {}

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from providers.errors import PermanentProviderError, TransientProviderError
 from providers.slurm.commands import Result, SlurmCommands, is_transient
 from providers.slurm.names import check_identifier, check_sacctmgr_arguments
+from providers.slurm.transactions import Change, last_changes
 
 CHANGES = threading.Lock()
 UNCHANGED = ("nothing new added", "nothing modified", "already exists")
@@ -210,6 +211,10 @@ class Accounting:
                 settings,
             )
         return snapshot
+
+    def last_changes(self) -> dict[str, Change]:
+        """The newest sacctmgr transaction per object (providers/slurm/transactions.py)."""
+        return last_changes(self.commands, self._where_cluster())
 
     def qos_names(self) -> set[str]:
         text = self.commands.run(["sacctmgr", "-nP", "show", "qos", "format=Name"]).stdout

@@ -22,6 +22,7 @@ An object is changed only when it carries this manager's marker or state records
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -59,6 +60,7 @@ from providers.slurm.partitions import (
 )
 from providers.slurm.pools import PoolFacts, pool_facts
 from providers.slurm.records import SuiteRecords
+from providers.slurm.transactions import evidence_for
 
 
 class SlurmProvider(Provider):
@@ -348,7 +350,18 @@ class SlurmProvider(Provider):
                 seen[request.address] = observing.observe_quota(self, request, snapshot, managed)
             else:
                 seen[request.address] = Observation(exists=False)
-        return seen
+        return self._with_evidence(seen)
+
+    def _with_evidence(self, seen: dict[str, Observation]) -> dict[str, Observation]:
+        """Each accounting object's last change (who, when, what) as the evidence drift
+        shows on a modified finding: one read of slurmdbd's transactions for all."""
+        if not any(o.exists and o.places for o in seen.values()):
+            return seen
+        changes = self.sacctmgr.last_changes()
+        return {
+            address: replace(o, evidence=evidence_for(o.places, changes)) if o.places else o
+            for address, o in seen.items()
+        }
 
     def _observe_pool(
         self, request: ObserveRequest, managed: ManagedFile, known: dict[str, Any]

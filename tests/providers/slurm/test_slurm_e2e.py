@@ -11,10 +11,12 @@ naming a node Slurm does not have is refused and the controller stays up.
 
 from __future__ import annotations
 
+import getpass
 import json
 import shutil
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -205,6 +207,15 @@ def test_hand_changes_to_qos_and_association_limits_are_drift_and_apply_restores
     assert f"missing: Queue/{platform['q2']}" in output, output
     assert f"Queue/{q1}" in output and "spec.pools[0].nominalQuota.cpu: applied 4, live 6" in output
     assert f"Quota/{a}/{a}-q1" in output and "spec.limits.gpu: applied 1, live 0" in output
+    code, report = tf(root, "drift", ".", "--format", "json")
+    findings = {f["address"]: f for f in json.loads(report)["findings"]}
+    qos_evidence = findings[f"Queue/{q1}"]["evidence"]  # from sacctmgr show transactions
+    assert (qos_evidence["object"], qos_evidence["action"]) == (f"QOS {q1}", "Modify QOS")
+    assert qos_evidence["changedBy"] == getpass.getuser()
+    assert qos_evidence["changedAt"].startswith(str(datetime.now(UTC).year))
+    quota_evidence = findings[f"Quota/{a}/{a}-q1"]["evidence"]
+    assert quota_evidence["object"] == f"association of account {a}"
+    assert quota_evidence["action"] == "Modify Associations"
     ok(root, "apply", ".", "--auto-approve")
     code, output = tf(root, "plan", ".", "--detailed-exitcode")
     assert code == 0, output
