@@ -1,11 +1,13 @@
 """The HTML drift report opened in real headless Chromium: what an admin sees (visible text
 and structure), that it loads nothing from anywhere, and that it prints; drift made by hand
 on the local platform (a queue row, a dataset file), on the S3 test server (an object
-overwritten) and on the Kubernetes test server (a ClusterQueue edited with kubectl).
+overwritten), on the Kubernetes test server (a ClusterQueue edited with kubectl) and on the
+Slurm test cluster (a QOS changed with sacctmgr).
 Screenshots and the PDF stay in the test's tmp folder as artifacts."""
 
 from __future__ import annotations
 
+import getpass
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,9 +25,11 @@ from tests.engine.test_drift_reports import EDITED_AT, QUEUE, QUOTA, make_drift
 from tests.providers.kubernetes.fixtures import platform_folder, unique_prefix
 from tests.providers.objectstore.fixtures import dataset_folder
 from tests.providers.objectstore.test_datasets import VERSION_PREFIX, drop_bucket
+from tests.providers.slurm import fixtures as slurm_fixtures
 from tests.services.browser import launch_chromium
 from tests.services.kube_api import KubeAPI
 from tests.services.s3 import S3Server
+from tests.services.slurm import SlurmCluster
 
 
 @pytest.fixture(scope="session")
@@ -195,3 +199,50 @@ def kubectl_edit(api: KubeAPI, name: str, patch: dict[str, Any]) -> None:
         client.merge_patch(CLUSTER_QUEUE, name, None, patch, "kubectl-edit")
     finally:
         client.close()
+
+
+def test_a_qos_changed_with_sacctmgr_shows_who_and_when_in_chromium(
+    browser: Any, tmp_path: Path, slurm_cluster: SlurmCluster
+) -> None:
+    prefix = slurm_fixtures.unique_prefix("h")
+    project, queue, pool = (f"{prefix}-{s}" for s in ("p", "q", "pool"))
+    root = tmp_path / "specs"
+    root.mkdir()
+    (root / "trainform.yaml").write_text(
+        slurm_fixtures.config(slurm_cluster, slurm_cluster.job_root / prefix)
+    )
+    documents = [
+        slurm_fixtures.pool(slurm_cluster, pool),
+        slurm_fixtures.project(project),
+        slurm_fixtures.queue(queue, pool),
+    ]
+    (root / "platform.yaml").write_text("---\n".join(documents))
+    try:
+        applied = run_trainform("apply", ".", "--auto-approve", cwd=root)
+        assert applied.returncode == 0, applied.stdout + applied.stderr
+        slurm_cluster.run(
+            ["sacctmgr", "-i", "modify", "qos", "where", f"name={queue}", "set", "GrpTRES=cpu=3"]
+        )
+        out = tmp_path / "drift.html"
+
+        drift = run_trainform("drift", ".", "--format", "html", "--out", str(out), cwd=root)
+
+        assert drift.returncode == 2, drift.stdout + drift.stderr
+        page = browser.new_page()
+        try:
+            page.goto(out.as_uri())
+            page.screenshot(path=str(tmp_path / "drift-slurm.png"), full_page=True)
+            section = page.locator(f'section.resource[data-address="Queue/{queue}"]')
+            finding = section.locator("article.finding")
+            assert finding.locator("strong").first.inner_text() == "modified"
+            row = finding.locator("table.changes tbody tr").inner_text().split("\t")
+            assert row[0] == f"spec.pools[0].nominalQuota.cpu QOS {queue}"
+            assert row[1:3] == ["4", "3"]
+            evidence = finding.locator("dl.evidence").inner_text()
+            assert f"changedBy\n{getpass.getuser()}" in evidence
+            assert "action\n'Modify QOS'" in evidence
+            assert f"object\n'QOS {queue}'" in evidence
+        finally:
+            page.close()
+    finally:
+        slurm_fixtures.cleanup(slurm_cluster, prefix)
