@@ -169,7 +169,19 @@ def force_unlock(lock_id: str, spec_dir: str) -> None:
     )
 
 
-@click.command("import")
+class _ImportCommand(click.Command):
+    """`import --help` ends with what ID means on each provider type (imported on demand:
+    the provider modules are not loaded for any other command)."""
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from providers.registry import PROVIDER_CLASSES, provider_class
+
+        rows = [(kind, provider_class(kind).import_ids) for kind in sorted(PROVIDER_CLASSES)]
+        with formatter.section("ID, by provider type"):
+            formatter.write_dl(rows)
+
+
+@click.command("import", cls=_ImportCommand)
 @click.argument("arguments", nargs=-1, metavar="[ADDRESS ID] [SPEC_DIR]")
 @click.option(
     "--from",

@@ -33,7 +33,8 @@ def import_resource(
         observation = provider.adopt(request, identifier)
         if not observation.exists:
             raise PlannerError(
-                f"cannot import {address}: provider `{name}` has no object {identifier}"
+                f"cannot import {address}: provider `{name}` has no object {identifier}; "
+                f"an ID on a {provider.type} provider is {provider.import_ids}"
             )
         outputs[name] = observation.outputs
         live = live or observation.live

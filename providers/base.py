@@ -144,6 +144,8 @@ class Provider(ABC):
 
     type: ClassVar[str]
     schemas: ClassVar[dict[str, KindSchema]]
+    import_ids: ClassVar[str] = "cannot import objects"
+    """What `trainform import ADDRESS ID` takes as ID on this provider type, per kind."""
 
     def __init__(self) -> None:
         self.name = ""

@@ -60,6 +60,12 @@ def _key(obj: dict[str, Any]) -> Key:
 
 class KubernetesProvider(KubernetesJobs, Provider):
     type = "kubernetes"
+    import_ids = (
+        "<Kind>/[<namespace>/]<name> of the primary object: "
+        "Namespace/<namespacePrefix><project> (Project), ResourceFlavor/<namePrefix><pool> "
+        "(ResourcePool), Cohort/<namePrefix><queue> (Queue), "
+        "ClusterQueue/<namePrefix><queue>-<project> (Quota)"
+    )
     schemas: ClassVar[dict[str, KindSchema]] = {
         "Project": KindSchema("Project", ignored=("spec.users", "spec.specPaths")),
         "ResourcePool": KindSchema(

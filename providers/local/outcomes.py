@@ -48,7 +48,14 @@ from providers.local.runs import Attempt, RunStore, attempt_id, utc_now
 CRASH_SIGNALS = frozenset(
     int(getattr(signal, name))
     for name in (
-        "SIGSEGV", "SIGABRT", "SIGFPE", "SIGILL", "SIGSYS", "SIGTRAP", "SIGPIPE", "SIGXFSZ",
+        "SIGSEGV",
+        "SIGABRT",
+        "SIGFPE",
+        "SIGILL",
+        "SIGSYS",
+        "SIGTRAP",
+        "SIGPIPE",
+        "SIGXFSZ",
     )
     if hasattr(signal, name)
 )
@@ -160,9 +167,7 @@ def retry_wanted(attempt: Attempt, cause: str, retryable: bool = True) -> bool:
     return attempt.attempt <= int(attempt.launch.get("retries") or 0)
 
 
-def schedule_retry(
-    store: RunStore, ended: Attempt, resume_from: str | None
-) -> Attempt | None:
+def schedule_retry(store: RunStore, ended: Attempt, resume_from: str | None) -> Attempt | None:
     """Insert the retry of `ended` (recorded finished, with `ended_at` and `cause`) when
     `retry_wanted` says so; call inside the transaction that recorded the end. Returns the
     queued attempt, or None when there is none (or a later attempt exists already)."""

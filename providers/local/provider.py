@@ -55,6 +55,10 @@ DATABASE_FILE = "platform.db"
 
 class LocalProvider(Provider):
     type = "local"
+    import_ids = (
+        "the address the object has in the local platform database "
+        "(`trainform state list` of the folder that made it)"
+    )
     schemas: ClassVar[dict[str, KindSchema]] = {
         "Project": KindSchema("Project"),
         "ResourcePool": KindSchema("ResourcePool", forces_replacement=("spec.provider",)),

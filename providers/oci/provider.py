@@ -46,6 +46,7 @@ from providers.oci.references import (
 
 class RegistryProvider(Provider):
     type = "registry"
+    import_ids = "the image reference the Image spec declares (<registry>/<repository>:<tag>)"
     schemas: ClassVar[dict[str, KindSchema]] = {
         "Image": KindSchema(
             "Image",

@@ -65,6 +65,10 @@ from providers.slurm.transactions import evidence_for
 
 class SlurmProvider(Provider):
     type = "slurm"
+    import_ids = (
+        "the Slurm name the resource maps to: the account (Project), the partition "
+        "(Queue, ResourcePool), the project's account (Quota)"
+    )
     schemas: ClassVar[dict[str, KindSchema]] = {
         "Project": KindSchema("Project"),
         "ResourcePool": KindSchema("ResourcePool", forces_replacement=("spec.provider",)),

@@ -124,6 +124,12 @@ def test_import_of_an_unknown_object_or_undeclared_address_is_refused(
 ) -> None:
     missing = trainform(quickstart, "import", QUOTA, "no-such-object", ".", code=1)
     assert "provider `local` has no object no-such-object" in missing.stderr
+    assert "an ID on a local provider is the address the object has in the local" in (
+        missing.stderr
+    )
+    listed = trainform(quickstart, "import", "--help")
+    assert "ID, by provider type:" in listed.stdout
+    assert "Cohort/<namePrefix><queue> (Queue)" in listed.stdout
 
     undeclared = trainform(quickstart, "import", "Queue/undeclared", "x", ".", code=1)
     assert "declare it in the specs first" in undeclared.stderr
