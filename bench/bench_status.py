@@ -416,7 +416,7 @@ def status_problems(document: dict[str, Any], n: int, attempts: int) -> list[str
 def status_worker(spec_dir: Path, n: int, attempts: int, profile: Path | None) -> dict[str, Any]:
     """Open the workspace as the CLI does, then time job_status + render_status_json."""
     gc.disable()  # as planner.entry does until the specs are loaded
-    from planner.cli_output import load_or_exit
+    from planner.cli.output import load_or_exit
     from planner.render.status_text import render_status_json, render_status_text
     from planner.status import job_status
     from planner.workspace import open_workspace

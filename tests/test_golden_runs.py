@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from planner.cli_runs import render_lineage_text, render_usage
+from planner.cli.runs import render_lineage_text, render_usage
 from planner.desired import DesiredItem
 from planner.jobs import JobContext
 from planner.lineage import Lineage

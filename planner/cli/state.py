@@ -7,8 +7,8 @@ import json
 import click
 
 from planner.audit import audit_record, render_audit_text, since
-from planner.cli_options import TemplateInputs, spec_dir_argument, template_options
-from planner.cli_output import load_or_exit, open_or_exit
+from planner.cli.options import TemplateInputs, spec_dir_argument, template_options
+from planner.cli.output import load_or_exit, open_or_exit
 from planner.errors import PlannerError
 from planner.importing import import_resource
 from planner.render.words import plural
@@ -259,7 +259,7 @@ def _import_from(instance: str, spec_dir: str, out: str | None, inputs: Template
         f"Wrote {len(adopted)} specs to {path} and adopted them into state. "
         "Run plan: it should show no changes."
     )
-    from planner.cli_policies import adoption_waivers
+    from planner.cli.policies import adoption_waivers
 
     suggestion = adoption_waivers(workspace, adopted)
     if suggestion:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from planner.cli_options import (
+from planner.cli.options import (
     TemplateInputs,
     format_option,
     no_color_option,
@@ -21,7 +21,7 @@ from planner.cli_options import (
     spec_dir_argument,
     template_options,
 )
-from planner.cli_output import open_or_exit
+from planner.cli.output import open_or_exit
 from planner.drift_history import summarize_runs
 from planner.drift_model import DriftReport
 from planner.drift_run import check_drift

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import click
 
-from planner.cli_options import TemplateInputs
+from planner.cli.options import TemplateInputs
 from planner.render.diagnostics import render_diagnostics_json, render_diagnostics_text
 from planner.render.style import use_color
 from specs import SpecLoadError

@@ -16,8 +16,8 @@ from typing import Any
 
 import click
 
-from planner.cli_options import TemplateInputs, format_option, template_options
-from planner.cli_output import open_or_exit
+from planner.cli.options import TemplateInputs, format_option, template_options
+from planner.cli.output import open_or_exit
 from planner.desired import build_desired
 from planner.lineage import Lineage, LineageError, find_lineage
 from planner.render.status_text import clock

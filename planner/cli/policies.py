@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from planner.cli_options import policies_option as policies_option  # re-exported
+from planner.cli.options import policies_option as policies_option  # re-exported
 from planner.plan_model import Plan
 from planner.render.plan_markdown import DEFAULT_BUDGET, render_plan_markdown
 from planner.render.style import use_color

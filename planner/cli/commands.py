@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from planner.cli_options import (
+from planner.cli.options import (
     TemplateInputs,
     format_option,
     no_color_option,
@@ -22,7 +22,7 @@ from planner.cli_options import (
     spec_dir_argument,
     template_options,
 )
-from planner.cli_output import load_or_exit
+from planner.cli.output import load_or_exit
 from planner.errors import PlannerError
 from planner.render.diagnostics import render_diagnostics_json, render_diagnostics_text
 from planner.render.style import use_color
@@ -52,22 +52,22 @@ class LazyGroup(click.Group):
     start-up to the spec language)."""
 
     lazy: dict[str, str] = {
-        "plan": "planner.cli_engine:plan",
-        "apply": "planner.cli_engine:apply",
-        "destroy": "planner.cli_engine:destroy",
-        "show": "planner.cli_engine:show",
-        "drift": "planner.cli_drift:drift",
-        "state": "planner.cli_state:state",
-        "force-unlock": "planner.cli_state:force_unlock",
-        "import": "planner.cli_state:import_command",
-        "lock": "planner.cli_jobs:lock",
-        "status": "planner.cli_jobs:status",
-        "logs": "planner.cli_runs:logs",
-        "lineage": "planner.cli_runs:lineage",
-        "usage": "planner.cli_runs:usage",
-        "review": "planner.cli_review:review",
-        "init": "planner.cli_project:init",
-        "fmt": "planner.cli_project:fmt",
+        "plan": "planner.cli.engine:plan",
+        "apply": "planner.cli.engine:apply",
+        "destroy": "planner.cli.engine:destroy",
+        "show": "planner.cli.engine:show",
+        "drift": "planner.cli.drift:drift",
+        "state": "planner.cli.state:state",
+        "force-unlock": "planner.cli.state:force_unlock",
+        "import": "planner.cli.state:import_command",
+        "lock": "planner.cli.jobs:lock",
+        "status": "planner.cli.jobs:status",
+        "logs": "planner.cli.runs:logs",
+        "lineage": "planner.cli.runs:lineage",
+        "usage": "planner.cli.runs:usage",
+        "review": "planner.cli.review:review",
+        "init": "planner.cli.project:init",
+        "fmt": "planner.cli.project:fmt",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:

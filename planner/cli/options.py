@@ -3,7 +3,7 @@
 Terraform's single-dash spellings are accepted beside the double-dash ones (`-var`,
 `-var-file`, `-target`, `-replace`, `-out`, `-destroy`, `-detailed-exitcode`,
 `-auto-approve`, `-parallelism`, `-no-color`, `-lock-timeout`; some are declared with
-their commands in planner.cli_engine), so commands typed from Terraform habit work.
+their commands in planner.cli.engine), so commands typed from Terraform habit work.
 """
 
 from __future__ import annotations

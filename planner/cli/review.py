@@ -15,14 +15,14 @@ from pathlib import Path
 
 import click
 
-from planner.cli_options import (
+from planner.cli.options import (
     TemplateInputs,
     format_option,
     policies_option,
     spec_dir_argument,
     template_options,
 )
-from planner.cli_output import print_diagnostics
+from planner.cli.output import print_diagnostics
 from planner.render.diagnostics import render_diagnostics_text
 
 EXIT_ERROR, EXIT_DENIED = 1, 3

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import click
 
-from planner.cli_options import TemplateInputs, format_option, spec_dir_argument, template_options
-from planner.cli_output import open_or_exit
+from planner.cli.options import TemplateInputs, format_option, spec_dir_argument, template_options
+from planner.cli.output import open_or_exit
 from planner.desired import build_desired
 from planner.lockfile import LOCK_FILE, resolve_pins
 from planner.render.platform_text import render_platform_text

@@ -14,7 +14,7 @@ from planner.apply import ApplyResult, OutcomeStatus, apply_plan, check_fresh
 from planner.audit import audit_record, spec_commit
 from planner.backends.base import LockInfo, StateBackend
 from planner.backends.identity import AcceptRequest
-from planner.cli_options import (
+from planner.cli.options import (
     TemplateInputs,
     format_option,
     lock_timeout_option,
@@ -24,15 +24,15 @@ from planner.cli_options import (
     spec_dir_argument,
     template_options,
 )
-from planner.cli_output import open_or_exit
-from planner.cli_policies import (
+from planner.cli.output import open_or_exit
+from planner.cli.policies import (
     check_policies,
     exit_if_denied,
     policies_option,
     render_plan_with_policies,
     saved_report,
 )
-from planner.cli_refresh import apply_refresh_only_command, plan_refresh_only_command
+from planner.cli.refresh import apply_refresh_only_command, plan_refresh_only_command
 from planner.drift_run import acknowledge_plan
 from planner.errors import PlannerError
 from planner.lockfile import LockFile
