@@ -13,7 +13,7 @@ from planner.errors import PlannerError
 from planner.importing import import_resource
 from planner.render.words import plural
 from planner.state import State
-from planner.workspace import make_backend
+from planner.workspace import Workspace, make_backend
 from specs import load_specs
 
 
@@ -193,7 +193,8 @@ class _ImportCommand(click.Command):
 @click.option(
     "--out",
     metavar="FILE",
-    help="File (relative to SPEC_DIR) for the generated specs; default imported/INSTANCE.yaml.",
+    help="File (relative to SPEC_DIR) for the generated specs; default imported-INSTANCE.yaml "
+    "under the first adminPaths folder of project-isolation, else imported/INSTANCE.yaml.",
 )
 @template_options
 def import_command(
@@ -224,6 +225,20 @@ def import_command(
     )
 
 
+def _import_file(workspace: Workspace, instance: str) -> str:
+    """Where generated specs go by default: under the trusted `adminPaths` of
+    project-isolation, so that the adopted platform passes tenancy; else imported/."""
+    from policies.builtin.isolation import admin_file
+    from policies.trusted import PolicyConfigError, load_trusted
+
+    try:
+        trusted = load_trusted(None, workspace.config, workspace.root)
+    except PolicyConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    params = trusted.settings.get("project-isolation", {})
+    return admin_file(params, f"imported-{instance}.yaml") or f"imported/{instance}.yaml"
+
+
 def _import_from(instance: str, spec_dir: str, out: str | None, inputs: TemplateInputs) -> None:
     from pathlib import Path
 
@@ -239,7 +254,7 @@ def _import_from(instance: str, spec_dir: str, out: str | None, inputs: Template
     if not found.new:
         click.echo(f"Nothing to import from {instance}: the specs declare everything it has.")
         return
-    path = Path(spec_dir) / (out or f"imported/{instance}.yaml")
+    path = Path(spec_dir) / (out or _import_file(workspace, instance))
     write_discovered(found, path)
     try:
         workspace = open_or_exit(spec_dir, inputs, "text")

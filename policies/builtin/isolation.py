@@ -27,6 +27,7 @@ of, whatever the number of documents in it.
 from __future__ import annotations
 
 import fnmatch
+import itertools
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -59,11 +60,30 @@ class _Tenant:
     pattern: re.Pattern[str]
 
 
+_WILD = re.compile(r"[*?\[]")
+
+
 def _compile(patterns: Iterable[str]) -> re.Pattern[str] | None:
     cleaned = [p.removeprefix("./") for p in patterns]
     if not cleaned:
         return None
     return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in cleaned))
+
+
+def admin_file(params: Mapping[str, Any], name: str) -> str | None:
+    """A new file `name` placed where tenancy accepts platform kinds: in the folder of
+    the first `adminPaths` pattern that names a folder (`platform/**` ->
+    `platform/NAME`) and matches the result; None without such a pattern."""
+    for pattern in [str(p).removeprefix("./") for p in params.get("adminPaths") or []]:
+        parts = pattern.split("/")
+        literal = list(itertools.takewhile(lambda part: not _WILD.search(part), parts))
+        if not literal or len(literal) == len(parts):
+            continue
+        candidate = "/".join([*literal, name])
+        compiled = _compile([pattern])
+        if compiled is not None and compiled.match(candidate):
+            return candidate
+    return None
 
 
 def _approval(who: str, owners: Iterable[str]) -> str:
