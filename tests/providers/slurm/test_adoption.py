@@ -261,6 +261,13 @@ EDITS = [
         id="account-description",
     ),
     pytest.param(
+        ["modify", "account", "where", "name={p}-phys", "set", "Organization=science"],
+        "spec.slurm.organization",
+        ("sci", "science"),
+        "account {p}-phys",
+        id="account-organization",
+    ),
+    pytest.param(
         ("file", "PriorityTier=1 ", "PriorityTier=7 "),
         "spec.slurm.partition.PriorityTier",
         ("1", "7"),
