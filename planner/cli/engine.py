@@ -496,14 +496,7 @@ def apply(
     if report.denied:
         workspace.providers.close()
         exit_if_denied(report)
-    if not fresh.has_changes:
-        workspace.providers.close()
-        return
-    _confirm(auto_approve, "apply these changes")
-    audit = AuditContext(
-        "apply", workspace.root, workspace.specs.environment, digest(fresh.to_json())
-    )
-    _run_apply(fresh, workspace.backend, workspace.providers, parallelism, "the plan", audit)
+    _confirm_and_apply(workspace, fresh, "apply", "apply these changes", auto_approve, parallelism)
 
 
 @click.command()
@@ -525,14 +518,29 @@ def destroy(
     workspace = open_or_exit(spec_dir, inputs, "text")
     doomed = _locked_plan(workspace, _plan_options(workspace, True, (), True, True), "plan")
     click.echo(render_plan_text(doomed, use_color()), nl=False, color=use_color())
-    if not doomed.has_changes:
+    _confirm_and_apply(
+        workspace, doomed, "destroy", "destroy these resources", auto_approve, parallelism
+    )
+
+
+def _confirm_and_apply(
+    workspace: Workspace,
+    plan: Plan,
+    operation: str,
+    verb: str,
+    auto_approve: bool,
+    parallelism: int,
+) -> None:
+    """Apply a plan just made from the spec folder, once confirmed; nothing when it has no
+    changes."""
+    if not plan.has_changes:
         workspace.providers.close()
         return
-    _confirm(auto_approve, "destroy these resources")
+    _confirm(auto_approve, verb)
     audit = AuditContext(
-        "destroy", workspace.root, workspace.specs.environment, digest(doomed.to_json())
+        operation, workspace.root, workspace.specs.environment, digest(plan.to_json())
     )
-    _run_apply(doomed, workspace.backend, workspace.providers, parallelism, "the plan", audit)
+    _run_apply(plan, workspace.backend, workspace.providers, parallelism, "the plan", audit)
 
 
 @click.command()
