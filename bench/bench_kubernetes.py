@@ -52,12 +52,13 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 sys.path.insert(0, str(REPO))
 
+from trainform.providers.base import DesiredResource, ObserveRequest, ProviderContext  # noqa: E402
+from trainform.providers.kubernetes.client import KubeClient, make_api_client  # noqa: E402
+from trainform.providers.kubernetes.kinds import BY_KIND, NAMESPACE, OBJECTS_OF, WORKLOAD  # noqa: E402
+from trainform.providers.kubernetes.provider import KubernetesProvider  # noqa: E402
+
 from bench.bench_plan import fmt, log, table  # noqa: E402
 from bench.bench_validate import git_revision  # noqa: E402
-from providers.base import DesiredResource, ObserveRequest, ProviderContext  # noqa: E402
-from providers.kubernetes.client import KubeClient, make_api_client  # noqa: E402
-from providers.kubernetes.kinds import BY_KIND, NAMESPACE, OBJECTS_OF, WORKLOAD  # noqa: E402
-from providers.kubernetes.provider import KubernetesProvider  # noqa: E402
 from tests.providers.kubernetes.fixtures import unique_prefix  # noqa: E402
 from tests.services.kube_api import KubeAPI, start_kube_api  # noqa: E402
 

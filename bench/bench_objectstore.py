@@ -46,14 +46,15 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 sys.path.insert(0, str(REPO))
 
+from trainform.planner.desired import build_desired  # noqa: E402
+from trainform.planner.session import ProviderSet  # noqa: E402
+from trainform.providers.base import DesiredResource, ObserveRequest  # noqa: E402
+from trainform.providers.objectstore.client import make_client  # noqa: E402
+from trainform.providers.objectstore.provider import ObjectStoreProvider  # noqa: E402
+from trainform.specs import load_specs  # noqa: E402
+
 from bench.bench_plan import fmt, log, table  # noqa: E402
 from bench.bench_validate import git_revision  # noqa: E402
-from planner.desired import build_desired  # noqa: E402
-from planner.session import ProviderSet  # noqa: E402
-from providers.base import DesiredResource, ObserveRequest  # noqa: E402
-from providers.objectstore.client import make_client  # noqa: E402
-from providers.objectstore.provider import ObjectStoreProvider  # noqa: E402
-from specs import load_specs  # noqa: E402
 from tests.providers.objectstore.fixtures import DATASET, PROJECTS, objectstore_config  # noqa: E402
 from tests.services.s3 import REGION, S3Server, credentials_env, start_moto  # noqa: E402
 

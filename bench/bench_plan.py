@@ -49,6 +49,15 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 sys.path.insert(0, str(REPO))
 
+from trainform.providers.base import (  # noqa: E402
+    DesiredResource,
+    KindSchema,
+    Observation,
+    ObserveRequest,
+    Provider,
+)
+from trainform.providers.local.provider import LocalProvider  # noqa: E402
+
 from bench.bench_validate import (  # noqa: E402
     Run,
     child_environment,
@@ -57,14 +66,6 @@ from bench.bench_validate import (  # noqa: E402
     trainform_executable,
 )
 from bench.generate_local import generate_local, generate_terraform  # noqa: E402
-from providers.base import (  # noqa: E402
-    DesiredResource,
-    KindSchema,
-    Observation,
-    ObserveRequest,
-    Provider,
-)
-from providers.local.provider import LocalProvider  # noqa: E402
 
 TARGET_RATIO = 15.0  # terraform plan / trainform plan at TARGET_SIZE
 TARGET_PEAK_MB = 400.0
@@ -120,11 +121,11 @@ class NullProvider(Provider):
 def apply_worker(spec_dir: Path, state_root: Path, parallelism: int) -> dict[str, Any]:
     """Load, plan (no refresh) and apply `spec_dir` through NullProvider into the state
     backend its trainform.yaml names, resolved under `state_root`; time apply_plan alone."""
-    from planner.apply import OutcomeStatus, apply_plan
-    from planner.plan import PlanOptions, make_plan
-    from planner.session import ProviderSet
-    from planner.workspace import make_backend
-    from specs import load_specs
+    from trainform.planner.apply import OutcomeStatus, apply_plan
+    from trainform.planner.plan import PlanOptions, make_plan
+    from trainform.planner.session import ProviderSet
+    from trainform.planner.workspace import make_backend
+    from trainform.specs import load_specs
 
     started = time.perf_counter()
     specs = load_specs(str(spec_dir))

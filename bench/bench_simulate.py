@@ -49,8 +49,7 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 sys.path.insert(0, str(REPO))
 
-from bench.bench_validate import git_revision  # noqa: E402
-from policies.queueing import (  # noqa: E402
+from trainform.policies.queueing import (  # noqa: E402
     PlatformModel,
     PoolQuota,
     ProjectQuota,
@@ -58,6 +57,8 @@ from policies.queueing import (  # noqa: E402
     TraceJob,
     simulate,
 )
+
+from bench.bench_validate import git_revision  # noqa: E402
 
 TARGET_SECONDS = 30.0  # issue 8: 100,000 jobs in under 30 s on this machine
 TARGET_SIZE = 100_000
@@ -221,9 +222,7 @@ def smoke_check(model: PlatformModel, jobs: list[TraceJob]) -> bool:
     the platform)."""
     result = simulate(model, jobs)
     problems = [
-        job.id
-        for job in result.jobs
-        if (job.end is None) == (job.id not in result.reasons)
+        job.id for job in result.jobs if (job.end is None) == (job.id not in result.reasons)
     ]
     pending: dict[tuple[str, str], float] = {}
     for job in result.jobs:

@@ -297,13 +297,13 @@ def _history(
 def fill_runs(folder: Path, attempts: int, seed: int = 7) -> dict[str, Any]:
     """Record `attempts` attempts of every job's current run in the local platform database
     (through RunStore and Attempt), with checkpoints, progress files and logs on disk."""
-    from planner.desired import build_desired
-    from planner.jobs import JobContext, identity_inputs, run_id_of, training_launch
-    from planner.lockfile import LockFile
-    from planner.workspace import open_workspace
-    from providers.local.layout import RunLayout
-    from providers.local.provider import LocalProvider
-    from providers.local.runs import Attempt, attempt_id
+    from trainform.planner.desired import build_desired
+    from trainform.planner.jobs import JobContext, identity_inputs, run_id_of, training_launch
+    from trainform.planner.lockfile import LockFile
+    from trainform.planner.workspace import open_workspace
+    from trainform.providers.local.layout import RunLayout
+    from trainform.providers.local.provider import LocalProvider
+    from trainform.providers.local.runs import Attempt, attempt_id
 
     workspace = open_workspace(str(folder))
     try:
@@ -416,11 +416,11 @@ def status_problems(document: dict[str, Any], n: int, attempts: int) -> list[str
 def status_worker(spec_dir: Path, n: int, attempts: int, profile: Path | None) -> dict[str, Any]:
     """Open the workspace as the CLI does, then time job_status + render_status_json."""
     gc.disable()  # as planner.entry does until the specs are loaded
-    from planner.cli.output import load_or_exit
-    from planner.render.status_text import render_status_json, render_status_text
-    from planner.status import job_status
-    from planner.workspace import open_workspace
-    from providers.local import checkpoints
+    from trainform.planner.cli.output import load_or_exit
+    from trainform.planner.render.status_text import render_status_json, render_status_text
+    from trainform.planner.status import job_status
+    from trainform.planner.workspace import open_workspace
+    from trainform.providers.local import checkpoints
 
     start = time.perf_counter()
     workspace = load_or_exit(lambda: open_workspace(str(spec_dir)), "json")

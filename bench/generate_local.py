@@ -44,8 +44,9 @@ from typing import Any
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH.parent))
 
+from trainform.providers.local.datasets import Manifest  # noqa: E402
+
 from bench.generate_specs import _doc, _split, dump_documents  # noqa: E402
-from providers.local.datasets import Manifest  # noqa: E402
 
 # Share of each kind in the N resources; eval suites take the remainder.
 MIX = {

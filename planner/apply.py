@@ -19,16 +19,16 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-from planner.backends.base import StateBackend
-from planner.errors import PlannerError
-from planner.lineage import provenance, spec_commit
-from planner.plan import apply_graph, tool_version
-from planner.plan_model import Action, Plan, PlanFileError, ResourceChange
-from planner.session import ProviderSet
-from planner.state import ResourceState, State
-from providers.base import DesiredResource
-from providers.errors import PermanentProviderError, ProviderError, TransientProviderError
-from providers.jobs import DatasetInput, JobLaunch, JobProvider
+from trainform.planner.backends.base import StateBackend
+from trainform.planner.errors import PlannerError
+from trainform.planner.lineage import provenance, spec_commit
+from trainform.planner.plan import apply_graph, tool_version
+from trainform.planner.plan_model import Action, Plan, PlanFileError, ResourceChange
+from trainform.planner.session import ProviderSet
+from trainform.planner.state import ResourceState, State
+from trainform.providers.base import DesiredResource
+from trainform.providers.errors import PermanentProviderError, ProviderError, TransientProviderError
+from trainform.providers.jobs import DatasetInput, JobLaunch, JobProvider
 
 
 class StalePlanError(PlanFileError):
@@ -382,7 +382,7 @@ def launch_from_json(data: dict[str, Any]) -> JobLaunch:
 
 
 def _describe_error(error: BaseException) -> str:
-    from specs.secrets import redact  # an outcome is printed: no credential in it
+    from trainform.specs.secrets import redact  # an outcome is printed: no credential in it
 
     if isinstance(error, ProviderError | PlannerError):
         return redact(str(error))

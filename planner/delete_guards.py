@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from planner.plan_model import Action, ResourceChange
+from trainform.planner.plan_model import Action, ResourceChange
 
 
 def project_of(address: str) -> str | None:

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from planner.errors import PlannerError
-from planner.normalize import normalize_document, spec_hash
-from planner.state import digest
-from specs import SpecSet
-from specs.resource import Resource
+from trainform.planner.errors import PlannerError
+from trainform.planner.normalize import normalize_document, spec_hash
+from trainform.planner.state import digest
+from trainform.specs import SpecSet
+from trainform.specs.resource import Resource
 
 COMPUTE_TYPES = ("local", "kubernetes", "slurm")
 GLOBAL_FOLDER = "_global"

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from specs.secrets import same_secret
+from trainform.specs.secrets import same_secret
 
 
 class _Unset:

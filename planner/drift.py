@@ -14,14 +14,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from planner.desired import DesiredItem
-from planner.diff import FieldChange, diff_documents, value_at
-from planner.drift_model import DriftFinding, DriftReport, utc_timestamp
-from planner.orphans import find_orphans
-from planner.refresh import Target, observe_all
-from planner.session import ProviderSet
-from planner.state import State
-from providers.base import KindSchema, ObserveRequest
+from trainform.planner.desired import DesiredItem
+from trainform.planner.diff import FieldChange, diff_documents, value_at
+from trainform.planner.drift_model import DriftFinding, DriftReport, utc_timestamp
+from trainform.planner.orphans import find_orphans
+from trainform.planner.refresh import Target, observe_all
+from trainform.planner.session import ProviderSet
+from trainform.planner.state import State
+from trainform.providers.base import KindSchema, ObserveRequest
 
 __all__ = ["DriftFinding", "DriftReport", "detect_drift", "job_drift"]
 
@@ -167,7 +167,7 @@ def _places(changes: list[FieldChange], places: dict[str, str]) -> dict[str, Any
 
 
 def _compute_instances(providers: ProviderSet) -> set[str]:
-    from providers.registry import PROVIDER_CLASSES
+    from trainform.providers.registry import PROVIDER_CLASSES
 
     return {p.name for p in providers.config.providers if p.type in PROVIDER_CLASSES}
 
@@ -176,7 +176,7 @@ def job_drift(
     state: State, address: str, provider: str, runs: list[dict[str, Any]]
 ) -> list[DriftFinding]:
     """Failed runs, unusable checkpoints, missing or failing evaluations of a job's run."""
-    from planner.gates import evaluate_gates, overall
+    from trainform.planner.gates import evaluate_gates, overall
 
     resource = state.resources[address]
     run_id = resource.outputs.get(provider, {}).get("runId")

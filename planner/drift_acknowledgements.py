@@ -30,11 +30,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError
-
-from planner.drift_model import Acknowledged, DriftFinding, DriftReport
-from planner.errors import PlannerError
-from planner.plan_model import PlanFinding
-from specs.suggest import closest_name
+from trainform.planner.drift_model import Acknowledged, DriftFinding, DriftReport
+from trainform.planner.errors import PlannerError
+from trainform.planner.plan_model import PlanFinding
+from trainform.specs.suggest import closest_name
 
 ACKNOWLEDGEMENTS_FILE = "acknowledgements.yaml"
 FINDING_KINDS = (

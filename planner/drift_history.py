@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from planner.drift_model import DriftReport, ResolvedFinding
+from trainform.planner.drift_model import DriftReport, ResolvedFinding
 
 RUN_FORMAT = 1
 

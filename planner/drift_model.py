@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from planner.diff import FieldChange
-from planner.normalize import humanize
+from trainform.planner.diff import FieldChange
+from trainform.planner.normalize import humanize
 
 SEVERITIES = ("high", "medium", "low")
 _SEVERITY = {

@@ -11,17 +11,17 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from planner.desired import build_desired
-from planner.drift import detect_drift
-from planner.drift_acknowledgements import (
+from trainform.planner.desired import build_desired
+from trainform.planner.drift import detect_drift
+from trainform.planner.drift_acknowledgements import (
     acknowledge,
     acknowledge_plan_findings,
     read_acknowledgements,
 )
-from planner.drift_history import compact_run, compare_with_history
-from planner.drift_model import DriftReport
-from planner.plan_model import Plan
-from planner.workspace import Workspace
+from trainform.planner.drift_history import compact_run, compare_with_history
+from trainform.planner.drift_model import DriftReport
+from trainform.planner.plan_model import Plan
+from trainform.planner.workspace import Workspace
 
 
 def acknowledgements_folder(workspace: Workspace, policies_path: Path | None) -> Path | None:

@@ -15,6 +15,6 @@ import gc
 
 def main() -> None:
     gc.disable()
-    from planner.cli import main as run_cli
+    from trainform.planner.cli import main as run_cli
 
     run_cli()

@@ -10,9 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 import networkx as nx
-
-from planner.errors import DependencyCycleError, MissingReferenceError
-from specs import Resource, SpecSet
+from trainform.planner.errors import DependencyCycleError, MissingReferenceError
+from trainform.specs import Resource, SpecSet
 
 
 def add_resources(graph: nx.DiGraph, resources: dict[str, Resource]) -> None:

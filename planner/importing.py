@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from planner.desired import build_desired
-from planner.errors import PlannerError
-from planner.normalize import spec_hash
-from planner.state import ResourceState, State
-from planner.workspace import Workspace
-from providers.base import ObserveRequest
+from trainform.planner.desired import build_desired
+from trainform.planner.errors import PlannerError
+from trainform.planner.normalize import spec_hash
+from trainform.planner.state import ResourceState, State
+from trainform.planner.workspace import Workspace
+from trainform.providers.base import ObserveRequest
 
 
 def import_resource(

@@ -22,19 +22,19 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from planner.desired import DesiredItem
-from planner.diff import diff_documents
-from planner.errors import PlannerError
-from planner.gates import evaluate_gates, overall
-from planner.lockfile import LockFile, code_key
-from planner.plan_model import Action, PlanFinding, ResourceChange
-from planner.state import ResourceState, canonical_json
-from planner.timeline import iso, parse_time
-from providers.jobs import DatasetInput, JobLaunch, retry_delay
-from specs import Duration
-from specs.code_sources import UnsafeCode, parse_repo
-from specs.confinement import PathEscape, confined_path
-from specs.secrets import mask_document, mask_tree
+from trainform.planner.desired import DesiredItem
+from trainform.planner.diff import diff_documents
+from trainform.planner.errors import PlannerError
+from trainform.planner.gates import evaluate_gates, overall
+from trainform.planner.lockfile import LockFile, code_key
+from trainform.planner.plan_model import Action, PlanFinding, ResourceChange
+from trainform.planner.state import ResourceState, canonical_json
+from trainform.planner.timeline import iso, parse_time
+from trainform.providers.jobs import DatasetInput, JobLaunch, retry_delay
+from trainform.specs import Duration
+from trainform.specs.code_sources import UnsafeCode, parse_repo
+from trainform.specs.confinement import PathEscape, confined_path
+from trainform.specs.secrets import mask_document, mask_tree
 
 
 @dataclass

@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from planner.desired import DesiredItem, build_desired
-from planner.gates import evaluate_gates, overall
-from planner.lockfile import _git
-from planner.state import State
-from planner.status import matching_jobs, observe_jobs
-from planner.workspace import Workspace
-from specs.secrets import mask_tree
+from trainform.planner.desired import DesiredItem, build_desired
+from trainform.planner.gates import evaluate_gates, overall
+from trainform.planner.lockfile import _git
+from trainform.planner.state import State
+from trainform.planner.status import matching_jobs, observe_jobs
+from trainform.planner.workspace import Workspace
+from trainform.specs.secrets import mask_tree
 
 MAX_DEPTH = 16
 _RUN_ID = re.compile(r"\br-[0-9a-f]{12}\b")

@@ -20,14 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from planner.desired import DesiredItem
-from planner.errors import PlannerError
-from planner.session import ProviderSet
-from providers.base import DesiredResource
-from providers.errors import ProviderError
-from providers.local.layout import code_files
-from specs import RootConfig
-from specs.code_sources import UnsafeCode, check_code, shown
+from trainform.planner.desired import DesiredItem
+from trainform.planner.errors import PlannerError
+from trainform.planner.session import ProviderSet
+from trainform.providers.base import DesiredResource
+from trainform.providers.errors import ProviderError
+from trainform.providers.local.layout import code_files
+from trainform.specs import RootConfig
+from trainform.specs.code_sources import UnsafeCode, check_code, shown
 
 LOCK_FILE = "trainform.lock"
 LOCK_FORMAT_VERSION = 1

@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from planner.state import digest
-from specs.models.base import DocumentBase
-from specs.secrets import mask_document
+from trainform.planner.state import digest
+from trainform.specs.models.base import DocumentBase
+from trainform.specs.secrets import mask_document
 
 _DURATION_UNITS = (("w", 604800), ("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
 _BINARY = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))

@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from planner.plan_model import PlanFinding
-from planner.session import ProviderSet
+from trainform.planner.plan_model import PlanFinding
+from trainform.planner.session import ProviderSet
 
 
 @dataclass(frozen=True)

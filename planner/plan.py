@@ -17,22 +17,28 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from planner.delete_guards import delete_guard_problems
-from planner.desired import DesiredItem, build_desired, spec_digest
-from planner.diff import FieldChange, diff_documents
-from planner.errors import PlannerError
-from planner.jobs import JobContext, plan_job
-from planner.lockfile import LOCK_FILE, LockFile, pins_from_state, resolve_pins, stale_entries
-from planner.normalize import humanize
-from planner.orphans import orphan_findings
-from planner.plan_model import Action, Plan, PlanFinding, ResourceChange
-from planner.provider_checks import change_impacts, provider_problems
-from planner.refresh import Target, observe_all
-from planner.session import ProviderSet, config_as_data
-from planner.state import ResourceState, State
-from providers.base import DesiredResource, KindSchema, Observation, ObserveRequest
-from specs import SpecSet
-from specs.environments import state_location
+from trainform.planner.delete_guards import delete_guard_problems
+from trainform.planner.desired import DesiredItem, build_desired, spec_digest
+from trainform.planner.diff import FieldChange, diff_documents
+from trainform.planner.errors import PlannerError
+from trainform.planner.jobs import JobContext, plan_job
+from trainform.planner.lockfile import (
+    LOCK_FILE,
+    LockFile,
+    pins_from_state,
+    resolve_pins,
+    stale_entries,
+)
+from trainform.planner.normalize import humanize
+from trainform.planner.orphans import orphan_findings
+from trainform.planner.plan_model import Action, Plan, PlanFinding, ResourceChange
+from trainform.planner.provider_checks import change_impacts, provider_problems
+from trainform.planner.refresh import Target, observe_all
+from trainform.planner.session import ProviderSet, config_as_data
+from trainform.planner.state import ResourceState, State
+from trainform.providers.base import DesiredResource, KindSchema, Observation, ObserveRequest
+from trainform.specs import SpecSet
+from trainform.specs.environments import state_location
 
 
 class PlanError(PlannerError):
@@ -296,7 +302,7 @@ def _observation_findings(observations: dict[tuple[str, str], Observation]) -> l
 
 
 def _reason_for(change: FieldChange) -> str:
-    from planner.diff import is_missing
+    from trainform.planner.diff import is_missing
 
     if is_missing(change.before):
         text = f"{change.path}: (unset) -> {humanize(change.after)}"

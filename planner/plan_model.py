@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from planner.diff import FieldChange
-from planner.errors import PlannerError
-from planner.plan_signing import signature_problem, signed
-from planner.state import canonical_json
-from specs.secrets import JOB_KINDS, mask, mask_document, mask_tree, sensitive_values
+from trainform.planner.diff import FieldChange
+from trainform.planner.errors import PlannerError
+from trainform.planner.plan_signing import signature_problem, signed
+from trainform.planner.state import canonical_json
+from trainform.specs.secrets import JOB_KINDS, mask, mask_document, mask_tree, sensitive_values
 
 PLAN_FORMAT_VERSION = 1
 

@@ -14,7 +14,7 @@ import hmac
 import os
 from typing import Any
 
-from planner.state import canonical_json
+from trainform.planner.state import canonical_json
 
 KEY_VARIABLE = "TRAINFORM_PLAN_KEY"
 SIGNATURE = "signature"

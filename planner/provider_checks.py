@@ -14,11 +14,11 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from planner.desired import DesiredItem
-from planner.session import ProviderSet
-from providers.base import DesiredResource, Observation, ValidationProblem
-from specs import SpecSet
-from specs.positions import SourceMap
+from trainform.planner.desired import DesiredItem
+from trainform.planner.session import ProviderSet
+from trainform.providers.base import DesiredResource, Observation, ValidationProblem
+from trainform.specs import SpecSet
+from trainform.specs.positions import SourceMap
 
 _STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from planner.errors import PlannerError
-from planner.session import ProviderSet
-from providers.base import Observation, ObserveRequest
-from providers.errors import ProviderError
+from trainform.planner.errors import PlannerError
+from trainform.planner.session import ProviderSet
+from trainform.providers.base import Observation, ObserveRequest
+from trainform.providers.errors import ProviderError
 
 BATCH_SIZE = 500
 

@@ -16,13 +16,13 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-from planner.diff import FieldChange, with_value_at
-from planner.drift import detect_drift
-from planner.drift_model import DriftFinding
-from planner.errors import PlannerError
-from planner.normalize import spec_hash
-from planner.state import ResourceState, State
-from planner.workspace import Workspace
+from trainform.planner.diff import FieldChange, with_value_at
+from trainform.planner.drift import detect_drift
+from trainform.planner.drift_model import DriftFinding
+from trainform.planner.errors import PlannerError
+from trainform.planner.normalize import spec_hash
+from trainform.planner.state import ResourceState, State
+from trainform.planner.workspace import Workspace
 
 ACCEPTED_KINDS = ("modified", "missing")
 

@@ -16,14 +16,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from planner.apply import StalePlanError
-from planner.desired import DesiredItem, build_desired, spec_digest
-from planner.lockfile import LOCK_FILE, LockError, local_roots, resolve_code, resolve_pins
-from planner.plan_model import Plan
-from planner.session import ProviderSet, config_as_data
-from specs import load_specs
-from specs.code_sources import UnsafeCode, parse_repo
-from specs.secrets import JOB_KINDS, mask, sensitive_values
+from trainform.planner.apply import StalePlanError
+from trainform.planner.desired import DesiredItem, build_desired, spec_digest
+from trainform.planner.lockfile import LOCK_FILE, LockError, local_roots, resolve_code, resolve_pins
+from trainform.planner.plan_model import Plan
+from trainform.planner.session import ProviderSet, config_as_data
+from trainform.specs import load_specs
+from trainform.specs.code_sources import UnsafeCode, parse_repo
+from trainform.specs.secrets import JOB_KINDS, mask, sensitive_values
 
 
 def lock_digest(root: Path) -> str:
@@ -65,8 +65,7 @@ def binding_differences(
     now_lock = lock_digest(spec_root)
     if now_lock != saved.lock_digest:
         problems.append(
-            f"{LOCK_FILE}: {saved.lock_digest or 'absent'} when planned, "
-            f"{now_lock or 'absent'} now"
+            f"{LOCK_FILE}: {saved.lock_digest or 'absent'} when planned, {now_lock or 'absent'} now"
         )
     specs = load_specs(
         spec_root,
@@ -138,9 +137,7 @@ def with_secrets(saved: Plan, desired: dict[str, DesiredItem]) -> Plan:
     A plan file holds `(sensitive:<digest>)` where a job value looks secret, as every
     output does. The specs were just proven to be the ones planned (same digest), so each
     mask maps back to exactly one value of theirs; only jobs apply will run see it."""
-    raw = sensitive_values(
-        [item.document for item in desired.values() if item.kind in JOB_KINDS]
-    )
+    raw = sensitive_values([item.document for item in desired.values() if item.kind in JOB_KINDS])
     if not raw:
         return saved
     values = {mask(value): value for value in raw}

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from providers.base import Provider, ProviderContext
-from providers.errors import ProviderConfigError
-from providers.registry import provider_class
-from specs import RootConfig
-from specs.data_sources import trusted_data_roots
+from trainform.providers.base import Provider, ProviderContext
+from trainform.providers.errors import ProviderConfigError
+from trainform.providers.registry import provider_class
+from trainform.specs import RootConfig
+from trainform.specs.data_sources import trusted_data_roots
 
 
 class ProviderSet:

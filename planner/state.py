@@ -20,8 +20,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from planner.errors import PlannerError
-from specs.secrets import JOB_KINDS, mask_tree
+from trainform.planner.errors import PlannerError
+from trainform.specs.secrets import JOB_KINDS, mask_tree
 
 STATE_FORMAT_VERSION = 1
 

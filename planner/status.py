@@ -12,15 +12,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from planner.desired import DesiredItem, build_desired
-from planner.gates import evaluate_gates, overall
-from planner.jobs import JobContext, identity_inputs, run_id_of
-from planner.lockfile import LockFile, resolve_pins
-from planner.refresh import Target, observe_all
-from planner.timeline import attempt_timelines, delivery, run_from_json
-from planner.workspace import Workspace
-from providers.base import ObserveRequest
-from providers.errors import ProviderError
+from trainform.planner.desired import DesiredItem, build_desired
+from trainform.planner.gates import evaluate_gates, overall
+from trainform.planner.jobs import JobContext, identity_inputs, run_id_of
+from trainform.planner.lockfile import LockFile, resolve_pins
+from trainform.planner.refresh import Target, observe_all
+from trainform.planner.timeline import attempt_timelines, delivery, run_from_json
+from trainform.planner.workspace import Workspace
+from trainform.providers.base import ObserveRequest
+from trainform.providers.errors import ProviderError
 
 
 @dataclass

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from providers.jobs import (
+from trainform.providers.jobs import (
     AttemptStatus,
     CheckpointStatus,
     EvaluationStatus,

@@ -20,11 +20,11 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from planner.desired import DesiredItem, build_desired
-from planner.timeline import attempt_timelines, iso, parse_time
-from planner.workspace import Workspace
-from providers.errors import ProviderError
-from providers.jobs import AccountedRun
+from trainform.planner.desired import DesiredItem, build_desired
+from trainform.planner.timeline import attempt_timelines, iso, parse_time
+from trainform.planner.workspace import Workspace
+from trainform.providers.errors import ProviderError
+from trainform.providers.jobs import AccountedRun
 
 
 @dataclass

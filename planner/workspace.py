@@ -7,14 +7,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from planner.backends.base import StateBackend
-from planner.backends.local import LocalBackend
-from planner.backends.s3 import S3Backend
-from planner.errors import PlannerError
-from planner.session import ProviderSet
-from providers.base import Provider
-from specs import RootConfig, SpecSet, load_specs
-from specs.models.config import LocalState, ObjectStoreProvider
+from trainform.planner.backends.base import StateBackend
+from trainform.planner.backends.local import LocalBackend
+from trainform.planner.backends.s3 import S3Backend
+from trainform.planner.errors import PlannerError
+from trainform.planner.session import ProviderSet
+from trainform.providers.base import Provider
+from trainform.specs import RootConfig, SpecSet, load_specs
+from trainform.specs.models.config import LocalState, ObjectStoreProvider
 
 LOCK_FILE = "trainform.lock"
 

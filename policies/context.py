@@ -20,13 +20,13 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from planner.normalize import normalize_document
-from planner.plan_model import Plan
-from policies.codeowners import CodeOwners
-from specs import Resource, SpecSet
-from specs.positions import SourceMap
-from specs.quantity import Duration, parse_quantity
-from specs.validation import format_path
+from trainform.planner.normalize import normalize_document
+from trainform.planner.plan_model import Plan
+from trainform.policies.codeowners import CodeOwners
+from trainform.specs import Resource, SpecSet
+from trainform.specs.positions import SourceMap
+from trainform.specs.quantity import Duration, parse_quantity
+from trainform.specs.validation import format_path
 
 Path_ = tuple[str | int, ...]
 
@@ -123,7 +123,7 @@ class PolicyContext:
 def _previous_from_plan(plan: Plan) -> dict[str, dict[str, Any]]:
     """What each updated or replaced resource was last applied as (the live object when
     nothing better is known): putting back a value changed by hand is no change of the specs."""
-    from planner.plan_model import Action
+    from trainform.planner.plan_model import Action
 
     previous = {}
     for change in plan.changes:
@@ -173,7 +173,7 @@ def seconds(value: Any) -> int | None:
 
 def show_amount(value: Decimal) -> str:
     """An exact number as a person reads it: 96, 0.5, 2Ti for memory-sized byte counts."""
-    from planner.normalize import humanize
+    from trainform.planner.normalize import humanize
 
     text = format(value.normalize(), "f") if value == value.to_integral() else str(value)
     if "." in text:

@@ -20,16 +20,16 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from planner.plan_model import Plan
-from policies.builtin import BUILTINS, BuiltinPolicy, Violation
-from policies.builtin.isolation import PROJECT_ISOLATION, tenancy_violations
-from policies.context import PolicyContext, Subject, field_path
-from policies.findings import PolicyFinding, Severity
-from policies.rules import run_rule
-from policies.trusted import TrustedPolicies
-from policies.waivers import EXPIRED_ID, apply_waivers
-from specs import Diagnostic, Location, SpecSet
-from specs import Severity as DiagnosticSeverity
+from trainform.planner.plan_model import Plan
+from trainform.policies.builtin import BUILTINS, BuiltinPolicy, Violation
+from trainform.policies.builtin.isolation import PROJECT_ISOLATION, tenancy_violations
+from trainform.policies.context import PolicyContext, Subject, field_path
+from trainform.policies.findings import PolicyFinding, Severity
+from trainform.policies.rules import run_rule
+from trainform.policies.trusted import TrustedPolicies
+from trainform.policies.waivers import EXPIRED_ID, apply_waivers
+from trainform.specs import Diagnostic, Location, SpecSet
+from trainform.specs import Severity as DiagnosticSeverity
 
 REPORT_FORMAT_VERSION = 1
 

@@ -13,10 +13,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from planner.plan_model import Plan
-from planner.plan_signing import signed
-from planner.state import canonical_json
-from policies.engine import PolicyReport
+from trainform.planner.plan_model import Plan
+from trainform.planner.plan_signing import signed
+from trainform.planner.state import canonical_json
+from trainform.policies.engine import PolicyReport
 
 POLICIES_KEY = "policies"
 

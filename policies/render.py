@@ -7,9 +7,9 @@ waived finding the waiver's reason.
 
 from __future__ import annotations
 
-from planner.render.style import paint
-from policies.engine import PolicyReport
-from policies.findings import PolicyFinding
+from trainform.planner.render.style import paint
+from trainform.policies.engine import PolicyReport
+from trainform.policies.findings import PolicyFinding
 
 
 def _label(finding: PolicyFinding) -> str:

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from dataclasses import field as _field
 from typing import Any
 
-from policies.context import PolicyContext, Subject
-from policies.findings import Severity
+from trainform.policies.context import PolicyContext, Subject
+from trainform.policies.findings import Severity
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_.-]*)\}")
 
@@ -66,9 +66,7 @@ class UserRule:
             raise RuleCompileError(f"rule {self.id}: not a valid CEL expression: {exc}") from None
         self._programs = (program, message)
 
-    def evaluate(
-        self, subject: Subject, previous: dict[str, Any] | None = None
-    ) -> str | None:
+    def evaluate(self, subject: Subject, previous: dict[str, Any] | None = None) -> str | None:
         """The violation message for `subject` (`previous`: its document before the
         change, if updated), or None when it complies."""
         import celpy

@@ -31,14 +31,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError
-
-from policies.builtin import BUILTINS
-from policies.codeowners import CodeOwners, find_code_owners
-from policies.findings import Severity
-from policies.rules import RuleCompileError, UserRule
-from policies.waivers import EXPIRED_ID, Waiver
-from specs import RootConfig
-from specs.suggest import closest_name
+from trainform.policies.builtin import BUILTINS
+from trainform.policies.codeowners import CodeOwners, find_code_owners
+from trainform.policies.findings import Severity
+from trainform.policies.rules import RuleCompileError, UserRule
+from trainform.policies.waivers import EXPIRED_ID, Waiver
+from trainform.specs import RootConfig
+from trainform.specs.suggest import closest_name
 
 POLICY_FILE = "policies.yaml"
 ENGINE_IDS = (EXPIRED_ID,)

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date
 
-from policies.findings import PolicyFinding, Severity
+from trainform.policies.findings import PolicyFinding, Severity
 
 EXPIRED_ID = "waiver-expired"
 EXPIRED_NAME = "Waiver expired"

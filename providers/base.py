@@ -174,7 +174,7 @@ class Provider(ABC):
 
     def require_valid(self, resource: DesiredResource) -> None:
         """Raise PermanentProviderError naming every problem `validate` finds."""
-        from providers.errors import PermanentProviderError
+        from trainform.providers.errors import PermanentProviderError
 
         problems = self.validate(resource)
         if problems:
@@ -197,7 +197,7 @@ class Provider(ABC):
         """Content pins of a resource for `trainform.lock`: an Image's digest
         ({"digest": ...}), a Dataset's manifest digest per version
         ({"versions": {name: {"manifestDigest": ...}}}). Read-only."""
-        from providers.errors import PermanentProviderError
+        from trainform.providers.errors import PermanentProviderError
 
         raise PermanentProviderError(
             f"provider type {self.type} cannot resolve {resource.kind} content"
@@ -208,13 +208,13 @@ class Provider(ABC):
 
         The object gets this instance's ownership mark; returns its observation.
         """
-        from providers.errors import PermanentProviderError
+        from trainform.providers.errors import PermanentProviderError
 
         raise PermanentProviderError(f"provider type {self.type} cannot import objects")
 
     def discover(self) -> list[Discovered]:
         """Every live object of the kinds this provider reconciles, as specs, read-only."""
-        from providers.errors import PermanentProviderError
+        from trainform.providers.errors import PermanentProviderError
 
         raise PermanentProviderError(f"provider type {self.type} cannot generate specs")
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from specs.secrets import redact
+from trainform.specs.secrets import redact
 
 
 class ProviderError(Exception):

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import importlib
 
-from providers.base import Provider
-from providers.errors import ProviderConfigError
+from trainform.providers.base import Provider
+from trainform.providers.errors import ProviderConfigError
 
 PROVIDER_CLASSES = {
-    "local": "providers.local.provider:LocalProvider",
-    "objectstore": "providers.objectstore.provider:ObjectStoreProvider",
-    "registry": "providers.oci.provider:RegistryProvider",
-    "kubernetes": "providers.kubernetes.provider:KubernetesProvider",
-    "slurm": "providers.slurm.provider:SlurmProvider",
+    "local": "trainform.providers.local.provider:LocalProvider",
+    "objectstore": "trainform.providers.objectstore.provider:ObjectStoreProvider",
+    "registry": "trainform.providers.oci.provider:RegistryProvider",
+    "kubernetes": "trainform.providers.kubernetes.provider:KubernetesProvider",
+    "slurm": "trainform.providers.slurm.provider:SlurmProvider",
 }
 
 

@@ -5,12 +5,19 @@ Public API (pinned by tests/test_public_api.py): `load_specs`, `SpecSet`, `Resou
 `SpecUsageError`, `KINDS`, `RootConfig`, `Quantity`, `Duration`.
 """
 
-from specs.errors import Diagnostic, Location, Severity, SpecError, SpecLoadError, SpecUsageError
-from specs.loader import load_specs
-from specs.models.config import RootConfig
-from specs.models.kinds import KINDS
-from specs.quantity import Duration, Quantity
-from specs.resource import Dependency, Resource, SpecSet
+from trainform.specs.errors import (
+    Diagnostic,
+    Location,
+    Severity,
+    SpecError,
+    SpecLoadError,
+    SpecUsageError,
+)
+from trainform.specs.loader import load_specs
+from trainform.specs.models.config import RootConfig
+from trainform.specs.models.kinds import KINDS
+from trainform.specs.quantity import Duration, Quantity
+from trainform.specs.resource import Dependency, Resource, SpecSet
 
 __all__ = [
     "KINDS",

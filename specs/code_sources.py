@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
-from specs.confinement import PathEscape, confined_path, is_within
-from specs.errors import Diagnostic, Location, Severity
-from specs.models.config import RootConfig
-from specs.resource import Resource
+from trainform.specs.confinement import PathEscape, confined_path, is_within
+from trainform.specs.errors import Diagnostic, Location, Severity
+from trainform.specs.models.config import RootConfig
+from trainform.specs.resource import Resource
 
 REPO_FORMS = (
     "https://host/path, ssh://[user@]host[:port]/path, git@host:path, "
@@ -260,8 +260,7 @@ def check_host(source: CodeSource, code_hosts: Sequence[str]) -> None:
     listed = ", ".join(sorted(allowed)) if allowed else "none"
     raise UnsafeCode(
         "repo",
-        f"code host {source.host} is not allowed (security.codeHosts in trainform.yaml: "
-        f"{listed})",
+        f"code host {source.host} is not allowed (security.codeHosts in trainform.yaml: {listed})",
         code="code-host",
         expected="a code host listed in security.codeHosts of trainform.yaml",
         remedy=f"ask the platform admins to add {source.host} to trainform.yaml "

@@ -17,11 +17,11 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from specs.confinement import FILE_SCHEME, PathEscape, confined_path
-from specs.errors import Diagnostic, Location, Severity
-from specs.models.config import RootConfig
-from specs.resource import Resource
-from specs.validation import format_path
+from trainform.specs.confinement import FILE_SCHEME, PathEscape, confined_path
+from trainform.specs.errors import Diagnostic, Location, Severity
+from trainform.specs.models.config import RootConfig
+from trainform.specs.resource import Resource
+from trainform.specs.validation import format_path
 
 CODE = "path-escape"
 EXPECTED_SOURCE = (

@@ -19,9 +19,8 @@ import stat
 from pathlib import Path
 
 import pathspec
-
-from specs.confinement import PathEscape, is_special, is_within, real_path
-from specs.errors import Diagnostic, Location, Severity
+from trainform.specs.confinement import PathEscape, is_special, is_within, real_path
+from trainform.specs.errors import Diagnostic, Location, Severity
 
 CONFIG_FILE = "trainform.yaml"
 IGNORE_FILE = ".trainformignore"

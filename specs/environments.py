@@ -29,11 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
-
-from specs.errors import Diagnostic, Location, Severity
-from specs.models.config import Environment, LocalState, RootConfig
-from specs.suggest import closest_name
-from specs.validation import diagnostics_from_errors
+from trainform.specs.errors import Diagnostic, Location, Severity
+from trainform.specs.models.config import Environment, LocalState, RootConfig
+from trainform.specs.suggest import closest_name
+from trainform.specs.validation import diagnostics_from_errors
 
 ConfigLocator = Callable[[Sequence[str | int], bool], Location]
 """Where a path of trainform.yaml is: (path, whether the key rather than the value)."""

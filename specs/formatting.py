@@ -20,10 +20,9 @@ from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
-
-from specs.discovery import CONFIG_FILE, display_path, find_spec_files, missing_config
-from specs.errors import Diagnostic, Location, Severity
-from specs.yamlio import parse_file
+from trainform.specs.discovery import CONFIG_FILE, display_path, find_spec_files, missing_config
+from trainform.specs.errors import Diagnostic, Location, Severity
+from trainform.specs.yamlio import parse_file
 
 
 @dataclass

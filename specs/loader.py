@@ -15,12 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
-
-from specs.code_sources import check_code_sources
-from specs.data_sources import check_data_sources
-from specs.discovery import CONFIG_FILE, find_spec_files, missing_config, refused_file
-from specs.environments import check_environments, environment_config
-from specs.errors import (
+from trainform.specs.code_sources import check_code_sources
+from trainform.specs.data_sources import check_data_sources
+from trainform.specs.discovery import CONFIG_FILE, find_spec_files, missing_config, refused_file
+from trainform.specs.environments import check_environments, environment_config
+from trainform.specs.errors import (
     MAX_DIAGNOSTICS_PER_FILE,
     Diagnostic,
     Location,
@@ -29,15 +28,15 @@ from specs.errors import (
     SpecUsageError,
     cap_per_file,
 )
-from specs.models.base import Scope
-from specs.models.config import RootConfig
-from specs.models.kinds import DOCUMENT_ADAPTER, KINDS
-from specs.references import Declared, cycle_diagnostic, find_cycles, resolve_references
-from specs.resource import Resource, SpecSet
-from specs.suggest import closest_name
-from specs.templating import NestingTooDeep, RenderBudget, has_template, render_document
-from specs.validation import diagnostics_from_errors, format_path, number_warnings
-from specs.yamlio import (
+from trainform.specs.models.base import Scope
+from trainform.specs.models.config import RootConfig
+from trainform.specs.models.kinds import DOCUMENT_ADAPTER, KINDS
+from trainform.specs.references import Declared, cycle_diagnostic, find_cycles, resolve_references
+from trainform.specs.resource import Resource, SpecSet
+from trainform.specs.suggest import closest_name
+from trainform.specs.templating import NestingTooDeep, RenderBudget, has_template, render_document
+from trainform.specs.validation import diagnostics_from_errors, format_path, number_warnings
+from trainform.specs.yamlio import (
     MAX_DOCUMENT_VALUES,
     EventBudget,
     ParsedFile,
@@ -83,7 +82,7 @@ class _Sources:
 
     def locate(self, display: str, index: int, path: Sequence[str | int], key: bool) -> Location:
         """Position of `path` in document `index` of a file, re-reading only that document."""
-        from specs.positions import source_map as new_map
+        from trainform.specs.positions import source_map as new_map
 
         parsed = self.files[display]
         if index not in parsed.indices:
@@ -108,7 +107,7 @@ class _Sources:
     ) -> tuple[str | None, Location] | None:
         """The value at `path` in document `index` as written: its text if it is a plain
         scalar, and its location; None if the path is not found."""
-        from specs.positions import EventMap
+        from trainform.specs.positions import EventMap
 
         parsed = self.files[display]
         if index not in parsed.indices:

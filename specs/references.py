@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from specs.errors import Diagnostic, Location, Severity
-from specs.models.base import Reference, Scope
-from specs.models.config import RootConfig
-from specs.models.kinds import KINDS
-from specs.resource import Dependency, Resource
-from specs.suggest import closest_name
+from trainform.specs.errors import Diagnostic, Location, Severity
+from trainform.specs.models.base import Reference, Scope
+from trainform.specs.models.config import RootConfig
+from trainform.specs.models.kinds import KINDS
+from trainform.specs.resource import Dependency, Resource
+from trainform.specs.suggest import closest_name
 
 Locate = Callable[[Resource, tuple[str | int, ...]], Location]
 

@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from specs.errors import Diagnostic, Location
-from specs.models.base import DocumentBase, Reference
-from specs.models.config import RootConfig
+from trainform.specs.errors import Diagnostic, Location
+from trainform.specs.models.base import DocumentBase, Reference
+from trainform.specs.models.config import RootConfig
 
 
 class Dependency(NamedTuple):

@@ -22,8 +22,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specs.discovery import CONFIG_FILE, IGNORE_FILE
-from specs.schema import document_schema
+from trainform.specs.discovery import CONFIG_FILE, IGNORE_FILE
+from trainform.specs.schema import document_schema
 
 SCHEMA_DIR = ".schemas"
 DOCUMENT_SCHEMA = f"{SCHEMA_DIR}/trainform.schema.json"

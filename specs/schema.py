@@ -7,12 +7,17 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
 from pydantic_core import PydanticUndefined
-
-from specs.errors import SpecUsageError
-from specs.introspect import annotation_at, describe_type, field_info_at, fields_by_alias, models_in
-from specs.models.config import RootConfig
-from specs.models.kinds import KINDS, Document
-from specs.suggest import closest_name
+from trainform.specs.errors import SpecUsageError
+from trainform.specs.introspect import (
+    annotation_at,
+    describe_type,
+    field_info_at,
+    fields_by_alias,
+    models_in,
+)
+from trainform.specs.models.config import RootConfig
+from trainform.specs.models.kinds import KINDS, Document
+from trainform.specs.suggest import closest_name
 
 SCHEMA_ID = "https://trainform.dev/schema/trainform-v1.json"
 

@@ -27,8 +27,7 @@ from jinja2 import StrictUndefined, nodes, pass_context, pass_environment, pass_
 from jinja2.exceptions import SecurityError
 from jinja2.filters import FILTERS, make_attrgetter
 from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-from specs.templating import MAX_OUTPUT, RenderBudget, TemplateLimitExceeded
+from trainform.specs.templating import MAX_OUTPUT, RenderBudget, TemplateLimitExceeded
 
 MAX_SOURCE = 64 * 1024
 """Characters of one template: a value longer than this is not compiled."""

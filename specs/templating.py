@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from specs.yamlio import MAX_DEPTH
+from trainform.specs.yamlio import MAX_DEPTH
 
 MAX_OUTPUT = 64 * 1024
 """Characters one templated value may render to."""
@@ -171,8 +171,7 @@ def render_document(
             return value
         from jinja2 import TemplateError, TemplateSyntaxError, UndefinedError
         from jinja2.exceptions import SecurityError
-
-        from specs.template_sandbox import render
+        from trainform.specs.template_sandbox import render
 
         if not plain_variables:
             plain_variables.update(variables)

@@ -10,12 +10,11 @@ from typing import Any
 
 from pydantic import BaseModel
 from pydantic_core import ErrorDetails
-
-from specs.errors import Diagnostic, Location, Severity
-from specs.introspect import field_names_at
-from specs.models.training import DATASET_REF, DATASET_REF_HELP
-from specs.names import PATTERN_HELP
-from specs.suggest import closest_name
+from trainform.specs.errors import Diagnostic, Location, Severity
+from trainform.specs.introspect import field_names_at
+from trainform.specs.models.training import DATASET_REF, DATASET_REF_HELP
+from trainform.specs.names import PATTERN_HELP
+from trainform.specs.suggest import closest_name
 
 Locator = Callable[[Sequence[str | int], bool], Location]
 Written = Callable[[Sequence[str | int]], tuple[str | None, Location] | None]
@@ -140,7 +139,7 @@ def _one(
             found="nothing",
         )
     if kind in ("union_tag_invalid", "union_tag_not_found"):
-        from specs.models.kinds import KINDS
+        from trainform.specs.models.kinds import KINDS
 
         tag = str(ctx.get("tag", ""))
         return Diagnostic(
@@ -174,7 +173,7 @@ def _one(
 def number_warning(path: Sequence[str | int], written: Written) -> Diagnostic | None:
     """A `yaml-number` warning for the value at `path`, if it is a plain scalar that YAML
     reads as a number other than what was written."""
-    from specs.yamlio import number_changes_meaning
+    from trainform.specs.yamlio import number_changes_meaning
 
     found = written(path)
     if found is None or found[0] is None:

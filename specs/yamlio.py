@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml_rs
-
-from specs.errors import Diagnostic, Location, Severity
+from trainform.specs.errors import Diagnostic, Location, Severity
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_DEPTH = 32
@@ -151,7 +150,7 @@ def too_deep(value: Any, budget: int = MAX_DEPTH) -> bool:
 
 def _duplicate_position(text: str, key: str) -> tuple[int, int, str]:
     """(line, column, ruamel's wording) of the first repeated key, bounded in time."""
-    from specs.positions import first_duplicate_key, ruamel_error_position
+    from trainform.specs.positions import first_duplicate_key, ruamel_error_position
 
     if len(text) <= _LARGE_TEXT:
         return ruamel_error_position(text)
@@ -194,7 +193,7 @@ def _tag_errors(parsed: ParsedFile) -> list[Diagnostic]:
     walk stops past its last such `!`. Where ruamel cannot tell (the event budget of the
     load ran out, or it cannot parse the document alone), the `!` is reported as a tag.
     """
-    from specs.positions import STANDARD_TAGS, Walk
+    from trainform.specs.positions import STANDARD_TAGS, Walk
 
     text = parsed.text
     candidates = [
@@ -432,7 +431,7 @@ def numbers_read_as_written(text: str, begin: int, end: int, mapping: dict[Any, 
 
 def _decode_error(parsed: ParsedFile, message: str) -> Diagnostic:
     """A diagnostic for a parse failure; positions come from ruamel when yaml-rs has none."""
-    from specs.positions import ruamel_error_position
+    from trainform.specs.positions import ruamel_error_position
 
     first_line = message.splitlines()[-1] if message else "cannot parse"
     if "duplicate mapping key" in message:
@@ -565,7 +564,7 @@ def parse_text(parsed: ParsedFile) -> None:
         if tags:  # `!!set` and friends build values yaml-rs cannot use as keys
             parsed.diagnostics += tags
             return
-        from specs.positions import ruamel_error_position
+        from trainform.specs.positions import ruamel_error_position
 
         line, column, _ = (1, 1, "") if len(text) > _LARGE_TEXT else ruamel_error_position(text)
         parsed.diagnostics.append(

@@ -18,8 +18,8 @@ from typing import Any
 import click
 import pytest
 from ruamel.yaml import YAML
+from trainform.planner.cli import cli
 
-from planner.cli import cli
 from tests.ci.gitlab_runner import Runner as GitLabRunner
 from tests.ci.gitlab_runner import flatten
 
@@ -198,6 +198,7 @@ def test_gitlab_job_scripts_pass_shellcheck() -> None:
 def test_ci_files_match_their_platform_schema(path: Path, schema: str) -> None:
     result = subprocess.run(
         [tool("check-jsonschema"), "--builtin-schema", schema, str(path)],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     assert result.returncode == 0, result.stdout + result.stderr

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from trainform.planner.cli import cli
 
-from planner.cli import cli
 from tests.helpers import run_cli
 
 CASES_DIR = Path(__file__).parent / "golden" / "diagnostics"

@@ -15,17 +15,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-
-from planner.cli.runs import render_lineage_text, render_usage
-from planner.desired import DesiredItem
-from planner.jobs import JobContext
-from planner.lineage import Lineage
-from planner.lockfile import LockFile
-from planner.render.status_text import render_status_json, render_status_text
-from planner.status import _report
-from planner.timeline import attempt_timelines, delivery
-from planner.usage import compute_usage
-from providers.jobs import (
+from trainform.planner.cli.runs import render_lineage_text, render_usage
+from trainform.planner.desired import DesiredItem
+from trainform.planner.jobs import JobContext
+from trainform.planner.lineage import Lineage
+from trainform.planner.lockfile import LockFile
+from trainform.planner.render.status_text import render_status_json, render_status_text
+from trainform.planner.status import _report
+from trainform.planner.timeline import attempt_timelines, delivery
+from trainform.planner.usage import compute_usage
+from trainform.providers.jobs import (
     AccountedRun,
     AttemptStatus,
     CheckpointStatus,
@@ -34,6 +33,7 @@ from providers.jobs import (
     RunStatus,
     WaitSpan,
 )
+
 from tests.test_golden import check_golden
 
 GOLDEN = Path(__file__).parent / "golden" / "runs"
@@ -240,7 +240,7 @@ def test_status_and_lineage_match_golden(name: str, update_golden: bool) -> None
 
 
 def _report_evaluations() -> list[dict]:
-    from planner.lineage import _evaluations
+    from trainform.planner.lineage import _evaluations
 
     return _evaluations(_run_json(current_run()), _items())
 

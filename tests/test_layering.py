@@ -1,5 +1,8 @@
 """Layers import only downward: planner.cli > policies > planner > providers > specs.
 
+Every layer lives under the `trainform` namespace (`trainform.specs` is the folder
+`specs/`), and nothing imports a layout folder by its bare name.
+
 Checked on the source with `ast` (every import statement, including ones inside functions
 and `TYPE_CHECKING` blocks), and by importing every module on its own in a fresh
 interpreter so no module works only because another was imported first.
@@ -17,19 +20,20 @@ import pytest
 from tests.helpers import REPO
 
 PACKAGES = ("specs", "providers", "planner", "policies")
+NAMESPACE = "trainform"
 
 
 def is_cli_module(module: str) -> bool:
     """The command line sits on top of everything: the `planner.cli` package (the command
     group, the command families, shared options and output) and `planner.entry`."""
-    return module.startswith("planner.cli") or module == "planner.entry"
+    return module.startswith("trainform.planner.cli") or module == "trainform.planner.entry"
 
 
 def module_name(path: Path) -> str:
     parts = list(path.relative_to(REPO).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
-    return ".".join(parts)
+    return ".".join([NAMESPACE, *parts])
 
 
 def modules() -> dict[str, Path]:
@@ -63,8 +67,14 @@ def imported_modules(name: str, path: Path) -> set[str]:
 def layer(module: str) -> str | None:
     if is_cli_module(module):
         return "cli"
-    top = module.split(".")[0]
-    return top if top in PACKAGES else None
+    parts = module.split(".")
+    if len(parts) < 2 or parts[0] != NAMESPACE:
+        return None
+    return parts[1] if parts[1] in PACKAGES else None
+
+
+def package_of(module: str) -> str:
+    return module.split(".")[1]
 
 
 # What each layer must not import.
@@ -80,7 +90,34 @@ MODULES = modules()
 
 
 def test_every_package_has_modules() -> None:
-    assert {name.split(".")[0] for name in MODULES} == set(PACKAGES)
+    assert {package_of(name) for name in MODULES} == set(PACKAGES)
+
+
+def python_files() -> list[Path]:
+    tracked = subprocess.run(
+        ["git", "ls-files", "*.py"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.split()
+    return [REPO / name for name in tracked]
+
+
+def test_nothing_imports_a_layout_folder_by_its_bare_name() -> None:
+    """`import planner` would load a second copy of every module beside `trainform.planner`
+    (and, installed, collide with the unrelated PyPI packages of those names)."""
+    bare = []
+    for path in python_files():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                names = [node.module]
+            bare += [
+                f"{path.relative_to(REPO)}:{node.lineno}: {name}"
+                for name in names
+                if name.split(".")[0] in PACKAGES
+            ]
+    assert bare == []
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))
@@ -96,47 +133,48 @@ def test_module_imports_only_downward(name: str) -> None:
 
 
 def test_layer_of_cli_modules_is_cli() -> None:
-    assert layer("planner.cli") == "cli"
-    assert layer("planner.cli.options") == "cli"
-    assert layer("planner.cli.main") == "cli"
-    assert layer("planner.entry") == "cli"
-    assert layer("planner.graph") == "planner"
-    assert layer("providers.local") == "providers"
+    assert layer("trainform.planner.cli") == "cli"
+    assert layer("trainform.planner.cli.options") == "cli"
+    assert layer("trainform.planner.cli.main") == "cli"
+    assert layer("trainform.planner.entry") == "cli"
+    assert layer("trainform.planner.graph") == "planner"
+    assert layer("trainform.providers.local") == "providers"
     assert layer("click") is None
+    assert layer("planner.graph") is None
 
 
 def test_relative_imports_are_resolved(tmp_path: Path) -> None:
     module = tmp_path / "fake.py"
     module.write_text("from ..graph import build_graph\nfrom . import style\n", encoding="utf-8")
-    assert imported_modules("planner.render.fake", module) == {
-        "planner.graph",
-        "planner.graph.build_graph",
-        "planner.render",
-        "planner.render.style",
+    assert imported_modules("trainform.planner.render.fake", module) == {
+        "trainform.planner.graph",
+        "trainform.planner.graph.build_graph",
+        "trainform.planner.render",
+        "trainform.planner.render.style",
     }
     package = tmp_path / "__init__.py"
     package.write_text("from .graph import build_graph\n", encoding="utf-8")
-    assert "planner.graph" in imported_modules("planner", package)
+    assert "trainform.planner.graph" in imported_modules("trainform.planner", package)
 
 
 IMPORT_EACH = """
 import importlib, sys
 failed = []
 for name in sys.argv[1:]:
-    for loaded in [m for m in sys.modules if m.split(".")[0] in {packages!r}]:
+    for loaded in [m for m in sys.modules if m.split(".")[0] == "trainform"]:
         del sys.modules[loaded]
     try:
         importlib.import_module(name)
     except Exception as exc:
-        failed.append(f"{{name}}: {{type(exc).__name__}}: {{exc}}")
+        failed.append(f"{name}: {type(exc).__name__}: {exc}")
 print("\\n".join(failed))
 """
 
 
 @pytest.mark.parametrize("package", PACKAGES)
 def test_every_module_imports_on_its_own(package: str) -> None:
-    names = sorted(name for name in MODULES if name.split(".")[0] == package)
-    script = IMPORT_EACH.format(packages=set(PACKAGES))
+    names = sorted(name for name in MODULES if package_of(name) == package)
+    script = IMPORT_EACH
     result = subprocess.run(
         [sys.executable, "-c", script, *names],
         cwd=REPO,

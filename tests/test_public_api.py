@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import specs
+import trainform.specs as specs
 
 SPECS_API = [
     "KINDS",

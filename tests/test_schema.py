@@ -15,11 +15,11 @@ import pytest
 import yaml_rs
 from click.testing import CliRunner
 from jsonschema import Draft202012Validator
+from trainform.planner.cli import cli
+from trainform.specs import RootConfig
+from trainform.specs.loader import CONFIG_FILE, discover_files
+from trainform.specs.templating import render_document
 
-from planner.cli import cli
-from specs import RootConfig
-from specs.loader import CONFIG_FILE, discover_files
-from specs.templating import render_document
 from tests.helpers import REPO, run_cli
 
 EXAMPLES = sorted(p for p in (REPO / "examples").iterdir() if (p / CONFIG_FILE).is_file())

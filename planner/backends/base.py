@@ -17,9 +17,9 @@ from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from planner.backends.drift_runs import DriftRuns
-from planner.backends.identity import Identity
-from planner.state import State, StateError
+from trainform.planner.backends.drift_runs import DriftRuns
+from trainform.planner.backends.identity import Identity
+from trainform.planner.state import State, StateError
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from planner.backends.s3_objects import Bucket
-from planner.state import canonical_json
+from trainform.planner.backends.s3_objects import Bucket
+from trainform.planner.state import canonical_json
 
 DEFAULT_KEEP = 100
 

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from planner.state import State, StateError
+from trainform.planner.state import State, StateError
 
 HISTORY_LIMIT = 20
 

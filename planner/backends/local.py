@@ -21,16 +21,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from planner.backends.base import LockInfo, StateBackend, StateLockedError
-from planner.backends.drift_runs import DriftRuns, FolderDriftRuns
-from planner.backends.identity import (
+from trainform.planner.backends.base import LockInfo, StateBackend, StateLockedError
+from trainform.planner.backends.drift_runs import DriftRuns, FolderDriftRuns
+from trainform.planner.backends.identity import (
     AcceptRequest,
     Identity,
     StateIdentityError,
     check_identity,
     first_identity,
 )
-from planner.state import State, StateCorruptError, StateError, canonical_json
+from trainform.planner.state import State, StateCorruptError, StateError, canonical_json
 
 
 def _fsync_dir(path: Path) -> None:
@@ -138,8 +138,10 @@ class LocalBackend(StateBackend):
         if recorded is not None and not recorded.lineage:
             return  # a fresh start was accepted
         backups = self.backup_generations() if (document is None or recorded is not None) else []
-        if document is not None and recorded is not None and (
-            document.lineage == recorded.lineage and document.serial >= recorded.serial
+        if (
+            document is not None
+            and recorded is not None
+            and (document.lineage == recorded.lineage and document.serial >= recorded.serial)
         ):
             return
         check_identity(str(self.path), document, recorded, backups, header is not None)

@@ -36,16 +36,16 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from planner.backends.base import LockInfo, StateBackend, StateLockedError
-from planner.backends.drift_runs import DriftRuns, PrefixDriftRuns
-from planner.backends.identity import (
+from trainform.planner.backends.base import LockInfo, StateBackend, StateLockedError
+from trainform.planner.backends.drift_runs import DriftRuns, PrefixDriftRuns
+from trainform.planner.backends.identity import (
     AcceptRequest,
     Identity,
     StateIdentityError,
     check_identity,
     first_identity,
 )
-from planner.backends.s3_objects import (
+from trainform.planner.backends.s3_objects import (
     Bucket,
     PreconditionFailed,
     S3StateCorruptError,
@@ -54,7 +54,7 @@ from planner.backends.s3_objects import (
     UnsafeEndpointError,
     Version,
 )
-from planner.state import State, canonical_json
+from trainform.planner.state import State, canonical_json
 
 __all__ = [
     "S3Backend",
@@ -89,9 +89,7 @@ class S3Backend(StateBackend):
         timeout: float = 10.0,
         max_attempts: int = 3,
     ) -> None:
-        self.bucket = Bucket(
-            bucket, connection, client, timeout=timeout, max_attempts=max_attempts
-        )
+        self.bucket = Bucket(bucket, connection, client, timeout=timeout, max_attempts=max_attempts)
         self.key = key.strip("/")
         self.location = f"s3://{bucket}/{self.key}"
         self.lock_key = f"{self.key}.lock"
@@ -193,10 +191,14 @@ class S3Backend(StateBackend):
         if self.accept_state:
             return
         recorded = self._read_identity()
-        if recorded is None or not recorded.lineage or (
-            document is not None
-            and document.lineage == recorded.lineage
-            and document.serial >= recorded.serial
+        if (
+            recorded is None
+            or not recorded.lineage
+            or (
+                document is not None
+                and document.lineage == recorded.lineage
+                and document.serial >= recorded.serial
+            )
         ):
             return
         try:

@@ -15,10 +15,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from planner.state import StateError
-from providers.errors import ProviderError
-from providers.objectstore.client import error_code, is_precondition_failed, make_client
-from providers.objectstore.client import provider_error as s3_error
+from trainform.planner.state import StateError
+from trainform.providers.errors import ProviderError
+from trainform.providers.objectstore.client import error_code, is_precondition_failed, make_client
+from trainform.providers.objectstore.client import provider_error as s3_error
 
 ABSENT_CODES = {"NoSuchKey", "404", "NotFound"}
 UNSUPPORTED_CODES = {"NotImplemented", "501"}

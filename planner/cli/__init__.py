@@ -3,6 +3,6 @@ module per command family (engine: plan/apply/destroy/show, state, drift, jobs, 
 review, policies, project: init/fmt, refresh) with the shared `options` and `output`.
 Nothing below planner.cli imports from it (tests/test_layering.py)."""
 
-from planner.cli.commands import cli, main
+from trainform.planner.cli.commands import cli, main
 
 __all__ = ["cli", "main"]

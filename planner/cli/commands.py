@@ -13,8 +13,7 @@ import sys
 from pathlib import Path
 
 import click
-
-from planner.cli.options import (
+from trainform.planner.cli.options import (
     TemplateInputs,
     format_option,
     no_color_option,
@@ -22,15 +21,15 @@ from planner.cli.options import (
     spec_dir_argument,
     template_options,
 )
-from planner.cli.output import load_or_exit
-from planner.errors import PlannerError
-from planner.render.diagnostics import render_diagnostics_json, render_diagnostics_text
-from planner.render.style import use_color
-from planner.render.words import plural
-from planner.signals import exit_code_for
-from planner.signals import install as install_signal_handlers
-from providers.errors import ProviderError
-from specs import Diagnostic, Severity, SpecError, SpecSet, SpecUsageError, load_specs
+from trainform.planner.cli.output import load_or_exit
+from trainform.planner.errors import PlannerError
+from trainform.planner.render.diagnostics import render_diagnostics_json, render_diagnostics_text
+from trainform.planner.render.style import use_color
+from trainform.planner.render.words import plural
+from trainform.planner.signals import exit_code_for
+from trainform.planner.signals import install as install_signal_handlers
+from trainform.providers.errors import ProviderError
+from trainform.specs import Diagnostic, Severity, SpecError, SpecSet, SpecUsageError, load_specs
 
 EXIT_OK, EXIT_ERROR = 0, 1
 
@@ -52,22 +51,22 @@ class LazyGroup(click.Group):
     start-up to the spec language)."""
 
     lazy: dict[str, str] = {
-        "plan": "planner.cli.engine:plan",
-        "apply": "planner.cli.engine:apply",
-        "destroy": "planner.cli.engine:destroy",
-        "show": "planner.cli.engine:show",
-        "drift": "planner.cli.drift:drift",
-        "state": "planner.cli.state:state",
-        "force-unlock": "planner.cli.state:force_unlock",
-        "import": "planner.cli.state:import_command",
-        "lock": "planner.cli.jobs:lock",
-        "status": "planner.cli.jobs:status",
-        "logs": "planner.cli.runs:logs",
-        "lineage": "planner.cli.runs:lineage",
-        "usage": "planner.cli.runs:usage",
-        "review": "planner.cli.review:review",
-        "init": "planner.cli.project:init",
-        "fmt": "planner.cli.project:fmt",
+        "plan": "trainform.planner.cli.engine:plan",
+        "apply": "trainform.planner.cli.engine:apply",
+        "destroy": "trainform.planner.cli.engine:destroy",
+        "show": "trainform.planner.cli.engine:show",
+        "drift": "trainform.planner.cli.drift:drift",
+        "state": "trainform.planner.cli.state:state",
+        "force-unlock": "trainform.planner.cli.state:force_unlock",
+        "import": "trainform.planner.cli.state:import_command",
+        "lock": "trainform.planner.cli.jobs:lock",
+        "status": "trainform.planner.cli.jobs:status",
+        "logs": "trainform.planner.cli.runs:logs",
+        "lineage": "trainform.planner.cli.runs:lineage",
+        "usage": "trainform.planner.cli.runs:usage",
+        "review": "trainform.planner.cli.review:review",
+        "init": "trainform.planner.cli.project:init",
+        "fmt": "trainform.planner.cli.project:fmt",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -95,8 +94,8 @@ def cli() -> None:
 
 def _tenancy(specs: SpecSet, policies_path: Path | None) -> list[Diagnostic]:
     """project-isolation's findings as diagnostics, policies from the trusted place."""
-    from policies.engine import tenancy_diagnostics
-    from policies.trusted import PolicyConfigError, load_trusted
+    from trainform.policies.engine import tenancy_diagnostics
+    from trainform.policies.trusted import PolicyConfigError, load_trusted
 
     try:
         trusted = load_trusted(policies_path, specs.config, specs.root)
@@ -152,8 +151,8 @@ def graph(
     output_format: str,
 ) -> None:
     """Show what depends on what, in creation order (text, dot, mermaid or json)."""
-    from planner.graph import build_graph
-    from planner.render.graph import GRAPH_RENDERERS
+    from trainform.planner.graph import build_graph
+    from trainform.planner.render.graph import GRAPH_RENDERERS
 
     diagnostics_format = "json" if output_format == "json" else "text"
     specs = _load(spec_dir, inputs, diagnostics_format)
@@ -165,7 +164,7 @@ def graph(
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to this file.")
 def schema(kind: str | None, output: str | None) -> None:
     """Print the JSON Schema of spec documents (or of one KIND, or Config) for editors."""
-    from specs.schema import document_schema
+    from trainform.specs.schema import document_schema
 
     text = json.dumps(document_schema(kind), indent=2) + "\n"
     if output:
@@ -182,7 +181,7 @@ def explain(target: str, output_format: str) -> None:
     """Document a kind or a field, e.g. `Queue.spec.pools.nominalQuota`."""
     from dataclasses import asdict
 
-    from specs.schema import explain as explain_target
+    from trainform.specs.schema import explain as explain_target
 
     result = explain_target(target)
     if output_format == "json":
@@ -219,7 +218,7 @@ def run(argv: list[str] | None = None) -> int:
         exc.show()
         return EXIT_ERROR
     except (SpecUsageError, SpecError, PlannerError, ProviderError) as exc:
-        from specs.secrets import redact  # errors may carry a server's words
+        from trainform.specs.secrets import redact  # errors may carry a server's words
 
         click.echo(redact(f"error: {exc}"), err=True)
         return EXIT_ERROR
@@ -231,7 +230,7 @@ def run(argv: list[str] | None = None) -> int:
             import traceback
 
             traceback.print_exc()
-        from specs.secrets import redact
+        from trainform.specs.secrets import redact
 
         click.echo(
             redact(f"internal error: {type(exc).__name__}: {exc}\n")

@@ -12,8 +12,7 @@ import sys
 from pathlib import Path
 
 import click
-
-from planner.cli.options import (
+from trainform.planner.cli.options import (
     TemplateInputs,
     format_option,
     no_color_option,
@@ -21,14 +20,14 @@ from planner.cli.options import (
     spec_dir_argument,
     template_options,
 )
-from planner.cli.output import open_or_exit
-from planner.drift_history import summarize_runs
-from planner.drift_model import DriftReport
-from planner.drift_run import check_drift
-from planner.render.drift_report import render_drift_html, render_drift_markdown
-from planner.render.drift_text import render_drift_json, render_drift_text
-from planner.render.drift_view import headline
-from planner.render.style import use_color
+from trainform.planner.cli.output import open_or_exit
+from trainform.planner.drift_history import summarize_runs
+from trainform.planner.drift_model import DriftReport
+from trainform.planner.drift_run import check_drift
+from trainform.planner.render.drift_report import render_drift_html, render_drift_markdown
+from trainform.planner.render.drift_text import render_drift_json, render_drift_text
+from trainform.planner.render.drift_view import headline
+from trainform.planner.render.style import use_color
 
 EXIT_DRIFTED = 2
 

@@ -9,12 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import click
-
-from planner.apply import ApplyResult, OutcomeStatus, apply_plan, check_fresh
-from planner.audit import audit_record, spec_commit
-from planner.backends.base import LockInfo, StateBackend
-from planner.backends.identity import AcceptRequest
-from planner.cli.options import (
+from trainform.planner.apply import ApplyResult, OutcomeStatus, apply_plan, check_fresh
+from trainform.planner.audit import audit_record, spec_commit
+from trainform.planner.backends.base import LockInfo, StateBackend
+from trainform.planner.backends.identity import AcceptRequest
+from trainform.planner.cli.options import (
     TemplateInputs,
     format_option,
     lock_timeout_option,
@@ -24,31 +23,31 @@ from planner.cli.options import (
     spec_dir_argument,
     template_options,
 )
-from planner.cli.output import open_or_exit
-from planner.cli.policies import (
+from trainform.planner.cli.output import open_or_exit
+from trainform.planner.cli.policies import (
     check_policies,
     exit_if_denied,
     policies_option,
     render_plan_with_policies,
     saved_report,
 )
-from planner.cli.refresh import apply_refresh_only_command, plan_refresh_only_command
-from planner.drift_run import acknowledge_plan
-from planner.errors import PlannerError
-from planner.lockfile import LockFile
-from planner.plan import PlanOptions, make_plan
-from planner.plan_model import Plan, ResourceChange
-from planner.render.plan_json import render_plan_json
-from planner.render.plan_markdown import DEFAULT_BUDGET, render_plan_markdown
-from planner.render.plan_text import render_plan_text
-from planner.render.style import use_color
-from planner.render.words import plural
-from planner.saved_plans import check_bindings, check_datasets, comparable_location
-from planner.session import ProviderSet, config_from_data
-from planner.signals import graceful_stop, received
-from planner.state import digest
-from planner.workspace import Workspace, make_backend
-from policies.plan_file import plan_file_bytes
+from trainform.planner.cli.refresh import apply_refresh_only_command, plan_refresh_only_command
+from trainform.planner.drift_run import acknowledge_plan
+from trainform.planner.errors import PlannerError
+from trainform.planner.lockfile import LockFile
+from trainform.planner.plan import PlanOptions, make_plan
+from trainform.planner.plan_model import Plan, ResourceChange
+from trainform.planner.render.plan_json import render_plan_json
+from trainform.planner.render.plan_markdown import DEFAULT_BUDGET, render_plan_markdown
+from trainform.planner.render.plan_text import render_plan_text
+from trainform.planner.render.style import use_color
+from trainform.planner.render.words import plural
+from trainform.planner.saved_plans import check_bindings, check_datasets, comparable_location
+from trainform.planner.session import ProviderSet, config_from_data
+from trainform.planner.signals import graceful_stop, received
+from trainform.planner.state import digest
+from trainform.planner.workspace import Workspace, make_backend
+from trainform.policies.plan_file import plan_file_bytes
 
 EXIT_CHANGES = 2
 

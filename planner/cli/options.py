@@ -99,7 +99,7 @@ def policies_option(func: F) -> F:
 
 def markdown_budget_option(func: F) -> F:
     """--max-chars N: the size budget of Markdown output (plan, show)."""
-    from planner.render.plan_markdown import DEFAULT_BUDGET, MIN_BUDGET
+    from trainform.planner.render.plan_markdown import DEFAULT_BUDGET, MIN_BUDGET
 
     return click.option(
         "--max-chars",
@@ -134,8 +134,8 @@ def no_color_option(func: F) -> F:
 
 
 def _lock_timeout(context: click.Context, parameter: click.Parameter, value: str) -> None:
-    from planner.backends.base import StateBackend
-    from specs.quantity import Duration
+    from trainform.planner.backends.base import StateBackend
+    from trainform.specs.quantity import Duration
 
     try:
         seconds = float(value) if value.replace(".", "", 1).isdigit() else Duration(value).seconds

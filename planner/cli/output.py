@@ -7,14 +7,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
 import click
-
-from planner.cli.options import TemplateInputs
-from planner.render.diagnostics import render_diagnostics_json, render_diagnostics_text
-from planner.render.style import use_color
-from specs import SpecLoadError
+from trainform.planner.cli.options import TemplateInputs
+from trainform.planner.render.diagnostics import render_diagnostics_json, render_diagnostics_text
+from trainform.planner.render.style import use_color
+from trainform.specs import SpecLoadError
 
 if TYPE_CHECKING:
-    from planner.workspace import Workspace
+    from trainform.planner.workspace import Workspace
 
 T = TypeVar("T")
 EXIT_ERROR = 1
@@ -49,7 +48,7 @@ def load_or_exit(opener: Callable[[], T], output_format: str) -> T:
 
 def open_or_exit(spec_dir: str, inputs: TemplateInputs, output_format: str) -> Workspace:
     """The workspace of `spec_dir`; on spec errors print every diagnostic and exit 1."""
-    from planner.workspace import open_workspace
+    from trainform.planner.workspace import open_workspace
 
     return load_or_exit(
         lambda: open_workspace(spec_dir, inputs.environment, inputs.variables, inputs.var_files),

@@ -16,17 +16,16 @@ from pathlib import Path
 from typing import Any
 
 import click
-
-from planner.cli.options import policies_option as policies_option  # re-exported
-from planner.plan_model import Plan
-from planner.render.plan_markdown import DEFAULT_BUDGET, render_plan_markdown
-from planner.render.style import use_color
-from planner.render.words import plural
-from planner.workspace import Workspace
-from policies.engine import PolicyReport, evaluate_policies
-from policies.plan_file import saved_policy_report
-from policies.render import render_findings_markdown, render_findings_text
-from policies.trusted import PolicyConfigError, load_trusted
+from trainform.planner.cli.options import policies_option as policies_option  # re-exported
+from trainform.planner.plan_model import Plan
+from trainform.planner.render.plan_markdown import DEFAULT_BUDGET, render_plan_markdown
+from trainform.planner.render.style import use_color
+from trainform.planner.render.words import plural
+from trainform.planner.workspace import Workspace
+from trainform.policies.engine import PolicyReport, evaluate_policies
+from trainform.policies.plan_file import saved_policy_report
+from trainform.policies.render import render_findings_markdown, render_findings_text
+from trainform.policies.trusted import PolicyConfigError, load_trusted
 
 EXIT_POLICY_DENIED = 3
 
@@ -43,7 +42,7 @@ def adoption_waivers(workspace: Workspace, addresses: list[str]) -> str:
     """Waivers to suggest for the policies an adopted platform already breaks."""
     from datetime import date, timedelta
 
-    from policies.waivers import suggest_waivers
+    from trainform.policies.waivers import suggest_waivers
 
     try:
         trusted = load_trusted(None, workspace.config, workspace.root)

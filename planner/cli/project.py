@@ -11,11 +11,10 @@ from __future__ import annotations
 import sys
 
 import click
-
-from planner.render.diagnostics import render_diagnostics_text
-from planner.render.style import use_color
-from specs.formatting import format_folder, write_formatted
-from specs.scaffold import init_folder
+from trainform.planner.render.diagnostics import render_diagnostics_text
+from trainform.planner.render.style import use_color
+from trainform.specs.formatting import format_folder, write_formatted
+from trainform.specs.scaffold import init_folder
 
 EXIT_WOULD_CHANGE = 2
 

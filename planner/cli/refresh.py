@@ -10,15 +10,14 @@ from __future__ import annotations
 import sys
 
 import click
-
-from planner.audit import audit_record, spec_commit
-from planner.errors import PlannerError
-from planner.refresh_only import RefreshOnlyPlan, apply_refresh_only, plan_refresh_only
-from planner.render.refresh_text import render_refresh_only_text
-from planner.render.style import use_color
-from planner.render.words import plural
-from planner.state import canonical_json, digest
-from planner.workspace import Workspace
+from trainform.planner.audit import audit_record, spec_commit
+from trainform.planner.errors import PlannerError
+from trainform.planner.refresh_only import RefreshOnlyPlan, apply_refresh_only, plan_refresh_only
+from trainform.planner.render.refresh_text import render_refresh_only_text
+from trainform.planner.render.style import use_color
+from trainform.planner.render.words import plural
+from trainform.planner.state import canonical_json, digest
+from trainform.planner.workspace import Workspace
 
 EXIT_CHANGES = 2
 

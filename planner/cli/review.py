@@ -14,16 +14,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-
-from planner.cli.options import (
+from trainform.planner.cli.options import (
     TemplateInputs,
     format_option,
     policies_option,
     spec_dir_argument,
     template_options,
 )
-from planner.cli.output import print_diagnostics
-from planner.render.diagnostics import render_diagnostics_text
+from trainform.planner.cli.output import print_diagnostics
+from trainform.planner.render.diagnostics import render_diagnostics_text
 
 EXIT_ERROR, EXIT_DENIED = 1, 3
 
@@ -100,7 +99,7 @@ def review(
     output_format: str,
 ) -> None:
     """Review a change to queue policy: semantic diff, capacity, findings, simulated waits."""
-    from policies.review import (
+    from trainform.policies.review import (
         MARKER,
         RefLoadError,
         ReviewError,
@@ -137,9 +136,7 @@ def review(
             # For the pull-request comment: the diagnostics, fenced, under a heading.
             files = len({d.location.file for d in error.error.diagnostics if d.location})
             text = render_diagnostics_text(error.error.diagnostics, files, False)
-            click.echo(
-                f"{MARKER}\n### trainform review: ERROR\n\n{summary}:\n\n```text\n{text}```"
-            )
+            click.echo(f"{MARKER}\n### trainform review: ERROR\n\n{summary}:\n\n```text\n{text}```")
         else:
             print_diagnostics(error.error, output_format)
         raise SystemExit(EXIT_ERROR) from None

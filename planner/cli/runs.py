@@ -15,20 +15,19 @@ import time
 from typing import Any
 
 import click
-
-from planner.cli.options import TemplateInputs, format_option, template_options
-from planner.cli.output import open_or_exit
-from planner.desired import build_desired
-from planner.lineage import Lineage, LineageError, find_lineage
-from planner.render.status_text import clock
-from planner.render.words import plural
-from planner.state import State
-from planner.status import matching_jobs, observe_jobs, read_log_now
-from planner.usage import UsageReport, usage_report
-from planner.workspace import Workspace
-from providers.errors import ProviderError
-from specs import Duration
-from specs.secrets import redact
+from trainform.planner.cli.options import TemplateInputs, format_option, template_options
+from trainform.planner.cli.output import open_or_exit
+from trainform.planner.desired import build_desired
+from trainform.planner.lineage import Lineage, LineageError, find_lineage
+from trainform.planner.render.status_text import clock
+from trainform.planner.render.words import plural
+from trainform.planner.state import State
+from trainform.planner.status import matching_jobs, observe_jobs, read_log_now
+from trainform.planner.usage import UsageReport, usage_report
+from trainform.planner.workspace import Workspace
+from trainform.providers.errors import ProviderError
+from trainform.specs import Duration
+from trainform.specs.secrets import redact
 
 FOLLOW_POLL_SECONDS = 1.0
 

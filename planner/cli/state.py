@@ -5,16 +5,15 @@ from __future__ import annotations
 import json
 
 import click
-
-from planner.audit import audit_record, render_audit_text, since
-from planner.cli.options import TemplateInputs, spec_dir_argument, template_options
-from planner.cli.output import load_or_exit, open_or_exit
-from planner.errors import PlannerError
-from planner.importing import import_resource
-from planner.render.words import plural
-from planner.state import State
-from planner.workspace import Workspace, make_backend
-from specs import load_specs
+from trainform.planner.audit import audit_record, render_audit_text, since
+from trainform.planner.cli.options import TemplateInputs, spec_dir_argument, template_options
+from trainform.planner.cli.output import load_or_exit, open_or_exit
+from trainform.planner.errors import PlannerError
+from trainform.planner.importing import import_resource
+from trainform.planner.render.words import plural
+from trainform.planner.state import State
+from trainform.planner.workspace import Workspace, make_backend
+from trainform.specs import load_specs
 
 
 def _backend(spec_dir: str):  # type: ignore[no-untyped-def]
@@ -79,7 +78,7 @@ def state_rm(addresses: tuple[str, ...], spec_dir: str) -> None:
 
 
 def _local_backend(spec_dir: str, verb: str):  # type: ignore[no-untyped-def]
-    from planner.backends.local import LocalBackend
+    from trainform.planner.backends.local import LocalBackend
 
     backend = _backend(spec_dir)
     if not isinstance(backend, LocalBackend):
@@ -174,7 +173,7 @@ class _ImportCommand(click.Command):
     the provider modules are not loaded for any other command)."""
 
     def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        from providers.registry import PROVIDER_CLASSES, provider_class
+        from trainform.providers.registry import PROVIDER_CLASSES, provider_class
 
         rows = [(kind, provider_class(kind).import_ids) for kind in sorted(PROVIDER_CLASSES)]
         with formatter.section("ID, by provider type"):
@@ -228,8 +227,8 @@ def import_command(
 def _import_file(workspace: Workspace, instance: str) -> str:
     """Where generated specs go by default: under the trusted `adminPaths` of
     project-isolation, so that the adopted platform passes tenancy; else imported/."""
-    from policies.builtin.isolation import admin_file
-    from policies.trusted import PolicyConfigError, load_trusted
+    from trainform.policies.builtin.isolation import admin_file
+    from trainform.policies.trusted import PolicyConfigError, load_trusted
 
     try:
         trusted = load_trusted(None, workspace.config, workspace.root)
@@ -242,7 +241,7 @@ def _import_file(workspace: Workspace, instance: str) -> str:
 def _import_from(instance: str, spec_dir: str, out: str | None, inputs: TemplateInputs) -> None:
     from pathlib import Path
 
-    from planner.generating import adopt_discovered, discover, write_discovered
+    from trainform.planner.generating import adopt_discovered, discover, write_discovered
 
     workspace = open_or_exit(spec_dir, inputs, "text")
     try:
@@ -274,7 +273,7 @@ def _import_from(instance: str, spec_dir: str, out: str | None, inputs: Template
         f"Wrote {len(adopted)} specs to {path} and adopted them into state. "
         "Run plan: it should show no changes."
     )
-    from planner.cli.policies import adoption_waivers
+    from trainform.planner.cli.policies import adoption_waivers
 
     suggestion = adoption_waivers(workspace, adopted)
     if suggestion:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from planner.render.style import paint
-from specs import Diagnostic, Severity
+from trainform.planner.render.style import paint
+from trainform.specs import Diagnostic, Severity
 
 DIAGNOSTICS_FORMAT_VERSION = 1
 

@@ -15,10 +15,9 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup, escape
-
-from planner.drift_model import DriftReport
-from planner.render.drift_view import build_view
-from specs.secrets import redact
+from trainform.planner.drift_model import DriftReport
+from trainform.planner.render.drift_view import build_view
+from trainform.specs.secrets import redact
 
 _TEMPLATES = Path(__file__).with_name("templates")
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 
-from planner.drift_model import DriftReport
-from planner.render.drift_view import build_view, shown
-from planner.render.style import paint
-from specs.secrets import redact
+from trainform.planner.drift_model import DriftReport
+from trainform.planner.render.drift_view import build_view, shown
+from trainform.planner.render.style import paint
+from trainform.specs.secrets import redact
 
 
 def render_drift_text(report: DriftReport, color: bool = False) -> str:

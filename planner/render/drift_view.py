@@ -13,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from planner.diff import is_missing
-from planner.drift_model import SEVERITIES, DriftFinding, DriftReport
-from planner.normalize import humanize
-from planner.render.words import plural
-from specs.secrets import JOB_KINDS, mask_value
+from trainform.planner.diff import is_missing
+from trainform.planner.drift_model import SEVERITIES, DriftFinding, DriftReport
+from trainform.planner.normalize import humanize
+from trainform.planner.render.words import plural
+from trainform.specs.secrets import JOB_KINDS, mask_value
 
 SYMBOL = {"modified": "~", "missing": "-", "data-missing": "-", "orphaned": "+", "pending": "~"}
 TONE = {"~": "yellow", "-": "red", "+": "green", "!": "red"}

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 
 import networkx as nx
-
-from planner.graph import creation_order, graph_as_data
-from planner.render.words import plural
+from trainform.planner.graph import creation_order, graph_as_data
+from trainform.planner.render.words import plural
 
 
 def render_graph_text(graph: nx.DiGraph) -> str:

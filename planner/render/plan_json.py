@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from planner.plan_model import Plan
-from specs.secrets import redact
+from trainform.planner.plan_model import Plan
+from trainform.specs.secrets import redact
 
 
 def render_plan_json(plan: Plan) -> str:

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import re
 
-from planner.plan_model import Plan, ResourceChange
-from planner.render.plan_text import render_change, summary_line
-from specs.secrets import redact
+from trainform.planner.plan_model import Plan, ResourceChange
+from trainform.planner.render.plan_text import render_change, summary_line
+from trainform.specs.secrets import redact
 
 DEFAULT_BUDGET = 60_000
 MIN_BUDGET = 2_000

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from planner.diff import FieldChange
-from planner.normalize import humanize
-from planner.plan_model import Action, Plan, ResourceChange
-from planner.render.style import paint
-from specs.secrets import redact
+from trainform.planner.diff import FieldChange
+from trainform.planner.normalize import humanize
+from trainform.planner.plan_model import Action, Plan, ResourceChange
+from trainform.planner.render.style import paint
+from trainform.specs.secrets import redact
 
 _VERB = {
     Action.CREATE: "will be created",
@@ -64,7 +64,7 @@ def _show(value: Any) -> str:
 
 
 def field_line(change: FieldChange) -> str:
-    from planner.diff import is_missing
+    from trainform.planner.diff import is_missing
 
     before = "(unset)" if is_missing(change.before) else humanize(change.before)
     after = "(unset)" if is_missing(change.after) else humanize(change.after)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from planner.render.status_text import clock
-from planner.render.words import plural
-from planner.usage import PlatformView
+from trainform.planner.render.status_text import clock
+from trainform.planner.render.words import plural
+from trainform.planner.usage import PlatformView
 
 
 def _amounts(values: dict[str, Any]) -> str:

@@ -6,11 +6,11 @@ Read like a plan (`~` accept live values, `-` forget), with the field lines of
 
 from __future__ import annotations
 
-from planner.refresh_only import RefreshOnlyPlan
-from planner.render.plan_text import field_line
-from planner.render.style import paint
-from planner.render.words import plural
-from specs.secrets import redact
+from trainform.planner.refresh_only import RefreshOnlyPlan
+from trainform.planner.render.plan_text import field_line
+from trainform.planner.render.style import paint
+from trainform.planner.render.words import plural
+from trainform.specs.secrets import redact
 
 
 def refresh_summary(plan: RefreshOnlyPlan) -> str:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from planner.render.style import paint
-from planner.render.words import plural
-from planner.status import JobReport
-from planner.timeline import human_duration
-from specs.secrets import redact
+from trainform.planner.render.style import paint
+from trainform.planner.render.words import plural
+from trainform.planner.status import JobReport
+from trainform.planner.timeline import human_duration
+from trainform.specs.secrets import redact
 
 _TONE = {
     "succeeded": "green",

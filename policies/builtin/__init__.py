@@ -5,14 +5,14 @@ Ids are stable kebab-case names; settings, `disabled` lists and waivers refer to
 
 from __future__ import annotations
 
-from policies.builtin.base import BuiltinPolicy, Violation
-from policies.builtin.capacity import COHORT_BORROWING, COHORT_LENDING, POOL_CAPACITY
-from policies.builtin.images import ALLOWED_REGISTRIES, IMAGE_PINNED
-from policies.builtin.isolation import PROJECT_ISOLATION
-from policies.builtin.priorities import PRIORITY_BOUNDS
-from policies.builtin.quota_cut import QUOTA_CUT
-from policies.builtin.secrets import SECRET_IN_SPEC
-from policies.builtin.training import DATASET_PINNED, LONG_JOB_CHECKPOINT
+from trainform.policies.builtin.base import BuiltinPolicy, Violation
+from trainform.policies.builtin.capacity import COHORT_BORROWING, COHORT_LENDING, POOL_CAPACITY
+from trainform.policies.builtin.images import ALLOWED_REGISTRIES, IMAGE_PINNED
+from trainform.policies.builtin.isolation import PROJECT_ISOLATION
+from trainform.policies.builtin.priorities import PRIORITY_BOUNDS
+from trainform.policies.builtin.quota_cut import QUOTA_CUT
+from trainform.policies.builtin.secrets import SECRET_IN_SPEC
+from trainform.policies.builtin.training import DATASET_PINNED, LONG_JOB_CHECKPOINT
 
 BUILTINS: dict[str, BuiltinPolicy] = {
     policy.id: policy

@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from policies.context import Path_, PolicyContext
-from policies.findings import Severity
+from trainform.policies.context import Path_, PolicyContext
+from trainform.policies.findings import Severity
 
 
 @dataclass(frozen=True)

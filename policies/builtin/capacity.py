@@ -17,9 +17,9 @@ from collections.abc import Iterator, Mapping
 from decimal import Decimal
 from typing import Any
 
-from policies.builtin.base import BuiltinPolicy, Violation
-from policies.context import PolicyContext, Subject, amount, show_amount
-from policies.findings import Severity
+from trainform.policies.builtin.base import BuiltinPolicy, Violation
+from trainform.policies.context import PolicyContext, Subject, amount, show_amount
+from trainform.policies.findings import Severity
 
 RESOURCES = ("gpu", "cpu", "memory")
 

@@ -6,11 +6,11 @@ import fnmatch
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from planner.lockfile import LockFile
-from policies.builtin.base import BuiltinPolicy, Violation
-from policies.context import PolicyContext
-from policies.findings import Severity
-from specs.names import split_image_reference
+from trainform.planner.lockfile import LockFile
+from trainform.policies.builtin.base import BuiltinPolicy, Violation
+from trainform.policies.context import PolicyContext
+from trainform.policies.findings import Severity
+from trainform.specs.names import split_image_reference
 
 
 def _locked_images(context: PolicyContext) -> set[str]:

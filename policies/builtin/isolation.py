@@ -33,11 +33,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from policies.builtin.base import BuiltinPolicy, Violation
-from policies.codeowners import CodeOwners, probe_path
-from policies.context import PolicyContext
-from policies.findings import Severity
-from specs import Resource
+from trainform.policies.builtin.base import BuiltinPolicy, Violation
+from trainform.policies.codeowners import CodeOwners, probe_path
+from trainform.policies.context import PolicyContext
+from trainform.policies.findings import Severity
+from trainform.specs import Resource
 
 ID = "project-isolation"
 DEFAULT_ADMIN_KINDS = ["Project", "ResourcePool", "Queue", "Quota"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from policies.builtin.base import BuiltinPolicy, Violation
-from policies.context import PolicyContext
-from policies.findings import Severity
+from trainform.policies.builtin.base import BuiltinPolicy, Violation
+from trainform.policies.context import PolicyContext
+from trainform.policies.findings import Severity
 
 FIELDS = {"Queue": "defaultPriority", "TrainingJob": "priority"}
 

@@ -16,9 +16,9 @@ from collections.abc import Iterator, Mapping
 from decimal import Decimal
 from typing import Any
 
-from policies.builtin.base import BuiltinPolicy, Violation
-from policies.context import Path_, PolicyContext, amount, show_amount
-from policies.findings import Severity
+from trainform.policies.builtin.base import BuiltinPolicy, Violation
+from trainform.policies.context import Path_, PolicyContext, amount, show_amount
+from trainform.policies.findings import Severity
 
 ANNOTATION = "trainform.dev/allow-quota-cut"
 RESOURCES = ("gpu", "cpu", "memory")

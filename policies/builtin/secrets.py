@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from policies.builtin.base import BuiltinPolicy, Violation
-from policies.context import Path_, PolicyContext, field_path
-from policies.findings import Severity
-from specs.secrets import SENSITIVE_FIELDS, item_name, secret_reason
+from trainform.policies.builtin.base import BuiltinPolicy, Violation
+from trainform.policies.context import Path_, PolicyContext, field_path
+from trainform.policies.findings import Severity
+from trainform.specs.secrets import SENSITIVE_FIELDS, item_name, secret_reason
 
 
 def _flagged(name: str, value: Any, path: Path_) -> Iterator[tuple[Path_, str]]:

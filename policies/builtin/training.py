@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from policies.builtin.base import BuiltinPolicy, Violation
-from policies.context import PolicyContext, seconds
-from policies.findings import Severity
-from specs.models.training import split_dataset_ref
-from specs.quantity import Duration
+from trainform.policies.builtin.base import BuiltinPolicy, Violation
+from trainform.policies.context import PolicyContext, seconds
+from trainform.policies.findings import Severity
+from trainform.specs.models.training import split_dataset_ref
+from trainform.specs.quantity import Duration
 
 
 def check_datasets(context: PolicyContext, params: Mapping[str, Any]) -> Iterator[Violation]:

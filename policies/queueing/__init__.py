@@ -9,18 +9,18 @@ The review command simulates the same trace under the base and the head policy; 
 semantics and their simplifications of Kueue are written down in docs/simulation.md.
 """
 
-from policies.queueing.errors import QueueingError, TraceError
-from policies.queueing.platform import (
+from trainform.policies.queueing.errors import QueueingError, TraceError
+from trainform.policies.queueing.platform import (
     PlatformModel,
     PoolQuota,
     ProjectQuota,
     QueueModel,
     platform_from_specs,
 )
-from policies.queueing.result import JobOutcome, Run, SimulationResult, WaitStats
-from policies.queueing.sacct import read_sacct
-from policies.queueing.simulator import simulate
-from policies.queueing.trace import TraceJob, read_trace
+from trainform.policies.queueing.result import JobOutcome, Run, SimulationResult, WaitStats
+from trainform.policies.queueing.sacct import read_sacct
+from trainform.policies.queueing.simulator import simulate
+from trainform.policies.queueing.trace import TraceJob, read_trace
 
 __all__ = [
     "JobOutcome",

@@ -22,7 +22,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from policies.queueing.state import QueueState, SimJob, Slot
+    from trainform.policies.queueing.state import QueueState, SimJob, Slot
 
 RUNNING_CAP = "running-jobs-cap"
 GPU_QUOTA = "project-gpu-quota"

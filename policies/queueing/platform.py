@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from specs import Quantity, SpecSet
-    from specs.models.platform import QueueSpec
+    from trainform.specs import Quantity, SpecSet
+    from trainform.specs.models.platform import QueueSpec
 
 WithinQueue = Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"]
 Reclaim = Literal["Never", "LowerPriority", "Any"]

@@ -20,7 +20,7 @@ cannot fit even with all candidates gone.
 
 from __future__ import annotations
 
-from policies.queueing.state import SimJob, Slot, book, release
+from trainform.policies.queueing.state import SimJob, Slot, book, release
 
 
 def preempt_for(job: SimJob) -> tuple[Slot, list[SimJob]] | None:

@@ -32,8 +32,8 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
-from policies.queueing.errors import TraceError
-from policies.queueing.trace import TraceJob
+from trainform.policies.queueing.errors import TraceError
+from trainform.policies.queueing.trace import TraceJob
 
 SOURCE = "<sacct --json>"
 

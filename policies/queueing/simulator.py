@@ -23,11 +23,11 @@ import heapq
 import math
 from collections.abc import Iterable
 
-from policies.queueing.holds import HoldLedger, hold_reasons
-from policies.queueing.platform import PlatformModel
-from policies.queueing.preemption import preempt_for
-from policies.queueing.result import JobOutcome, Run, SimulationResult, summarise
-from policies.queueing.state import (
+from trainform.policies.queueing.holds import HoldLedger, hold_reasons
+from trainform.policies.queueing.platform import PlatformModel
+from trainform.policies.queueing.preemption import preempt_for
+from trainform.policies.queueing.result import JobOutcome, Run, SimulationResult, summarise
+from trainform.policies.queueing.state import (
     UNLIMITED,
     CohortPool,
     Pool,
@@ -37,7 +37,7 @@ from policies.queueing.state import (
     book,
     release,
 )
-from policies.queueing.trace import TraceJob
+from trainform.policies.queueing.trace import TraceJob
 
 
 def simulate(platform: PlatformModel, jobs: Iterable[TraceJob]) -> SimulationResult:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from specs import Quantity, SpecSet
+    from trainform.specs import Quantity, SpecSet
 
 PreemptMode = Literal["requeue", "cancel", "off"]
 REQUEUE_DELAY = 121.0
@@ -108,9 +108,7 @@ class SlurmPlatform:
     """Pending jobs the backfill pass plans for (Slurm: bf_max_job_test)."""
 
     def association(self, account: str, partition: str) -> SlurmAssociation | None:
-        return self.associations.get((account, partition)) or self.associations.get(
-            (account, "")
-        )
+        return self.associations.get((account, partition)) or self.associations.get((account, ""))
 
 
 def slurm_queue_names(specs: SpecSet) -> set[str]:

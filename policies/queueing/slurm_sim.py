@@ -35,10 +35,10 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from policies.queueing import holds
-from policies.queueing.result import JobOutcome, Run, SimulationResult, summarise
-from policies.queueing.slurm_model import SlurmPlatform, SlurmQos
-from policies.queueing.trace import TraceJob
+from trainform.policies.queueing import holds
+from trainform.policies.queueing.result import JobOutcome, Run, SimulationResult, summarise
+from trainform.policies.queueing.slurm_model import SlurmPlatform, SlurmQos
+from trainform.policies.queueing.trace import TraceJob
 
 
 @dataclass(eq=False)

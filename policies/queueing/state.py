@@ -21,8 +21,8 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from policies.queueing.platform import QueueModel
-    from policies.queueing.result import JobOutcome
+    from trainform.policies.queueing.platform import QueueModel
+    from trainform.policies.queueing.result import JobOutcome
 
 UNLIMITED = 1 << 62
 

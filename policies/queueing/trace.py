@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from policies.queueing.errors import TraceError
+from trainform.policies.queueing.errors import TraceError
 
 FIELDS = ("id", "submit", "project", "queue", "gpus", "duration", "priority", "limit")
 REQUIRED = ("submit", "project", "queue", "gpus", "duration")

@@ -10,11 +10,11 @@ its templates render in the spec sandbox, and policies come only from a trusted 
 base side's trainform.yaml (report). docs/review.md defines every figure.
 """
 
-from policies.review.errors import GitRefError, RefLoadError, ReviewError, TraceError
-from policies.review.render_json import render_review_json
-from policies.review.render_markdown import MARKER, render_review_markdown
-from policies.review.render_text import render_review_text
-from policies.review.report import ReviewReport, ReviewRequest, make_review
+from trainform.policies.review.errors import GitRefError, RefLoadError, ReviewError, TraceError
+from trainform.policies.review.render_json import render_review_json
+from trainform.policies.review.render_markdown import MARKER, render_review_markdown
+from trainform.policies.review.render_text import render_review_text
+from trainform.policies.review.report import ReviewReport, ReviewRequest, make_review
 
 __all__ = [
     "MARKER",

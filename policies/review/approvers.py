@@ -15,8 +15,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from policies.codeowners import CodeOwners, probe_path
-from specs import SpecSet
+from trainform.policies.codeowners import CodeOwners, probe_path
+from trainform.specs import SpecSet
 
 
 @dataclass(frozen=True, slots=True)

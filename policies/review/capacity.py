@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from specs import SpecSet
-from specs.models.platform import Queue, Quota, ResourceAmounts, ResourcePool
+from trainform.specs import SpecSet
+from trainform.specs.models.platform import Queue, Quota, ResourceAmounts, ResourcePool
 
 ZERO = Decimal(0)
 

@@ -12,7 +12,7 @@ diagnostic, raised through `RefLoadError` so the caller knows which side failed.
 
 from __future__ import annotations
 
-from specs import SpecLoadError
+from trainform.specs import SpecLoadError
 
 
 class ReviewError(Exception):

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from policies.findings import PolicyFinding
+from trainform.policies.findings import PolicyFinding
 
 
 class FindingStatus(enum.StrEnum):

@@ -21,7 +21,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from policies.review.errors import GitRefError
+from trainform.policies.review.errors import GitRefError
 
 WORKING_TREE = "working tree"
 _REGULAR_MODES = {"100644", "100755"}

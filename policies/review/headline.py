@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from decimal import Decimal
 
-from policies.review.semantic import ChangeAction, FieldChange, SemanticChange
+from trainform.policies.review.semantic import ChangeAction, FieldChange, SemanticChange
 
 ARROW = "→"
 _POOL_FIELD = re.compile(r"pools\[(?P<pool>[^\]]+)\]\.(?P<figure>\w+)\.(?P<resource>\w+)$")
@@ -22,7 +22,7 @@ _NAMES = {"Queue": "queue", "Quota": "quota", "ResourcePool": "pool", "Project":
 
 
 def _number(text: str | None) -> Decimal | None:
-    from specs.quantity import parse_quantity
+    from trainform.specs.quantity import parse_quantity
 
     if text is None:
         return None
@@ -33,7 +33,7 @@ def _number(text: str | None) -> Decimal | None:
 
 
 def _delta(old: str | None, new: str | None) -> str:
-    from policies.context import show_amount
+    from trainform.policies.context import show_amount
 
     a, b = _number(old), _number(new)
     if a is None or b is None or a == b:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from policies.review.errors import RefLoadError
-from policies.review.gitrefs import SpecSide
-from specs import Diagnostic, Location, SpecLoadError, SpecSet, load_specs
+from trainform.policies.review.errors import RefLoadError
+from trainform.policies.review.gitrefs import SpecSide
+from trainform.specs import Diagnostic, Location, SpecLoadError, SpecSet, load_specs
 
 
 def _relabel_location(side: SpecSide, location: Location | None) -> Location | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from policies.review.report import ReviewReport
+from trainform.policies.review.report import ReviewReport
 
 
 def render_review_json(report: ReviewReport) -> str:

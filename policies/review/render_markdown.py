@@ -12,10 +12,10 @@ request that changes no queue policy and brings no finding gets one line.
 
 from __future__ import annotations
 
-from policies.review.report import ReviewReport
-from policies.review.sections import Section, review_sections
-from policies.review.summary import one_line, verdict
-from specs.secrets import redact
+from trainform.policies.review.report import ReviewReport
+from trainform.policies.review.sections import Section, review_sections
+from trainform.policies.review.summary import one_line, verdict
+from trainform.specs.secrets import redact
 
 MARKER = "<!-- trainform-review -->"
 MAX_CHARACTERS = 60_000

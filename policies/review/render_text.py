@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from policies.review.report import ReviewReport
-from policies.review.sections import Section, review_sections
-from policies.review.summary import verdict
+from trainform.policies.review.report import ReviewReport
+from trainform.policies.review.sections import Section, review_sections
+from trainform.policies.review.summary import verdict
 
 
 def _table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:

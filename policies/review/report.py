@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from policies.review.approvers import Approval, approvals_needed
-from policies.review.capacity import Capacity, capacity_json, compute_capacity
-from policies.review.errors import ReviewError
-from policies.review.finding_diff import FindingChange, FindingStatus, diff_findings
-from policies.review.gitrefs import SpecSide, open_side
-from policies.review.loading import load_side
-from policies.review.semantic import SemanticChange, diff_queue_policy
-from policies.review.simulation import (
+from trainform.policies.review.approvers import Approval, approvals_needed
+from trainform.policies.review.capacity import Capacity, capacity_json, compute_capacity
+from trainform.policies.review.errors import ReviewError
+from trainform.policies.review.finding_diff import FindingChange, FindingStatus, diff_findings
+from trainform.policies.review.gitrefs import SpecSide, open_side
+from trainform.policies.review.loading import load_side
+from trainform.policies.review.semantic import SemanticChange, diff_queue_policy
+from trainform.policies.review.simulation import (
     AccountingWindow,
     SimulationComparison,
     compare_simulations,
@@ -34,12 +34,12 @@ from policies.review.simulation import (
     read_jobs,
     slurm_instance,
 )
-from policies.review.slurm_settings import read_scheduler_settings
-from policies.review.trace_names import match_trace_names, parse_mapping
+from trainform.policies.review.slurm_settings import read_scheduler_settings
+from trainform.policies.review.trace_names import match_trace_names, parse_mapping
 
 if TYPE_CHECKING:
-    from policies.findings import PolicyFinding
-    from specs import SpecSet
+    from trainform.policies.findings import PolicyFinding
+    from trainform.specs import SpecSet
 
 FORMAT_VERSION = 1
 
@@ -142,9 +142,7 @@ def _relabel_findings(side: SpecSide, findings: Sequence[PolicyFinding]) -> list
     return result
 
 
-def _changed_files(
-    changes: Sequence[SemanticChange], base: SpecSet, head: SpecSet
-) -> list[str]:
+def _changed_files(changes: Sequence[SemanticChange], base: SpecSet, head: SpecSet) -> list[str]:
     """The files (relative to the spec folder, `/`-separated) declaring each change."""
     files = []
     for change in changes:
@@ -159,8 +157,8 @@ def _changed_files(
 
 def make_review(request: ReviewRequest) -> ReviewReport:
     """Review the change from `request.base` to `request.head` (None: the working tree)."""
-    from policies.engine import evaluate_policies
-    from policies.trusted import PolicyConfigError, load_trusted
+    from trainform.policies.engine import evaluate_policies
+    from trainform.policies.trusted import PolicyConfigError, load_trusted
 
     inputs = {
         "environment": request.environment,

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from policies.review.capacity import Capacity, number
-from policies.review.finding_diff import FindingStatus
-from policies.review.headline import change_lines
-from policies.review.report import ReviewReport
-from policies.review.semantic import SemanticChange
+from trainform.policies.review.capacity import Capacity, number
+from trainform.policies.review.finding_diff import FindingStatus
+from trainform.policies.review.headline import change_lines
+from trainform.policies.review.report import ReviewReport
+from trainform.policies.review.semantic import SemanticChange
 
 ARROW = "→"
 
@@ -221,7 +221,7 @@ def approval_items(report: ReviewReport) -> list[tuple[str, tuple[str, ...]]]:
 def review_sections(report: ReviewReport) -> list[Section]:
     """Every section of the review, in the order renderers show them: the change as
     numbers, who gains and loses, simulated waits, findings, approvals, then details."""
-    from policies.review.summary import findings_line
+    from trainform.policies.review.summary import findings_line
 
     capacity = capacity_sections(report)
     headline = Section(
@@ -244,8 +244,9 @@ def review_sections(report: ReviewReport) -> list[Section]:
         "approvals",
         "Approvals needed",
         items=approval_items(report),
-        note="" if report.approvals else "no CODEOWNERS, adminPaths or specPaths cover the "
-        "changed files",
+        note=""
+        if report.approvals
+        else "no CODEOWNERS, adminPaths or specPaths cover the changed files",
         folded=False,
     )
     changes = Section(
@@ -254,7 +255,7 @@ def review_sections(report: ReviewReport) -> list[Section]:
         items=change_items(report.changes),
         note="" if report.changes else "no change to pools, queues, quotas or projects",
     )
-    from policies.review.wait_sections import simulation_sections
+    from trainform.policies.review.wait_sections import simulation_sections
 
     simulation = simulation_sections(report)
     shown = 3 if any(section.key == "actual" for section in simulation) else 2

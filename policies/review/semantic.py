@@ -16,8 +16,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from specs import Resource, SpecSet
-from specs.models.platform import QueuePool, QueueSpec, QuotaSpec, ResourceAmounts, ResourcePoolSpec
+from trainform.specs import Resource, SpecSet
+from trainform.specs.models.platform import (
+    QueuePool,
+    QueueSpec,
+    QuotaSpec,
+    ResourceAmounts,
+    ResourcePoolSpec,
+)
 
 KIND_ORDER = ("ResourcePool", "Queue", "Quota", "Project")
 RESOURCES = ("gpu", "cpu", "memory")

@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from policies.review.errors import TraceError
-from specs import SpecSet
+from trainform.policies.review.errors import TraceError
+from trainform.specs import SpecSet
 
 if TYPE_CHECKING:
-    from policies.queueing import SimulationResult, TraceJob, WaitStats
-    from policies.review.slurm_settings import SchedulerSettings
-    from specs.models.config import RootConfig
+    from trainform.policies.queueing import SimulationResult, TraceJob, WaitStats
+    from trainform.policies.review.slurm_settings import SchedulerSettings
+    from trainform.specs.models.config import RootConfig
 
 TRACE_SOURCES = ("slurm",)
 _WHEN = re.compile(
@@ -48,8 +48,8 @@ def read_jobs(
 ) -> list[TraceJob]:
     """Jobs of the trace file `path`, or of the accounting `window` names, read with the
     provider instance of `config` (the base side's trainform.yaml)."""
-    from policies.queueing import read_trace
-    from policies.queueing.errors import QueueingError
+    from trainform.policies.queueing import read_trace
+    from trainform.policies.queueing.errors import QueueingError
 
     if path is not None:
         try:
@@ -90,10 +90,10 @@ def slurm_instance(source: str, config: RootConfig | None) -> Any:
 def _read_slurm(window: AccountingWindow, config: RootConfig | None) -> list[TraceJob]:
     """`sacct --json` of the window, run as the provider instance runs Slurm commands
     (its bin_dir and SLURM_CONF, its cluster), requeued runs folded."""
-    from policies.queueing import read_sacct
-    from policies.queueing.errors import QueueingError
-    from providers.errors import ProviderError
-    from providers.slurm.commands import SlurmCommands
+    from trainform.policies.queueing import read_sacct
+    from trainform.policies.queueing.errors import QueueingError
+    from trainform.providers.errors import ProviderError
+    from trainform.providers.slurm.commands import SlurmCommands
 
     for option, value in (("--since", window.since), ("--until", window.until)):
         if not _WHEN.match(value):
@@ -177,7 +177,7 @@ def compare_simulations(
 
 
 def _actual(jobs: Sequence[TraceJob], key: Any) -> dict[str, WaitStats]:
-    from policies.queueing import WaitStats
+    from trainform.policies.queueing import WaitStats
 
     waits: dict[str, list[float]] = {}
     for job in jobs:
@@ -192,10 +192,10 @@ def simulate_specs(
     """The trace under the platform of `specs`: queues on Slurm pools in the Slurm model
     (with the cluster's `scheduler` settings when known, else Slurm's defaults), the others
     in the Kueue model (docs/simulation.md), merged in trace order."""
-    from policies.queueing import platform_from_specs, simulate
-    from policies.queueing.result import summarise
-    from policies.queueing.slurm_model import slurm_platform_from_specs, slurm_queue_names
-    from policies.queueing.slurm_sim import simulate_slurm
+    from trainform.policies.queueing import platform_from_specs, simulate
+    from trainform.policies.queueing.result import summarise
+    from trainform.policies.queueing.slurm_model import slurm_platform_from_specs, slurm_queue_names
+    from trainform.policies.queueing.slurm_sim import simulate_slurm
 
     platform = platform_from_specs(specs)
     slurm = slurm_queue_names(specs)

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from policies.queueing.slurm_model import SlurmWeights
-from policies.review.errors import TraceError
+from trainform.policies.queueing.slurm_model import SlurmWeights
+from trainform.policies.review.errors import TraceError
 
 
 @dataclass(frozen=True)
@@ -95,8 +95,8 @@ def parse_scheduler_settings(text: str) -> SchedulerSettings:
 
 def read_scheduler_settings(instance: Any) -> SchedulerSettings:
     """`scontrol show config` of the cluster the slurm provider `instance` names."""
-    from providers.errors import ProviderError
-    from providers.slurm.commands import SlurmCommands
+    from trainform.providers.errors import ProviderError
+    from trainform.providers.slurm.commands import SlurmCommands
 
     connection = instance.connection
     commands = SlurmCommands(connection.bin_dir, connection.conf, timeout=60)

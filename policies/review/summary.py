@@ -6,9 +6,9 @@ says so, so a reviewer does not hold the pull request responsible for it.
 
 from __future__ import annotations
 
-from policies.findings import PolicyFinding
-from policies.review.finding_diff import FindingStatus
-from policies.review.report import ReviewReport
+from trainform.policies.findings import PolicyFinding
+from trainform.policies.review.finding_diff import FindingStatus
+from trainform.policies.review.report import ReviewReport
 
 NAMED = 3
 

@@ -18,11 +18,11 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from policies.review.errors import TraceError
-from specs import SpecSet
+from trainform.policies.review.errors import TraceError
+from trainform.specs import SpecSet
 
 if TYPE_CHECKING:
-    from policies.queueing import TraceJob
+    from trainform.policies.queueing import TraceJob
 
 SHOWN = 20
 
@@ -49,7 +49,8 @@ class UnknownTraceNamesError(TraceError):
             if len(unknown) > SHOWN:
                 lines.append(f"  ... and {len(unknown) - SHOWN} more unknown {what}s")
         lines.append(
-            "declared queues: " + (", ".join(sorted(known_queues)) or "none")
+            "declared queues: "
+            + (", ".join(sorted(known_queues)) or "none")
             + "; map trace names with --map-queue TRACE=SPEC and --map-project TRACE=SPEC"
         )
         super().__init__("\n".join(lines))

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from policies.review.report import ReviewReport
-from policies.review.sections import ARROW, Section, duration, duration_delta, pairs
-from policies.review.simulation import WaitRow
+from trainform.policies.review.report import ReviewReport
+from trainform.policies.review.sections import ARROW, Section, duration, duration_delta, pairs
+from trainform.policies.review.simulation import WaitRow
 
 
 def wait_rows(rows: Sequence[WaitRow]) -> list[tuple[str, ...]]:
@@ -64,7 +64,7 @@ def held_rows(report: ReviewReport) -> list[tuple[str, ...]]:
     largest first, at most HELD_REASONS_SHOWN each."""
     from collections import Counter
 
-    from policies.queueing.holds import SHOWN
+    from trainform.policies.queueing.holds import SHOWN
 
     sim = report.simulation
     if sim is None:
@@ -158,8 +158,16 @@ def simulation_sections(report: ReviewReport) -> list[Section]:
             Section(
                 "actual",
                 "Actual waits in the accounting window beside the simulated base",
-                ("queue or project", "jobs", "p50 actual", "simulated", "error",
-                 "p95 actual", "simulated", "error"),
+                (
+                    "queue or project",
+                    "jobs",
+                    "p50 actual",
+                    "simulated",
+                    "error",
+                    "p95 actual",
+                    "simulated",
+                    "error",
+                ),
                 actual,
                 note="actual: first start - submission as accounted; the error is the "
                 "simulator's on this platform's own history (docs/simulation.md)",

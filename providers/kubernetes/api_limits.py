@@ -30,10 +30,10 @@ import re
 from decimal import Decimal
 from typing import Any
 
-from providers.base import DesiredResource, ValidationProblem
-from providers.kubernetes.naming import Naming
-from providers.kubernetes.placement import fits, pool_from_facts
-from specs.quantity import parse_quantity
+from trainform.providers.base import DesiredResource, ValidationProblem
+from trainform.providers.kubernetes.naming import Naming
+from trainform.providers.kubernetes.placement import fits, pool_from_facts
+from trainform.specs.quantity import parse_quantity
 
 MAX_NODE_LABELS = 8
 MAX_TOLERATIONS = 8

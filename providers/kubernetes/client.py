@@ -22,13 +22,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from providers.errors import (
+from trainform.providers.errors import (
     PermanentProviderError,
     ProviderConfigError,
     TransientProviderError,
 )
-from providers.kubernetes.kinds import BY_KIND, MINIMUM_KUEUE, ApiKind
-from specs.secrets import redact, register_secret
+from trainform.providers.kubernetes.kinds import BY_KIND, MINIMUM_KUEUE, ApiKind
+from trainform.specs.secrets import redact, register_secret
 
 TIMEOUT = 30.0
 

@@ -28,10 +28,10 @@ import json
 from decimal import Decimal
 from typing import Any
 
-from providers.base import Discovered
-from providers.errors import PermanentProviderError
-from providers.kubernetes.client import KubeClient
-from providers.kubernetes.kinds import (
+from trainform.providers.base import Discovered
+from trainform.providers.errors import PermanentProviderError
+from trainform.providers.kubernetes.client import KubeClient
+from trainform.providers.kubernetes.kinds import (
     CLUSTER_QUEUE,
     COHORT,
     LOCAL_QUEUE,
@@ -41,17 +41,17 @@ from providers.kubernetes.kinds import (
     TOPOLOGY,
     WORKLOAD_PRIORITY_CLASS,
 )
-from providers.kubernetes.manifests import OWNERS_ANNOTATION, POOL_ANNOTATION
-from providers.kubernetes.naming import Naming
-from providers.kubernetes.placement import flavor_pool
-from providers.kubernetes.project_queues import PODS, queue_policy
-from providers.kubernetes.projection import (
+from trainform.providers.kubernetes.manifests import OWNERS_ANNOTATION, POOL_ANNOTATION
+from trainform.providers.kubernetes.naming import Naming
+from trainform.providers.kubernetes.placement import flavor_pool
+from trainform.providers.kubernetes.project_queues import PODS, queue_policy
+from trainform.providers.kubernetes.projection import (
     canonical,
     project_document,
     read_queue_policy,
     resource_key,
 )
-from specs.quantity import parse_quantity
+from trainform.specs.quantity import parse_quantity
 
 _EMPTY_QUEUE = {"pools": []}
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from providers.kubernetes.client import describe
+from trainform.providers.kubernetes.client import describe
 
 
 def last_change(objects: list[dict[str, Any]], own_manager: str) -> dict[str, Any]:

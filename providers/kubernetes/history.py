@@ -16,14 +16,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from providers.errors import PermanentProviderError
-from providers.jobs import AccountedRun, LogChunk, RunStatus
-from providers.kubernetes.client import KubeClient
-from providers.kubernetes.jobs import ledger_entries, ledger_name
-from providers.kubernetes.kinds import CONFIG_MAP, JOB
-from providers.kubernetes.logs import archive_location, chunk, pods_text, read_archive
-from providers.kubernetes.naming import Naming, address_of
-from providers.kubernetes.timeline import (
+from trainform.providers.errors import PermanentProviderError
+from trainform.providers.jobs import AccountedRun, LogChunk, RunStatus
+from trainform.providers.kubernetes.client import KubeClient
+from trainform.providers.kubernetes.jobs import ledger_entries, ledger_name
+from trainform.providers.kubernetes.kinds import CONFIG_MAP, JOB
+from trainform.providers.kubernetes.logs import archive_location, chunk, pods_text, read_archive
+from trainform.providers.kubernetes.naming import Naming, address_of
+from trainform.providers.kubernetes.timeline import (
     JOB_NAME_LABEL,
     POD,
     attempt_status,

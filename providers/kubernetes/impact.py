@@ -14,9 +14,9 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from providers.kubernetes.naming import Naming
-from providers.kubernetes.projection import resource_key
-from specs.quantity import parse_quantity
+from trainform.providers.kubernetes.naming import Naming
+from trainform.providers.kubernetes.projection import resource_key
+from trainform.specs.quantity import parse_quantity
 
 
 def _amount(value: Any) -> Decimal:

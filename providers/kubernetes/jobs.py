@@ -34,9 +34,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from providers.jobs import JobLaunch
-from providers.kubernetes import pods
-from providers.kubernetes.naming import (
+from trainform.providers.jobs import JobLaunch
+from trainform.providers.kubernetes import pods
+from trainform.providers.kubernetes.naming import (
     PRIORITY_CLASS_LABEL,
     QUEUE_NAME_LABEL,
     Naming,
@@ -44,14 +44,14 @@ from providers.kubernetes.naming import (
     label_safe,
     short_hash,
 )
-from providers.kubernetes.placement import DEFAULT_GPU, Placement
-from providers.kubernetes.timeline import (  # noqa: F401 - kept here for their importers
+from trainform.providers.kubernetes.placement import DEFAULT_GPU, Placement
+from trainform.providers.kubernetes.timeline import (  # noqa: F401 - kept here for their importers
     DELETED,
     attempt_status,
     why_pending,
 )
-from providers.local.environment import dataset_location, parameter_text, variable_suffix
-from specs.quantity import parse_quantity
+from trainform.providers.local.environment import dataset_location, parameter_text, variable_suffix
+from trainform.specs.quantity import parse_quantity
 
 RUN_LABEL = "trainform.dev/run-id"
 ATTEMPT_LABEL = "trainform.dev/attempt"

@@ -39,11 +39,15 @@ import re
 from decimal import Decimal
 from typing import Any
 
-from providers.base import DesiredResource, ValidationProblem
-from providers.kubernetes.api_limits import job_fit_problems, limit_problems, queue_size_problems
-from providers.kubernetes.manifests import AMOUNT_FIELDS
-from providers.kubernetes.naming import Naming
-from specs.quantity import parse_quantity
+from trainform.providers.base import DesiredResource, ValidationProblem
+from trainform.providers.kubernetes.api_limits import (
+    job_fit_problems,
+    limit_problems,
+    queue_size_problems,
+)
+from trainform.providers.kubernetes.manifests import AMOUNT_FIELDS
+from trainform.providers.kubernetes.naming import Naming
+from trainform.specs.quantity import parse_quantity
 
 MAX_FLAVORS = 64
 MAX_RESOURCES = 64

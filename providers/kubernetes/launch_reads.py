@@ -7,19 +7,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from providers.errors import PermanentProviderError
-from providers.jobs import JobLaunch
-from providers.kubernetes.client import KubeClient
-from providers.kubernetes.kinds import (
+from trainform.providers.errors import PermanentProviderError
+from trainform.providers.jobs import JobLaunch
+from trainform.providers.kubernetes.client import KubeClient
+from trainform.providers.kubernetes.kinds import (
     CLUSTER_QUEUE,
     COHORT,
     LOCAL_QUEUE,
     RESOURCE_FLAVOR,
     TOPOLOGY,
 )
-from providers.kubernetes.manifests import MAX_RUNTIME_ANNOTATION, MAX_WALL_TIME_ANNOTATION
-from providers.kubernetes.naming import Naming, dns_label
-from providers.kubernetes.placement import Placement, duration_seconds, flavor_pool, place
+from trainform.providers.kubernetes.manifests import (
+    MAX_RUNTIME_ANNOTATION,
+    MAX_WALL_TIME_ANNOTATION,
+)
+from trainform.providers.kubernetes.naming import Naming, dns_label
+from trainform.providers.kubernetes.placement import Placement, duration_seconds, flavor_pool, place
 
 
 def _annotations(obj: dict[str, Any]) -> dict[str, str]:

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from providers.jobs import LogChunk
-from providers.kubernetes.client import KubeClient
-from providers.kubernetes.jobs import CONTAINER, run_location
-from providers.kubernetes.timeline import POD, pod_index
+from trainform.providers.jobs import LogChunk
+from trainform.providers.kubernetes.client import KubeClient
+from trainform.providers.kubernetes.jobs import CONTAINER, run_location
+from trainform.providers.kubernetes.timeline import POD, pod_index
 
 
 def archive_location(entry: dict[str, Any]) -> str:
@@ -85,7 +85,7 @@ def _boto_errors() -> tuple[type[Exception], ...]:
 
 def write_archive(s3: Any, uri: str, text: str) -> None:
     """Write the log to `uri` through the boto3 S3 client `s3`."""
-    from providers.objectstore.client import provider_error, split_s3_uri
+    from trainform.providers.objectstore.client import provider_error, split_s3_uri
 
     bucket, key = split_s3_uri(uri)
     try:
@@ -98,7 +98,7 @@ def write_archive(s3: Any, uri: str, text: str) -> None:
 
 def read_archive(s3: Any, uri: str) -> str | None:
     """The archived log, None when there is none."""
-    from providers.objectstore.client import is_not_found, provider_error, split_s3_uri
+    from trainform.providers.objectstore.client import is_not_found, provider_error, split_s3_uri
 
     bucket, key = split_s3_uri(uri)
     try:

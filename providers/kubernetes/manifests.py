@@ -24,10 +24,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from providers.kubernetes import project_queues
-from providers.kubernetes.kinds import KUEUE
-from providers.kubernetes.naming import PROJECT_LABEL, Naming
-from providers.kubernetes.project_queues import queue_policy
+from trainform.providers.kubernetes import project_queues
+from trainform.providers.kubernetes.kinds import KUEUE
+from trainform.providers.kubernetes.naming import PROJECT_LABEL, Naming
+from trainform.providers.kubernetes.project_queues import queue_policy
 
 DEFAULT_GPU = "nvidia.com/gpu"
 DISPLAY_NAME_ANNOTATION = "trainform.dev/display-name"

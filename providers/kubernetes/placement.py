@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from providers.kubernetes.manifests import DEFAULT_GPU, POOL_ANNOTATION
-from specs.quantity import Duration, parse_quantity
+from trainform.providers.kubernetes.manifests import DEFAULT_GPU, POOL_ANNOTATION
+from trainform.specs.quantity import Duration, parse_quantity
 
 
 @dataclass(frozen=True)

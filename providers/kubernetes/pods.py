@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from providers.kubernetes.placement import Placement
+from trainform.providers.kubernetes.placement import Placement
 
 RENDEZVOUS_PORT = 29500
 MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"

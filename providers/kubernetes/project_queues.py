@@ -36,8 +36,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from providers.kubernetes.kinds import KUEUE
-from providers.kubernetes.naming import DOMAIN, Naming, dns_label
+from trainform.providers.kubernetes.kinds import KUEUE
+from trainform.providers.kubernetes.naming import DOMAIN, Naming, dns_label
 
 QUEUE_LABEL = f"{DOMAIN}/queue"
 MAX_WALL_TIME_ANNOTATION = f"{DOMAIN}/max-wall-time"

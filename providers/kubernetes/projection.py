@@ -28,7 +28,7 @@ import copy
 import json
 from typing import Any
 
-from providers.kubernetes.manifests import (
+from trainform.providers.kubernetes.manifests import (
     AMOUNT_FIELDS,
     DISPLAY_NAME_ANNOTATION,
     MAX_RUNTIME_ANNOTATION,
@@ -36,9 +36,9 @@ from providers.kubernetes.manifests import (
     OWNERS_ANNOTATION,
     POOL_ANNOTATION,
 )
-from providers.kubernetes.naming import Naming
-from providers.kubernetes.project_queues import PODS
-from specs.quantity import Quantity, parse_quantity
+from trainform.providers.kubernetes.naming import Naming
+from trainform.providers.kubernetes.project_queues import PODS
+from trainform.specs.quantity import Quantity, parse_quantity
 
 Objects = dict[str, dict[str, Any] | None]
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, ClassVar
 
-from providers.base import (
+from trainform.providers.base import (
     DesiredResource,
     Discovered,
     Finding,
@@ -26,13 +26,13 @@ from providers.base import (
     ProviderContext,
     ValidationProblem,
 )
-from providers.errors import PermanentProviderError
-from providers.kubernetes import manifests
-from providers.kubernetes.client import KubeClient, describe, make_api_client
-from providers.kubernetes.discovery import discover_documents
-from providers.kubernetes.evidence import last_change
-from providers.kubernetes.impact import admitted_usage, quota_impact
-from providers.kubernetes.kinds import (
+from trainform.providers.errors import PermanentProviderError
+from trainform.providers.kubernetes import manifests
+from trainform.providers.kubernetes.client import KubeClient, describe, make_api_client
+from trainform.providers.kubernetes.discovery import discover_documents
+from trainform.providers.kubernetes.evidence import last_change
+from trainform.providers.kubernetes.impact import admitted_usage, quota_impact
+from trainform.providers.kubernetes.kinds import (
     BY_KIND,
     CLUSTER_QUEUE,
     NAMESPACE,
@@ -40,12 +40,12 @@ from providers.kubernetes.kinds import (
     WORKLOAD,
     ApiKind,
 )
-from providers.kubernetes.kueue_rules import instance_problems, resource_problems
-from providers.kubernetes.naming import KIND_LABEL, Naming, address_of
-from providers.kubernetes.project_queues import QUEUE_LABEL
-from providers.kubernetes.projection import project_document, roles
-from providers.kubernetes.queue_sync import with_live_queue_facts, write_queue_policy
-from providers.kubernetes.runs import KubernetesJobs
+from trainform.providers.kubernetes.kueue_rules import instance_problems, resource_problems
+from trainform.providers.kubernetes.naming import KIND_LABEL, Naming, address_of
+from trainform.providers.kubernetes.project_queues import QUEUE_LABEL
+from trainform.providers.kubernetes.projection import project_document, roles
+from trainform.providers.kubernetes.queue_sync import with_live_queue_facts, write_queue_policy
+from trainform.providers.kubernetes.runs import KubernetesJobs
 
 RESOURCE_KINDS = ("Project", "ResourcePool", "Queue", "Quota")
 FORCE_ANNOTATION = "trainform.dev/force-conflicts"  # on a spec: take its fields back

@@ -13,17 +13,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from providers.base import DesiredResource
-from providers.kubernetes.client import KubeClient
-from providers.kubernetes.discovery import live_queue_facts
-from providers.kubernetes.kinds import CLUSTER_QUEUE
-from providers.kubernetes.naming import Naming, address_of
-from providers.kubernetes.project_queues import (
+from trainform.providers.base import DesiredResource
+from trainform.providers.kubernetes.client import KubeClient
+from trainform.providers.kubernetes.discovery import live_queue_facts
+from trainform.providers.kubernetes.kinds import CLUSTER_QUEUE
+from trainform.providers.kubernetes.naming import Naming, address_of
+from trainform.providers.kubernetes.project_queues import (
     QUEUE_LABEL,
     project_queue_name,
     project_queue_spec,
 )
-from providers.kubernetes.projection import quota_limits
+from trainform.providers.kubernetes.projection import quota_limits
 
 
 def write_queue_policy(

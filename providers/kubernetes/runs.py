@@ -34,9 +34,9 @@ import datetime
 from collections.abc import Callable
 from typing import Any
 
-from providers.base import DesiredResource, Observation, ObserveRequest
-from providers.errors import PermanentProviderError, ProviderError
-from providers.jobs import (
+from trainform.providers.base import DesiredResource, Observation, ObserveRequest
+from trainform.providers.errors import PermanentProviderError, ProviderError
+from trainform.providers.jobs import (
     AttemptStatus,
     CheckpointStatus,
     EvaluationStatus,
@@ -44,9 +44,9 @@ from providers.jobs import (
     RunPhase,
     RunStatus,
 )
-from providers.kubernetes.client import KubeClient
-from providers.kubernetes.history import RunHistory
-from providers.kubernetes.jobs import (
+from trainform.providers.kubernetes.client import KubeClient
+from trainform.providers.kubernetes.history import RunHistory
+from trainform.providers.kubernetes.jobs import (
     job_manifest,
     ledger_entries,
     ledger_entry,
@@ -55,7 +55,7 @@ from providers.kubernetes.jobs import (
     owner_job,
     run_location,
 )
-from providers.kubernetes.kinds import (
+from trainform.providers.kubernetes.kinds import (
     CONFIG_MAP,
     JOB,
     KUEUE,
@@ -64,29 +64,29 @@ from providers.kubernetes.kinds import (
     WORKLOAD_PRIORITY_CLASS,
     ApiKind,
 )
-from providers.kubernetes.launch_reads import read_placement
-from providers.kubernetes.logs import (
+from trainform.providers.kubernetes.launch_reads import read_placement
+from trainform.providers.kubernetes.logs import (
     archive_location,
     pods_text,
     write_archive,
 )
-from providers.kubernetes.naming import (
+from trainform.providers.kubernetes.naming import (
     ADDRESS_HASH_LABEL,
     KIND_LABEL,
     Naming,
     address_of,
     short_hash,
 )
-from providers.kubernetes.placement import Placement
-from providers.kubernetes.pods import headless_service
-from providers.kubernetes.timeline import (
+from trainform.providers.kubernetes.placement import Placement
+from trainform.providers.kubernetes.pods import headless_service
+from trainform.providers.kubernetes.timeline import (
     POD,
     attempt_status,
     final_facts,
     parse_time,
     pods_by_job,
 )
-from providers.local.status import run_to_json
+from trainform.providers.local.status import run_to_json
 
 PRIORITY_KIND = "Priority"
 WORKLOAD_PAGE = 500
@@ -330,7 +330,7 @@ class KubernetesJobs(RunHistory):
         """One S3 client for the provider's object store, made on first use."""
         made = getattr(self, "_s3_client", None)
         if made is None:
-            from providers.objectstore.client import make_client
+            from trainform.providers.objectstore.client import make_client
 
             made = self._s3_client = make_client(self._store())
         return made
@@ -519,7 +519,7 @@ class KubernetesJobs(RunHistory):
         store = self._store()
         if not location.startswith("s3://") or store is None:
             return None
-        from providers.objectstore.checkpoints import S3Checkpoints
+        from trainform.providers.objectstore.checkpoints import S3Checkpoints
 
         return list(S3Checkpoints(location, client=self._s3()).list())
 
@@ -527,7 +527,7 @@ class KubernetesJobs(RunHistory):
         store = self._store()
         if not location.startswith("s3://") or store is None:
             return
-        from providers.objectstore.checkpoints import S3Checkpoints
+        from trainform.providers.objectstore.checkpoints import S3Checkpoints
 
         try:
             checkpoints = S3Checkpoints(location, client=self._s3())

@@ -43,9 +43,9 @@ import re
 from decimal import Decimal
 from typing import Any
 
-from providers.jobs import AttemptStatus, Cause, RunPhase, WaitSpan
-from providers.kubernetes.kinds import ApiKind
-from specs.quantity import parse_quantity
+from trainform.providers.jobs import AttemptStatus, Cause, RunPhase, WaitSpan
+from trainform.providers.kubernetes.kinds import ApiKind
+from trainform.specs.quantity import parse_quantity
 
 POD = ApiKind("Pod", "v1", "pods", True)
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"

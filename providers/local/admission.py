@@ -18,7 +18,7 @@ In one write transaction (BEGIN IMMEDIATE) it
    is appended to the attempt's `waits` (closed when the reason changes or it starts).
 
 Starting an attempt records it `running` (`admitted_at`, `host`) and spawns its supervisor
-(`python -m providers.local.supervisor DB ATTEMPT`) detached in its own session, with its
+(`python -m trainform.providers.local.supervisor DB ATTEMPT`) detached in its own session, with its
 output appended to the attempt's log; the pid is recorded before the transaction commits.
 Capacity arithmetic is exact (Decimal): normalized documents hold quantities as decimal
 strings, memory in bytes. A null nominalQuota for a resource means the queue provides
@@ -38,16 +38,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import providers
-from providers.jobs import Cause, parse_utc
-from providers.local import capacity
-from providers.local.capacity import Usage
-from providers.local.outcomes import reached_step, resume_point, retry_wanted, schedule_retry
-from providers.local.processes import is_job_process, signal_group, supervisor_alive
-from providers.local.runs import Attempt, RunStore, utc_now
+from trainform.providers.jobs import Cause, parse_utc
+from trainform.providers.local import capacity
+from trainform.providers.local.capacity import Usage
+from trainform.providers.local.outcomes import (
+    reached_step,
+    resume_point,
+    retry_wanted,
+    schedule_retry,
+)
+from trainform.providers.local.processes import is_job_process, signal_group, supervisor_alive
+from trainform.providers.local.runs import Attempt, RunStore, utc_now
 
 SUPERVISOR_GONE = "supervisor exited without recording an outcome (killed?)"
-REPOSITORY = Path(providers.__file__).resolve().parent.parent
 _DURATION_PART = re.compile(r"([0-9]+)(w|d|h|m|s)")
 _DURATION_UNITS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
 _spawned: list[subprocess.Popen[bytes]] = []
@@ -259,11 +262,16 @@ def _spawn(database: Path, attempt: Attempt, wake: bool = False) -> int:
     log = Path(attempt.log_path)
     log.parent.mkdir(parents=True, exist_ok=True)
     environment = dict(os.environ)
-    paths = [str(REPOSITORY), environment.get("PYTHONPATH", "")]
-    environment["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     with open(log, "ab") as output:
         process = subprocess.Popen(
-            [sys.executable, "-m", "providers.local.supervisor", str(database), attempt.id]
+            [
+                sys.executable,
+                "-P",
+                "-m",
+                "trainform.providers.local.supervisor",
+                str(database),
+                attempt.id,
+            ]
             + (["--wake"] if wake else []),
             stdin=subprocess.DEVNULL,
             stdout=output,

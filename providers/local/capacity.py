@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from providers.local.runs import Attempt
+from trainform.providers.local.runs import Attempt
 
 RESOURCES = ("cpu", "memory", "gpu")
 _BINARY_UNITS = [("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10)]

@@ -13,10 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from providers.jobs import CheckpointStatus
-from providers.local.checkpoints import list_checkpoints
-from providers.local.runs import Attempt
-from providers.objectstore.checkpoints import S3Checkpoints
+from trainform.providers.jobs import CheckpointStatus
+from trainform.providers.local.checkpoints import list_checkpoints
+from trainform.providers.local.runs import Attempt
+from trainform.providers.objectstore.checkpoints import S3Checkpoints
 
 
 def remote_store(attempt: Attempt) -> S3Checkpoints | None:

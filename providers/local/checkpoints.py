@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from providers.jobs import CheckpointStatus
+from trainform.providers.jobs import CheckpointStatus
 
 STEP_FOLDER = re.compile(r"^step-(\d+)$")
 MANIFEST = "manifest.json"

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from providers.errors import PermanentProviderError
-from specs.confinement import PathEscape, confined_path
+from trainform.providers.errors import PermanentProviderError
+from trainform.specs.confinement import PathEscape, confined_path
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from providers.errors import ProviderError
-from providers.local.checkpoints import check_checkpoint
-from providers.local.datasets import build_manifest, resolve_source, version_folder
-from providers.local.runs import Attempt
+from trainform.providers.errors import ProviderError
+from trainform.providers.local.checkpoints import check_checkpoint
+from trainform.providers.local.datasets import build_manifest, resolve_source, version_folder
+from trainform.providers.local.runs import Attempt
 
 INHERITED = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER")
 
@@ -68,8 +68,8 @@ def dataset_folder(
 
 def _staged(attempt: Attempt, dataset: dict[str, Any], location: str) -> Path:
     """A dataset version on S3, copied into the local cache and verified against its pin."""
-    from providers.objectstore.client import make_client
-    from providers.objectstore.staging import stage_version
+    from trainform.providers.objectstore.client import make_client
+    from trainform.providers.objectstore.staging import stage_version
 
     label = f"dataset {dataset['name']}@{dataset['version']}"
     try:

@@ -24,8 +24,8 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from providers.errors import PermanentProviderError
-from providers.jobs import (
+from trainform.providers.errors import PermanentProviderError
+from trainform.providers.jobs import (
     AccountedRun,
     DatasetInput,
     JobLaunch,
@@ -34,14 +34,14 @@ from providers.jobs import (
     parse_utc,
     utc_text,
 )
-from providers.local.admission import admit, cancel_queued
-from providers.local.checkpoints import STEP_FOLDER, CheckCache
-from providers.local.datasets import build_manifest
-from providers.local.environment import dataset_folder, dataset_location
-from providers.local.layout import LOCK_FILE_NAME, RunLayout, snapshot_code, suite_name
-from providers.local.processes import signal_process, supervisor_alive
-from providers.local.runs import Attempt, RunStore, attempt_id, utc_now
-from providers.local.status import run_statuses
+from trainform.providers.local.admission import admit, cancel_queued
+from trainform.providers.local.checkpoints import STEP_FOLDER, CheckCache
+from trainform.providers.local.datasets import build_manifest
+from trainform.providers.local.environment import dataset_folder, dataset_location
+from trainform.providers.local.layout import LOCK_FILE_NAME, RunLayout, snapshot_code, suite_name
+from trainform.providers.local.processes import signal_process, supervisor_alive
+from trainform.providers.local.runs import Attempt, RunStore, attempt_id, utc_now
+from trainform.providers.local.status import run_statuses
 
 LOG_CHUNK_BYTES = 4 * 2**20
 
@@ -291,16 +291,16 @@ class LocalJobs:
             )
         prefix = layout.checkpoint_prefix.rstrip("/")
         if prefix not in self._lifecycle_done:
-            from providers.objectstore.checkpoints import ensure_lifecycle
-            from providers.objectstore.client import make_client
+            from trainform.providers.objectstore.checkpoints import ensure_lifecycle
+            from trainform.providers.objectstore.client import make_client
 
             ensure_lifecycle(make_client(self.object_store), prefix)
             self._lifecycle_done.add(prefix)
         return {"uri": layout.checkpoint_uri, "connection": self.object_store}
 
     def _s3_digest(self, dataset: DatasetInput, location: str) -> str:
-        from providers.objectstore.client import make_client
-        from providers.objectstore.staging import version_manifest
+        from trainform.providers.objectstore.client import make_client
+        from trainform.providers.objectstore.staging import version_manifest
 
         if self.object_store is None:
             raise PermanentProviderError(

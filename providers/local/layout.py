@@ -27,8 +27,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from providers.errors import PermanentProviderError
-from specs.confinement import PathEscape, confined_path
+from trainform.providers.errors import PermanentProviderError
+from trainform.specs.confinement import PathEscape, confined_path
 
 GLOBAL = "_global"
 SKIPPED_IN_SNAPSHOT = {".git", "__pycache__", ".venv", ".mypy_cache", ".pytest_cache"}

@@ -39,11 +39,11 @@ from datetime import timedelta
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
-from providers.errors import ProviderError
-from providers.jobs import Cause, parse_utc, retry_delay, utc_text
-from providers.local.checkpoint_sync import remote_store
-from providers.local.checkpoints import STEP_FOLDER, latest_valid, list_checkpoints
-from providers.local.runs import Attempt, RunStore, attempt_id, utc_now
+from trainform.providers.errors import ProviderError
+from trainform.providers.jobs import Cause, parse_utc, retry_delay, utc_text
+from trainform.providers.local.checkpoint_sync import remote_store
+from trainform.providers.local.checkpoints import STEP_FOLDER, latest_valid, list_checkpoints
+from trainform.providers.local.runs import Attempt, RunStore, attempt_id, utc_now
 
 CRASH_SIGNALS = frozenset(
     int(getattr(signal, name))

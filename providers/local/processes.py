@@ -12,7 +12,7 @@ import os
 import signal
 from pathlib import Path
 
-SUPERVISOR_MODULE = "providers.local.supervisor"
+SUPERVISOR_MODULE = "trainform.providers.local.supervisor"
 
 
 def _exists(pid: int) -> bool:

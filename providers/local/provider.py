@@ -22,7 +22,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, ClassVar
 
-from providers.base import (
+from trainform.providers.base import (
     DesiredResource,
     Discovered,
     Finding,
@@ -33,10 +33,10 @@ from providers.base import (
     ProviderContext,
     ValidationProblem,
 )
-from providers.errors import PermanentProviderError, ProviderConfigError
-from providers.jobs import AccountedRun, JobLaunch, LogChunk, RunStatus
-from providers.local.database import PlatformDatabase
-from providers.local.datasets import (
+from trainform.providers.errors import PermanentProviderError, ProviderConfigError
+from trainform.providers.jobs import AccountedRun, JobLaunch, LogChunk, RunStatus
+from trainform.providers.local.database import PlatformDatabase
+from trainform.providers.local.datasets import (
     Manifest,
     build_manifest,
     manifest_from_json,
@@ -44,11 +44,11 @@ from providers.local.datasets import (
     resolve_source,
     version_folder,
 )
-from providers.local.jobs import LocalJobs
-from providers.local.machine import MachineFacts, read_machine_facts
-from providers.local.runs import RunStore
-from providers.local.runtime import host_runtime
-from providers.local.status import run_to_json
+from trainform.providers.local.jobs import LocalJobs
+from trainform.providers.local.machine import MachineFacts, read_machine_facts
+from trainform.providers.local.runs import RunStore
+from trainform.providers.local.runtime import host_runtime
+from trainform.providers.local.status import run_to_json
 
 DATABASE_FILE = "platform.db"
 

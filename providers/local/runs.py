@@ -33,8 +33,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from providers.jobs import utc_text
-from providers.local.database import SCHEMA as OBJECTS_SCHEMA
+from trainform.providers.jobs import utc_text
+from trainform.providers.local.database import SCHEMA as OBJECTS_SCHEMA
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS attempts (

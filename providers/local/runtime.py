@@ -29,8 +29,8 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from providers.errors import PermanentProviderError
-from providers.local.environment import INHERITED
+from trainform.providers.errors import PermanentProviderError
+from trainform.providers.local.environment import INHERITED
 
 # Run by the job's interpreter (any Python 3.8+): its facts as JSON on stdout. The current
 # folder (`-c` puts it first on sys.path) is dropped, so files there cannot add or hide

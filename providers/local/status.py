@@ -22,7 +22,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from providers.jobs import (
+from trainform.providers.jobs import (
     AttemptStatus,
     Cause,
     EvaluationStatus,
@@ -30,12 +30,12 @@ from providers.jobs import (
     RunStatus,
     WaitSpan,
 )
-from providers.local.admission import SUPERVISOR_GONE
-from providers.local.checkpoint_sync import remote_store
-from providers.local.checkpoints import CheckCache, latest_valid, list_checkpoints
-from providers.local.outcomes import reached_step, resumed_step
-from providers.local.processes import supervisor_alive
-from providers.local.runs import Attempt, RunStore
+from trainform.providers.local.admission import SUPERVISOR_GONE
+from trainform.providers.local.checkpoint_sync import remote_store
+from trainform.providers.local.checkpoints import CheckCache, latest_valid, list_checkpoints
+from trainform.providers.local.outcomes import reached_step, resumed_step
+from trainform.providers.local.processes import supervisor_alive
+from trainform.providers.local.runs import Attempt, RunStore
 
 
 def without_supervisor(store: RunStore, attempts: list[Attempt]) -> set[str]:

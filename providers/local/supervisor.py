@@ -1,4 +1,4 @@
-"""The supervisor of one attempt: `python -m providers.local.supervisor DB ATTEMPT_ID`.
+"""The supervisor of one attempt: `python -m trainform.providers.local.supervisor DB ATTEMPT_ID`.
 
 (`... DB ATTEMPT_ID --wake` only waits until the queued attempt is eligible, then admits:
 admission starts one for a retry it schedules itself.)
@@ -42,14 +42,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 
-from providers.errors import ProviderError
-from providers.jobs import Cause, parse_utc
-from providers.local.admission import admit
-from providers.local.checkpoint_sync import CheckpointSync, remote_store
-from providers.local.checkpoints import apply_retention, latest_valid
-from providers.local.environment import LaunchRefused, job_environment, resume_variables
-from providers.local.layout import suite_name
-from providers.local.outcomes import (
+from trainform.providers.errors import ProviderError
+from trainform.providers.jobs import Cause, parse_utc
+from trainform.providers.local.admission import admit
+from trainform.providers.local.checkpoint_sync import CheckpointSync, remote_store
+from trainform.providers.local.checkpoints import apply_retention, latest_valid
+from trainform.providers.local.environment import LaunchRefused, job_environment, resume_variables
+from trainform.providers.local.layout import suite_name
+from trainform.providers.local.outcomes import (
     classify,
     memory_request,
     reached_step,
@@ -57,9 +57,9 @@ from providers.local.outcomes import (
     retry_wanted,
     schedule_retry,
 )
-from providers.local.processes import describe_signal, signal_group
-from providers.local.runs import Attempt, RunStore, utc_now
-from providers.objectstore.checkpoints import S3Checkpoints
+from trainform.providers.local.processes import describe_signal, signal_group
+from trainform.providers.local.runs import Attempt, RunStore, utc_now
+from trainform.providers.objectstore.checkpoints import S3Checkpoints
 
 GRACE_SECONDS = 10.0
 POLL_SECONDS = 0.1
@@ -373,7 +373,7 @@ def main(arguments: list[str] | None = None) -> int:
     wake = values[2:] == ["--wake"]
     if len(values) != 2 and not wake:
         print(
-            "usage: python -m providers.local.supervisor DATABASE ATTEMPT_ID [--wake]",
+            "usage: python -m trainform.providers.local.supervisor DATABASE ATTEMPT_ID [--wake]",
             file=sys.stderr,
         )
         return 2

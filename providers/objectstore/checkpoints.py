@@ -25,9 +25,9 @@ from datetime import UTC
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from providers.errors import PermanentProviderError
-from providers.jobs import CheckpointStatus
-from providers.objectstore.client import (
+from trainform.providers.errors import PermanentProviderError
+from trainform.providers.jobs import CheckpointStatus
+from trainform.providers.objectstore.client import (
     is_not_found,
     join_key,
     make_client,
@@ -262,7 +262,7 @@ class S3Checkpoints:
     def apply_retention(
         self, keep_last: int | None, protect: Iterable[str] = ()
     ) -> list[CheckpointStatus]:
-        from providers.local.checkpoints import retention_victims
+        from trainform.providers.local.checkpoints import retention_victims
 
         if not keep_last:
             return []

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from providers.errors import (
+from trainform.providers.errors import (
     PermanentProviderError,
     ProviderConfigError,
     ProviderError,

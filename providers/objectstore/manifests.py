@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from providers.objectstore.client import provider_error
+from trainform.providers.objectstore.client import provider_error
 
 TRAINFORM_FOLDER = ".trainform"
 

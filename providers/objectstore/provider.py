@@ -25,7 +25,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
-from providers.base import (
+from trainform.providers.base import (
     DesiredResource,
     Finding,
     KindSchema,
@@ -35,8 +35,8 @@ from providers.base import (
     ProviderContext,
     ValidationProblem,
 )
-from providers.errors import PermanentProviderError
-from providers.objectstore.client import (
+from trainform.providers.errors import PermanentProviderError
+from trainform.providers.objectstore.client import (
     is_not_found,
     is_precondition_failed,
     join_key,
@@ -44,7 +44,7 @@ from providers.objectstore.client import (
     provider_error,
     split_s3_uri,
 )
-from providers.objectstore.manifests import (
+from trainform.providers.objectstore.manifests import (
     TRAINFORM_FOLDER,
     ObjectEntry,
     S3Manifest,

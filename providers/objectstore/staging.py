@@ -17,9 +17,9 @@ import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from providers.errors import PermanentProviderError
-from providers.objectstore.client import join_key, provider_error, split_s3_uri
-from providers.objectstore.manifests import S3Manifest, list_manifest
+from trainform.providers.errors import PermanentProviderError
+from trainform.providers.objectstore.client import join_key, provider_error, split_s3_uri
+from trainform.providers.objectstore.manifests import S3Manifest, list_manifest
 
 
 class DataMutated(PermanentProviderError):

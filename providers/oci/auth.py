@@ -17,8 +17,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from providers.errors import PermanentProviderError, ProviderConfigError
-from specs.secrets import register_secret
+from trainform.providers.errors import PermanentProviderError, ProviderConfigError
+from trainform.specs.secrets import register_secret
 
 TOKEN_MARGIN_SECONDS = 10.0
 DEFAULT_TOKEN_LIFETIME = 60.0

@@ -18,11 +18,10 @@ from typing import IO, Any
 from urllib.parse import urljoin, urlsplit
 
 import requests
-
-from providers.errors import PermanentProviderError, TransientProviderError
-from providers.oci.auth import Authenticator, Credentials
-from providers.oci.manifests import ACCEPT, Manifest, sha256_digest
-from specs.secrets import redact
+from trainform.providers.errors import PermanentProviderError, TransientProviderError
+from trainform.providers.oci.auth import Authenticator, Credentials
+from trainform.providers.oci.manifests import ACCEPT, Manifest, sha256_digest
+from trainform.specs.secrets import redact
 
 CHUNK = 1 << 20
 SPOOL_IN_MEMORY = 64 << 20

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from providers.errors import PermanentProviderError
-from providers.oci.client import RegistryClient
-from providers.oci.manifests import (
+from trainform.providers.errors import PermanentProviderError
+from trainform.providers.oci.client import RegistryClient
+from trainform.providers.oci.manifests import (
     EMPTY_BLOB,
     MARKER_SUFFIX,
     OCI_MANIFEST,
@@ -19,7 +19,7 @@ from providers.oci.manifests import (
     ownership_of,
     sha256_digest,
 )
-from providers.oci.references import ImageTarget
+from trainform.providers.oci.references import ImageTarget
 
 
 def read_mark(

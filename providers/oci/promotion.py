@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from providers.errors import PermanentProviderError
-from providers.oci.client import RegistryClient
-from providers.oci.manifests import Manifest, pick_platform
+from trainform.providers.errors import PermanentProviderError
+from trainform.providers.oci.client import RegistryClient
+from trainform.providers.oci.manifests import Manifest, pick_platform
 
 
 def fetch(client: RegistryClient, repository: str, digest: str) -> Manifest:

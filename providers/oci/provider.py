@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from providers.base import (
+from trainform.providers.base import (
     DesiredResource,
     Finding,
     KindSchema,
@@ -29,13 +29,13 @@ from providers.base import (
     ProviderContext,
     ValidationProblem,
 )
-from providers.errors import PermanentProviderError, ProviderConfigError
-from providers.oci.auth import credentials_from_env
-from providers.oci.client import RegistryClient
-from providers.oci.manifests import Manifest, Ownership, marker_tag
-from providers.oci.ownership import claim, owned_marks, read_mark, untag
-from providers.oci.promotion import copy_image, fetch, image_labels
-from providers.oci.references import (
+from trainform.providers.errors import PermanentProviderError, ProviderConfigError
+from trainform.providers.oci.auth import credentials_from_env
+from trainform.providers.oci.client import RegistryClient
+from trainform.providers.oci.manifests import Manifest, Ownership, marker_tag
+from trainform.providers.oci.ownership import claim, owned_marks, read_mark, untag
+from trainform.providers.oci.promotion import copy_image, fetch, image_labels
+from trainform.providers.oci.references import (
     ImageTarget,
     image_target,
     normal_host,

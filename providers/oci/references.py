@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from providers.oci.manifests import MARKER_SUFFIX, MAX_TAG_LENGTH
-from specs.names import split_image_reference
+from trainform.providers.oci.manifests import MARKER_SUFFIX, MAX_TAG_LENGTH
+from trainform.specs.names import split_image_reference
 
 DEFAULT_PORTS = {"http": "80", "https": "443"}
 

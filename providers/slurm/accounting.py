@@ -17,10 +17,10 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from providers.errors import PermanentProviderError, TransientProviderError
-from providers.slurm.commands import Result, SlurmCommands, is_transient
-from providers.slurm.names import check_identifier, check_sacctmgr_arguments
-from providers.slurm.transactions import Change, last_changes
+from trainform.providers.errors import PermanentProviderError, TransientProviderError
+from trainform.providers.slurm.commands import Result, SlurmCommands, is_transient
+from trainform.providers.slurm.names import check_identifier, check_sacctmgr_arguments
+from trainform.providers.slurm.transactions import Change, last_changes
 
 CHANGES = threading.Lock()
 UNCHANGED = ("nothing new added", "nothing modified", "already exists")

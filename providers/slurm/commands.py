@@ -19,7 +19,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from providers.errors import PermanentProviderError, ProviderConfigError, TransientProviderError
+from trainform.providers.errors import (
+    PermanentProviderError,
+    ProviderConfigError,
+    TransientProviderError,
+)
 
 TRANSIENT = (
     "unable to contact slurm controller",

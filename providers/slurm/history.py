@@ -16,16 +16,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from providers.errors import PermanentProviderError
-from providers.jobs import AccountedRun, LogChunk, RunStatus
-from providers.local.checkpoints import list_checkpoints
-from providers.slurm import attempts
-from providers.slurm.names import parse_marker
-from providers.slurm.status import SlurmJobState, phase_of
-from providers.slurm.timeline import attempt_status
+from trainform.providers.errors import PermanentProviderError
+from trainform.providers.jobs import AccountedRun, LogChunk, RunStatus
+from trainform.providers.local.checkpoints import list_checkpoints
+from trainform.providers.slurm import attempts
+from trainform.providers.slurm.names import parse_marker
+from trainform.providers.slurm.status import SlurmJobState, phase_of
+from trainform.providers.slurm.timeline import attempt_status
 
 if TYPE_CHECKING:
-    from providers.slurm.jobs import SlurmJobs, Submission
+    from trainform.providers.slurm.jobs import SlurmJobs, Submission
 
 LOG_CHUNK = 4 * 2**20
 

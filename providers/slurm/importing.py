@@ -21,17 +21,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from providers.base import Discovered, Observation, ObserveRequest
-from providers.errors import PermanentProviderError
-from providers.slurm import mapping
-from providers.slurm.accounting import Account, AccountingSnapshot
-from providers.slurm.names import duration_text, parse_slurm_time
-from providers.slurm.nodes import group_pools
-from providers.slurm.writes import refuse
-from specs.models.slurm import PARTITION_KEYS, QOS_KEYS
+from trainform.providers.base import Discovered, Observation, ObserveRequest
+from trainform.providers.errors import PermanentProviderError
+from trainform.providers.slurm import mapping
+from trainform.providers.slurm.accounting import Account, AccountingSnapshot
+from trainform.providers.slurm.names import duration_text, parse_slurm_time
+from trainform.providers.slurm.nodes import group_pools
+from trainform.providers.slurm.writes import refuse
+from trainform.specs.models.slurm import PARTITION_KEYS, QOS_KEYS
 
 if TYPE_CHECKING:
-    from providers.slurm.provider import SlurmProvider
+    from trainform.providers.slurm.provider import SlurmProvider
 
 API = "trainform/v1"
 SKIPPED_ACCOUNTS = {"root"}
@@ -203,7 +203,7 @@ def adopt(provider: SlurmProvider, request: ObserveRequest, identifier: str) -> 
 
 
 def _claimable(provider: SlurmProvider, address: str, description: str) -> None:
-    from providers.slurm.names import parse_marker
+    from trainform.providers.slurm.names import parse_marker
 
     found = parse_marker(description)
     if found is not None and found[0] != provider.manager:

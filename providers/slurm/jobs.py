@@ -37,8 +37,8 @@ from decimal import ROUND_CEILING, Decimal
 from pathlib import Path
 from typing import Any
 
-from providers.errors import PermanentProviderError, TransientProviderError
-from providers.jobs import (
+from trainform.providers.errors import PermanentProviderError, TransientProviderError
+from trainform.providers.jobs import (
     AccountedRun,
     EvaluationStatus,
     JobLaunch,
@@ -46,12 +46,12 @@ from providers.jobs import (
     RunPhase,
     RunStatus,
 )
-from providers.local.checkpoints import STEP_FOLDER, latest_valid, list_checkpoints
-from providers.local.environment import dataset_folder, parameter_text, variable_suffix
-from providers.local.layout import RunLayout, job_parts, snapshot_code, suite_name
-from providers.slurm import attempts, history
-from providers.slurm.commands import SlurmCommands
-from providers.slurm.names import (
+from trainform.providers.local.checkpoints import STEP_FOLDER, latest_valid, list_checkpoints
+from trainform.providers.local.environment import dataset_folder, parameter_text, variable_suffix
+from trainform.providers.local.layout import RunLayout, job_parts, snapshot_code, suite_name
+from trainform.providers.slurm import attempts, history
+from trainform.providers.slurm.commands import SlurmCommands
+from trainform.providers.slurm.names import (
     check_identifier,
     check_job_id,
     marker,
@@ -59,11 +59,10 @@ from providers.slurm.names import (
     parse_marker,
     slurm_minutes,
 )
-from providers.slurm.runner import now
-from providers.slurm.status import SlurmJobState, parse_jobs, phase_of
-from providers.slurm.timeline import attempt_status
+from trainform.providers.slurm.runner import now
+from trainform.providers.slurm.status import SlurmJobState, parse_jobs, phase_of
+from trainform.providers.slurm.timeline import attempt_status
 
-REPOSITORY = Path(__file__).resolve().parents[2]
 SIGNAL_LIMIT = 65535
 Submission = tuple[Path, dict[str, Any], dict[str, Any]]
 
@@ -418,7 +417,6 @@ class SlurmJobs:
 
     def _script(self) -> dict[str, str]:
         return {
-            "repository": str(REPOSITORY),
             "path": _inherited("PATH"),
             "python": sys.executable,
         }

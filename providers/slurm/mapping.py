@@ -17,7 +17,7 @@ import copy
 from decimal import Decimal
 from typing import Any
 
-from providers.slurm.names import (
+from trainform.providers.slurm.names import (
     bytes_of_mebibytes,
     duration_text,
     parse_slurm_time,

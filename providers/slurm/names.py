@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
-from providers.errors import PermanentProviderError
-from specs.quantity import Duration
+from trainform.providers.errors import PermanentProviderError
+from trainform.specs.quantity import Duration
 
 IDENTIFIER = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")

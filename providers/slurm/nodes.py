@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from providers.slurm.commands import SlurmCommands
-from providers.slurm.names import check_feature, check_hostlist, check_node_name
+from trainform.providers.slurm.commands import SlurmCommands
+from trainform.providers.slurm.names import check_feature, check_hostlist, check_node_name
 
 _SETTING = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_/]*)=")
 

@@ -16,14 +16,14 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from providers.base import Observation, ObserveRequest
-from providers.slurm import mapping, settings
-from providers.slurm.accounting import AccountingSnapshot
-from providers.slurm.names import duration_text, parse_tres
-from providers.slurm.partitions import ManagedFile, parse_settings
+from trainform.providers.base import Observation, ObserveRequest
+from trainform.providers.slurm import mapping, settings
+from trainform.providers.slurm.accounting import AccountingSnapshot
+from trainform.providers.slurm.names import duration_text, parse_tres
+from trainform.providers.slurm.partitions import ManagedFile, parse_settings
 
 if TYPE_CHECKING:
-    from providers.slurm.provider import SlurmProvider
+    from trainform.providers.slurm.provider import SlurmProvider
 
 
 def _keep(key: str, desired: str, live: str) -> str:
@@ -241,7 +241,7 @@ def observe_quota(
 
 
 def _shadowed(snapshot: AccountingSnapshot, qos_name: str, limits: dict[str, Any]) -> tuple:
-    from providers.base import Finding
+    from trainform.providers.base import Finding
 
     qos = snapshot.qos.get(qos_name)
     queue = parse_tres(qos.grp_tres) if qos else {}

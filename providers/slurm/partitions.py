@@ -38,11 +38,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from providers.errors import PermanentProviderError, ProviderConfigError
-from providers.slurm.commands import SlurmCommands
-from providers.slurm.names import parse_marker
-from specs.models.slurm import PARTITION_KEPT_KEYS
-from specs.models.slurm import PARTITION_KEYS as MANAGED_KEYS
+from trainform.providers.errors import PermanentProviderError, ProviderConfigError
+from trainform.providers.slurm.commands import SlurmCommands
+from trainform.providers.slurm.names import parse_marker
+from trainform.specs.models.slurm import PARTITION_KEPT_KEYS
+from trainform.specs.models.slurm import PARTITION_KEYS as MANAGED_KEYS
 
 HEADER = (
     "# Partitions managed by trainform: do not edit. Each block below a trainform marker is\n"

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from providers.base import Finding
-from providers.slurm.nodes import Node, Nodes
+from trainform.providers.base import Finding
+from trainform.providers.slurm.nodes import Node, Nodes
 
 
 @dataclass

@@ -26,7 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
-from providers.base import (
+from trainform.providers.base import (
     DesiredResource,
     Discovered,
     KindSchema,
@@ -36,31 +36,31 @@ from providers.base import (
     ProviderContext,
     ValidationProblem,
 )
-from providers.errors import PermanentProviderError, ProviderConfigError
-from providers.jobs import AccountedRun, JobLaunch, LogChunk, RunStatus
-from providers.local.status import run_to_json
-from providers.slurm import mapping, observing, settings
-from providers.slurm.accounting import Accounting, AccountingSnapshot
-from providers.slurm.commands import SlurmCommands
-from providers.slurm.jobs import SlurmJobs
-from providers.slurm.names import (
+from trainform.providers.errors import PermanentProviderError, ProviderConfigError
+from trainform.providers.jobs import AccountedRun, JobLaunch, LogChunk, RunStatus
+from trainform.providers.local.status import run_to_json
+from trainform.providers.slurm import mapping, observing, settings
+from trainform.providers.slurm.accounting import Accounting, AccountingSnapshot
+from trainform.providers.slurm.commands import SlurmCommands
+from trainform.providers.slurm.jobs import SlurmJobs
+from trainform.providers.slurm.names import (
     check_feature,
     check_hostlist,
     check_identifier,
     marker,
 )
-from providers.slurm.names import parse_marker as parse_description
-from providers.slurm.nodes import Nodes
-from providers.slurm.partitions import (
+from trainform.providers.slurm.names import parse_marker as parse_description
+from trainform.providers.slurm.nodes import Nodes
+from trainform.providers.slurm.partitions import (
     Block,
     ManagedFile,
     PartitionFile,
     parse_settings,
     render_settings,
 )
-from providers.slurm.pools import PoolFacts, pool_facts
-from providers.slurm.records import SuiteRecords
-from providers.slurm.transactions import evidence_for
+from trainform.providers.slurm.pools import PoolFacts, pool_facts
+from trainform.providers.slurm.records import SuiteRecords
+from trainform.providers.slurm.transactions import evidence_for
 
 
 class SlurmProvider(Provider):
@@ -140,8 +140,8 @@ class SlurmProvider(Provider):
         if resource.kind != "Image":
             return super().resolve(resource)
         if resource.spec.get("runtime") == "host":
-            from providers.local.provider import digest_of
-            from providers.local.runtime import host_runtime
+            from trainform.providers.local.provider import digest_of
+            from trainform.providers.local.runtime import host_runtime
 
             facts = host_runtime()
             return {"digest": digest_of(facts), "runtime": facts}
@@ -404,27 +404,27 @@ class SlurmProvider(Provider):
 
     def _put(self, resource: DesiredResource, outputs: dict[str, Any]) -> dict[str, Any]:
         self.require_valid(resource)
-        from providers.slurm.writes import put
+        from trainform.providers.slurm.writes import put
 
         return put(self, resource, outputs)
 
     def delete(self, address: str, kind: str, outputs: dict[str, Any]) -> None:
-        from providers.slurm.writes import remove
+        from trainform.providers.slurm.writes import remove
 
         remove(self, address, kind, outputs)
 
     def list_owned(self) -> list[tuple[str, str]]:
-        from providers.slurm.importing import owned
+        from trainform.providers.slurm.importing import owned
 
         return owned(self)
 
     def discover(self) -> list[Discovered]:
-        from providers.slurm.importing import discover
+        from trainform.providers.slurm.importing import discover
 
         return discover(self)
 
     def adopt(self, request: ObserveRequest, identifier: str) -> Observation:
-        from providers.slurm.importing import adopt
+        from trainform.providers.slurm.importing import adopt
 
         return adopt(self, request, identifier)
 

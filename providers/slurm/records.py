@@ -13,7 +13,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from providers.errors import PermanentProviderError
+from trainform.providers.errors import PermanentProviderError
 
 
 class SuiteRecords:

@@ -1,4 +1,4 @@
-"""What runs inside a Slurm batch job: `python -m providers.slurm.runner <launch.json>`.
+"""What runs inside a Slurm batch job: `python -m trainform.providers.slurm.runner <launch.json>`.
 
 The batch script trainform generates (providers/slurm/attempts.py) `exec`s this module, so
 it is the batch step's main process and receives `--signal=B:USR1@<seconds>`. It:
@@ -40,11 +40,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from providers.jobs import retry_delay
-from providers.local.checkpoints import apply_retention, check_checkpoint, latest_valid
-from providers.local.checkpoints import list_checkpoints as listed
-from providers.local.datasets import build_manifest
-from providers.slurm import attempts
+from trainform.providers.jobs import retry_delay
+from trainform.providers.local.checkpoints import apply_retention, check_checkpoint, latest_valid
+from trainform.providers.local.checkpoints import list_checkpoints as listed
+from trainform.providers.local.datasets import build_manifest
+from trainform.providers.slurm import attempts
 
 FORWARDED = (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT)
 STOPPING = (signal.SIGTERM, signal.SIGINT)

@@ -21,8 +21,8 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from providers.slurm import mapping
-from providers.slurm.names import (
+from trainform.providers.slurm import mapping
+from trainform.providers.slurm.names import (
     MIB,
     parse_slurm_time,
     parse_tres,

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from providers.errors import PermanentProviderError
-from providers.jobs import Cause, RunPhase
+from trainform.providers.errors import PermanentProviderError
+from trainform.providers.jobs import Cause, RunPhase
 
 QUEUED_STATES = {
     "PENDING",

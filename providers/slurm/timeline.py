@@ -26,8 +26,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from providers.jobs import AttemptStatus, Cause, RunPhase, WaitSpan, parse_utc
-from providers.slurm.status import (
+from trainform.providers.jobs import AttemptStatus, Cause, RunPhase, WaitSpan, parse_utc
+from trainform.providers.slurm.status import (
     SlurmJobState,
     cause_of_state,
     is_wait_reason,

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from providers.slurm.commands import SlurmCommands
+from trainform.providers.slurm.commands import SlurmCommands
 
 WINDOW = timedelta(days=90)
 """How far back transactions are read: drift shows the last change within it."""

@@ -12,21 +12,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from providers.base import DesiredResource
-from providers.errors import PermanentProviderError
-from providers.slurm import settings
-from providers.slurm.accounting import AccountingSnapshot
-from providers.slurm.partitions import (
+from trainform.providers.base import DesiredResource
+from trainform.providers.errors import PermanentProviderError
+from trainform.providers.slurm import settings
+from trainform.providers.slurm.accounting import AccountingSnapshot
+from trainform.providers.slurm.partitions import (
     Block,
     ManagedFile,
     edit_line,
     parse_settings,
     render_settings,
 )
-from providers.slurm.pools import pool_facts
+from trainform.providers.slurm.pools import pool_facts
 
 if TYPE_CHECKING:
-    from providers.slurm.provider import SlurmProvider
+    from trainform.providers.slurm.provider import SlurmProvider
 
 
 def refuse(address: str, description: str) -> PermanentProviderError:

@@ -10,9 +10,8 @@ from __future__ import annotations
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
-
-from specs.models.base import DocumentBase, Reference, Scope, SpecModel
-from specs.names import (
+from trainform.specs.models.base import DocumentBase, Reference, Scope, SpecModel
+from trainform.specs.names import (
     ResourceName,
     Sha256Digest,
     VersionName,

@@ -13,8 +13,7 @@ from typing import ClassVar, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
-
-from specs.names import LabelKey, LabelValue, ResourceName
+from trainform.specs.names import LabelKey, LabelValue, ResourceName
 
 API_VERSION = "trainform/v1"
 

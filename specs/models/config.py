@@ -9,9 +9,8 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
-
-from specs.models.base import SpecModel
-from specs.names import EnvName, ResourceName, check_s3_uri
+from trainform.specs.models.base import SpecModel
+from trainform.specs.names import EnvName, ResourceName, check_s3_uri
 
 
 class LocalConnection(SpecModel):

@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 from pydantic import Field, TypeAdapter
-
-from specs.models.artifacts import Dataset, Image
-from specs.models.base import DocumentBase
-from specs.models.platform import Project, Queue, Quota, ResourcePool
-from specs.models.training import EvalSuite, TrainingJob
+from trainform.specs.models.artifacts import Dataset, Image
+from trainform.specs.models.base import DocumentBase
+from trainform.specs.models.platform import Project, Queue, Quota, ResourcePool
+from trainform.specs.models.training import EvalSuite, TrainingJob
 
 KINDS: dict[str, type[DocumentBase]] = {
     model.__name__: model

@@ -10,11 +10,10 @@ from __future__ import annotations
 from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
-
-from specs.models.base import DocumentBase, Metadata, Reference, Scope, SpecModel
-from specs.models.slurm import SlurmAccount, SlurmQueue, SlurmQuota
-from specs.names import SLURM_RESERVED, LabelKey, LabelValue, ResourceName
-from specs.quantity import Duration, Quantity
+from trainform.specs.models.base import DocumentBase, Metadata, Reference, Scope, SpecModel
+from trainform.specs.models.slurm import SlurmAccount, SlurmQueue, SlurmQuota
+from trainform.specs.names import SLURM_RESERVED, LabelKey, LabelValue, ResourceName
+from trainform.specs.quantity import Duration, Quantity
 
 
 class SlurmNamed(DocumentBase):

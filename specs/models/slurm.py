@@ -16,10 +16,9 @@ from __future__ import annotations
 import re
 
 from pydantic import Field, field_validator
-
-from specs.models.base import SpecModel
-from specs.names import ResourceName
-from specs.suggest import closest_name
+from trainform.specs.models.base import SpecModel
+from trainform.specs.names import ResourceName
+from trainform.specs.suggest import closest_name
 
 # Settings of a QOS (`sacctmgr modify qos ... set <key>=<value>`).
 QOS_KEYS = (

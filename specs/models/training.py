@@ -11,10 +11,9 @@ from __future__ import annotations
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, StringConstraints, model_validator
-
-from specs.models.base import DocumentBase, Reference, Scope, SpecModel
-from specs.names import EnvName, GitCommit, ResourceName
-from specs.quantity import Duration, Quantity
+from trainform.specs.models.base import DocumentBase, Reference, Scope, SpecModel
+from trainform.specs.names import EnvName, GitCommit, ResourceName
+from trainform.specs.quantity import Duration, Quantity
 
 DATASET_REF = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(@[A-Za-z0-9][A-Za-z0-9._-]{0,62})?$"
 DATASET_REF_HELP = "a dataset reference `name@version`, e.g. corpus@v3"

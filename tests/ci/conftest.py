@@ -30,7 +30,7 @@ def clean_python(tmp_path: Path) -> Path:
         sysconfig.get_paths()["purelib"] + "\n", encoding="utf-8"
     )
     probe = subprocess.run(
-        [str(python), "-c", "import planner"], cwd=tmp_path, capture_output=True
+        [str(python), "-c", "import trainform.planner"], cwd=tmp_path, capture_output=True
     )
     assert probe.returncode != 0, "the clean venv must not see the editable trainform"
     return venv

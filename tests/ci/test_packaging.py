@@ -4,12 +4,15 @@
 The source is copied first (the files a build reads), so building writes nothing into the
 checkout. Dependencies come from the development venv (see tests/ci/conftest.py) to keep
 the test offline and short; trainform itself comes only from the wheel, which the test
-checks by where `planner` is imported from. The quickstart runs in its `ci` environment
+checks by where `trainform.planner` is imported from. The wheel claims one top-level name,
+`trainform`: the quickstart also runs with unrelated packages named `specs`, `planner`,
+`providers` and `policies` first on the import path. The quickstart runs in its `ci` environment
 (20 short steps): validate, lock, a saved plan, apply of it, the run to its end.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -17,7 +20,7 @@ import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-SOURCE = ("pyproject.toml", "README.md", "specs", "planner", "providers", "policies")
+SOURCE = ("pyproject.toml", "setup.py", "README.md", "specs", "planner", "providers", "policies")
 
 
 def build_wheel(tmp_path: Path) -> Path:
@@ -38,11 +41,18 @@ def build_wheel(tmp_path: Path) -> Path:
     return wheel
 
 
-def run(venv: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def run(
+    venv: Path, *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(venv / "bin" / "trainform"), *args], cwd=cwd, capture_output=True, text=True,
-        timeout=120,
+        timeout=120, env=env,
     )
+
+
+def archive_text(wheel: Path, name: str) -> str:
+    with zipfile.ZipFile(wheel) as archive:
+        return archive.read(name).decode()
 
 
 def test_the_built_wheel_installs_and_runs_the_quickstart(
@@ -51,8 +61,11 @@ def test_the_built_wheel_installs_and_runs_the_quickstart(
     wheel = build_wheel(tmp_path)
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
-    assert "planner/render/templates/" in "".join(names), "templates ship in the wheel"
-    assert not any(name.startswith(("tests/", "examples/", "bench/")) for name in names)
+    assert "trainform/planner/render/templates/" in "".join(names), "templates ship"
+    outside = [n for n in names if not n.startswith(("trainform/", "trainform-0.1.0.dist-info/"))]
+    assert outside == [], "the wheel installs only under the trainform namespace"
+    top_level = archive_text(wheel, "trainform-0.1.0.dist-info/top_level.txt")
+    assert top_level.split() == ["trainform"]
 
     subprocess.run(
         [str(clean_python / "bin" / "python"), "-m", "pip", "install", "--quiet", str(wheel)],
@@ -61,10 +74,19 @@ def test_the_built_wheel_installs_and_runs_the_quickstart(
     version = run(clean_python, "--version", cwd=tmp_path)
     assert version.returncode == 0 and version.stdout.strip() == "trainform, version 0.1.0"
     where = subprocess.run(
-        [str(clean_python / "bin" / "python"), "-c", "import planner; print(planner.__file__)"],
+        [str(clean_python / "bin" / "python"), "-c",
+         "import trainform.providers.local as p; print(p.__path__[0])"],
         cwd=tmp_path, capture_output=True, text=True, check=True,
     ).stdout
     assert where.startswith(str(clean_python)), where
+
+    impostors = tmp_path / "impostors"
+    for name in ("specs", "planner", "providers", "policies"):
+        (impostors / name).mkdir(parents=True)
+        (impostors / name / "__init__.py").write_text(
+            f"raise ImportError('the unrelated package {name} was imported')\n"
+        )
+    environment = {**os.environ, "PYTHONPATH": str(impostors)}
 
     work = tmp_path / "quickstart"
     shutil.copytree(REPO / "examples" / "quickstart", work,
@@ -78,7 +100,7 @@ def test_the_built_wheel_installs_and_runs_the_quickstart(
         (("status", ".", "--env", "ci", "--wait"), 0, "succeeded"),
     ]
     for args, code, text in steps:
-        result = run(clean_python, *args, cwd=work)
+        result = run(clean_python, *args, cwd=work, env=environment)
         assert result.returncode == code and text in result.stdout, (
             f"trainform {' '.join(args)} exited {result.returncode}:\n"
             f"{result.stdout}{result.stderr}"

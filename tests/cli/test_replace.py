@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from planner.backends.local import LocalBackend
+from trainform.planner.backends.local import LocalBackend
+
 from tests.engine.support import QUICKSTART, copy_example
 from tests.helpers import CONFIG, PROJECT, run_cli, write_tree
 

@@ -8,8 +8,8 @@ import threading
 from pathlib import Path
 
 import pytest
+from trainform.planner.backends.local import LocalBackend
 
-from planner.backends.local import LocalBackend
 from tests.helpers import CONFIG, run_cli, write_tree
 
 PROJECTS = """\

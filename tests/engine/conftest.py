@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from trainform.planner.session import ProviderSet
+from trainform.specs import load_specs
 
-from planner.session import ProviderSet
-from specs import load_specs
 from tests.engine.support import QUICKSTART, SpecFolder, copy_example, faulty_provider
 
 

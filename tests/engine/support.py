@@ -20,17 +20,17 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
-from planner.apply import ApplyResult, RetryPolicy, apply_plan
-from planner.backends.base import StateBackend
-from planner.plan import PlanOptions, make_plan
-from planner.plan_model import Plan
-from planner.session import ProviderSet
-from planner.state import State
-from planner.workspace import make_backend
-from providers.base import DesiredResource, Provider
-from providers.errors import PermanentProviderError, ProviderError
-from providers.local.provider import LocalProvider
-from specs import SpecSet, load_specs
+from trainform.planner.apply import ApplyResult, RetryPolicy, apply_plan
+from trainform.planner.backends.base import StateBackend
+from trainform.planner.plan import PlanOptions, make_plan
+from trainform.planner.plan_model import Plan
+from trainform.planner.session import ProviderSet
+from trainform.planner.state import State
+from trainform.planner.workspace import make_backend
+from trainform.providers.base import DesiredResource, Provider
+from trainform.providers.errors import PermanentProviderError, ProviderError
+from trainform.providers.local.provider import LocalProvider
+from trainform.specs import SpecSet, load_specs
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "examples" / "quickstart"
@@ -272,7 +272,7 @@ class SpecFolder:
 
     def reconciled_addresses(self) -> set[str]:
         """Addresses the local provider reconciles (TrainingJob is validated, not applied)."""
-        from planner.desired import build_desired
+        from trainform.planner.desired import build_desired
 
         return {
             address

@@ -19,13 +19,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from trainform.planner.apply import OutcomeStatus, RetryPolicy, apply_plan
+from trainform.planner.plan_model import Action
+from trainform.planner.session import ProviderSet
+from trainform.planner.state import State
+from trainform.providers.base import DesiredResource
+from trainform.providers.errors import TransientProviderError
 
-from planner.apply import OutcomeStatus, RetryPolicy, apply_plan
-from planner.plan_model import Action
-from planner.session import ProviderSet
-from planner.state import State
-from providers.base import DesiredResource
-from providers.errors import TransientProviderError
 from tests.engine.support import (
     QUICKSTART,
     FaultyLocalProvider,
@@ -344,12 +344,12 @@ import sys
 import time
 from pathlib import Path
 
-from planner.apply import apply_plan
-from planner.plan import make_plan
-from planner.session import ProviderSet
-from planner.workspace import make_backend
-from providers.local.provider import LocalProvider
-from specs import load_specs
+from trainform.planner.apply import apply_plan
+from trainform.planner.plan import make_plan
+from trainform.planner.session import ProviderSet
+from trainform.planner.workspace import make_backend
+from trainform.providers.local.provider import LocalProvider
+from trainform.specs import load_specs
 
 
 class SlowLocalProvider(LocalProvider):

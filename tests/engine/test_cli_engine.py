@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import subprocess
 
-from planner.backends.local import LocalBackend
+from trainform.planner.backends.local import LocalBackend
+
 from tests.engine.support import SpecFolder, run_trainform
 
 QUEUE = "Queue/default-queue"

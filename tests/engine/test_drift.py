@@ -13,9 +13,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from trainform.planner.drift import DriftReport, detect_drift
+from trainform.planner.render.drift_text import render_drift_text
 
-from planner.drift import DriftReport, detect_drift
-from planner.render.drift_text import render_drift_text
 from tests.engine.support import SpecFolder, run_trainform, simulate_crash
 
 QUEUE = "Queue/default-queue"
@@ -202,7 +202,7 @@ def test_the_cli_exits_0_without_drift_and_2_with_it(applied: SpecFolder) -> Non
 
 
 def test_a_plan_that_restores_drift_keeps_what_was_applied(applied: SpecFolder) -> None:
-    from planner.plan_model import ResourceChange
+    from trainform.planner.plan_model import ResourceChange
 
     recorded = applied.state().resources[QUEUE].spec  # type: ignore[union-attr]
     live = applied.document_of(QUEUE)

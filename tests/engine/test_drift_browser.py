@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from trainform.planner.drift_run import check_drift
+from trainform.planner.render.drift_report import render_drift_html
+from trainform.planner.workspace import open_workspace
+from trainform.providers.kubernetes.client import KubeClient, make_api_client
+from trainform.providers.kubernetes.kinds import CLUSTER_QUEUE
 
-from planner.drift_run import check_drift
-from planner.render.drift_report import render_drift_html
-from planner.workspace import open_workspace
-from providers.kubernetes.client import KubeClient, make_api_client
-from providers.kubernetes.kinds import CLUSTER_QUEUE
 from tests.engine.support import SpecFolder, run_trainform
 from tests.engine.test_drift_reports import EDITED_AT, QUEUE, QUOTA, make_drift
 from tests.providers.kubernetes.fixtures import platform_folder, unique_prefix

@@ -15,14 +15,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from trainform.planner.backends.drift_runs import FolderDriftRuns
+from trainform.planner.drift_acknowledgements import AcknowledgementError
+from trainform.planner.drift_model import DriftReport
+from trainform.planner.drift_run import check_drift
+from trainform.planner.render.drift_report import render_drift_html, render_drift_markdown
+from trainform.planner.render.drift_text import render_drift_json, render_drift_text
+from trainform.planner.workspace import Workspace, open_workspace
 
-from planner.backends.drift_runs import FolderDriftRuns
-from planner.drift_acknowledgements import AcknowledgementError
-from planner.drift_model import DriftReport
-from planner.drift_run import check_drift
-from planner.render.drift_report import render_drift_html, render_drift_markdown
-from planner.render.drift_text import render_drift_json, render_drift_text
-from planner.workspace import Workspace, open_workspace
 from tests.engine.support import SpecFolder, run_trainform
 from tests.test_golden import check_golden
 
@@ -399,8 +399,8 @@ def test_plan_lists_orphans_and_exits_2_like_drift_until_acknowledged(
 
 
 def test_every_drift_finding_of_a_plan_can_be_acknowledged() -> None:
-    from planner.drift_acknowledgements import FINDING_KINDS, PLAN_KINDS
-    from planner.plan_model import PLAN_ONLY_FINDINGS, PlanFinding
+    from trainform.planner.drift_acknowledgements import FINDING_KINDS, PLAN_KINDS
+    from trainform.planner.plan_model import PLAN_ONLY_FINDINGS, PlanFinding
 
     produced = {"orphaned", "retries-exhausted", "checkpoint-invalid", "evaluation-failed"}
     produced |= {"gate-fail", "data-mutated", "data-missing", "tag-moved", "tag-missing"}

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from trainform.planner.render.plan_json import render_plan_json
+from trainform.planner.render.plan_markdown import render_plan_markdown
+from trainform.planner.render.plan_text import render_plan_text
+from trainform.planner.state import State
 
-from planner.render.plan_json import render_plan_json
-from planner.render.plan_markdown import render_plan_markdown
-from planner.render.plan_text import render_plan_text
-from planner.state import State
 from tests.engine.support import QUICKSTART, SpecFolder, copy_example
 
 CASES_DIR = Path(__file__).resolve().parents[1] / "golden" / "plans"

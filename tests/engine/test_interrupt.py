@@ -14,11 +14,11 @@ from tests.engine.support import QUICKSTART, copy_example
 SCRIPT = """
 import signal, sys, time
 signal.signal(signal.SIGINT, signal.default_int_handler)
-from planner.apply import apply_plan
-from planner.plan import make_plan
-from planner.session import ProviderSet
-from planner.workspace import open_workspace
-from providers.local.provider import LocalProvider
+from trainform.planner.apply import apply_plan
+from trainform.planner.plan import make_plan
+from trainform.planner.session import ProviderSet
+from trainform.planner.workspace import open_workspace
+from trainform.providers.local.provider import LocalProvider
 
 class Slow(LocalProvider):
     def create(self, resource):

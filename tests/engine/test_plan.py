@@ -11,17 +11,17 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from trainform.planner.apply import StalePlanError, apply_plan
+from trainform.planner.errors import PlannerError
+from trainform.planner.plan import PlanError
+from trainform.planner.plan_model import Action, Plan, PlanFileError, ResourceChange
+from trainform.planner.refresh import RefreshError
+from trainform.planner.render.plan_json import render_plan_json
+from trainform.planner.state import State
+from trainform.providers.base import Observation, ObserveRequest
+from trainform.providers.errors import TransientProviderError
+from trainform.providers.local.provider import LocalProvider
 
-from planner.apply import StalePlanError, apply_plan
-from planner.errors import PlannerError
-from planner.plan import PlanError
-from planner.plan_model import Action, Plan, PlanFileError, ResourceChange
-from planner.refresh import RefreshError
-from planner.render.plan_json import render_plan_json
-from planner.state import State
-from providers.base import Observation, ObserveRequest
-from providers.errors import TransientProviderError
-from providers.local.provider import LocalProvider
 from tests.engine.support import SpecFolder, project, write_folder
 
 QUEUE = "Queue/default-queue"

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from trainform.planner.plan import PlanError
+from trainform.planner.provider_checks import parse_field
+from trainform.providers.base import DesiredResource, Observation, ValidationProblem
+from trainform.providers.local.provider import LocalProvider
 
-from planner.plan import PlanError
-from planner.provider_checks import parse_field
-from providers.base import DesiredResource, Observation, ValidationProblem
-from providers.local.provider import LocalProvider
 from tests.engine.support import SpecFolder, project, write_folder
 
 POOL = """\

@@ -20,20 +20,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from planner.backends.base import LockInfo, StateLockedError
-from planner.backends.s3 import (
+from trainform.planner.backends.base import LockInfo, StateLockedError
+from trainform.planner.backends.s3 import (
     S3Backend,
     S3StateError,
     StateChangedError,
     UnsafeEndpointError,
 )
-from planner.errors import PlannerError
-from planner.state import State, StateError
-from planner.workspace import make_backend
-from providers.objectstore.client import make_client
-from specs import RootConfig, load_specs
-from specs.models.config import ObjectStoreConnection
+from trainform.planner.errors import PlannerError
+from trainform.planner.state import State, StateError
+from trainform.planner.workspace import make_backend
+from trainform.providers.objectstore.client import make_client
+from trainform.specs import RootConfig, load_specs
+from trainform.specs.models.config import ObjectStoreConnection
+
 from tests.engine.support import QUICKSTART, TRAINFORM, copy_example, run_trainform
 from tests.services.common import free_ports
 from tests.services.s3 import SECRET_KEY, S3Server

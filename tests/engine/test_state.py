@@ -17,10 +17,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from trainform.planner.backends.base import LockInfo, StateLockedError
+from trainform.planner.backends.local import LocalBackend
+from trainform.planner.state import (
+    ResourceState,
+    State,
+    StateCorruptError,
+    StateError,
+    canonical_json,
+)
 
-from planner.backends.base import LockInfo, StateLockedError
-from planner.backends.local import LocalBackend
-from planner.state import ResourceState, State, StateCorruptError, StateError, canonical_json
 from tests.engine.support import SpecFolder, run_trainform, simulate_crash
 
 

@@ -12,8 +12,9 @@ import json
 import subprocess
 from pathlib import Path
 
-from planner.backends.s3 import S3Backend
-from specs.models.config import ObjectStoreConnection
+from trainform.planner.backends.s3 import S3Backend
+from trainform.specs.models.config import ObjectStoreConnection
+
 from tests.helpers import CONFIG, PROJECT, run_cli, write_tree
 from tests.services.s3 import S3Server
 
@@ -75,8 +76,14 @@ def test_destroy_and_force_unlock_are_recorded_and_since_filters(tmp_path: Path)
     lock = root / ".trainform" / "state.json.lock"
     lock.write_text(
         json.dumps(
-            {"id": "dead-1", "holder": "ci", "host": "gone", "pid": 1, "operation": "apply",
-             "time": "2026-01-01T00:00:00Z"}
+            {
+                "id": "dead-1",
+                "holder": "ci",
+                "host": "gone",
+                "pid": 1,
+                "operation": "apply",
+                "time": "2026-01-01T00:00:00Z",
+            }
         )
     )
     assert run_cli("force-unlock", "dead-1", str(root)).returncode == 0

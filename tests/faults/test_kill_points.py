@@ -17,13 +17,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from trainform.planner.backends.local import LocalBackend
 
-from planner.backends.local import LocalBackend
 from tests.helpers import CONFIG, REPO, run_cli, write_tree
 
 KILL_AFTER = """
 import os, signal, sys
-from planner.backends.local import LocalBackend
+from trainform.planner.backends.local import LocalBackend
 
 original = LocalBackend.record
 count = [0]
@@ -35,13 +35,13 @@ def record(self, state, entry):
         os.kill(os.getpid(), signal.SIGKILL)
 
 LocalBackend.record = record
-from planner.cli import main
+from trainform.planner.cli import main
 main(["apply", sys.argv[1], "--auto-approve", "--parallelism", "2"])
 """
 
 APPLY = """
 import sys
-from planner.cli import main
+from trainform.planner.cli import main
 main(["apply", sys.argv[1], "--auto-approve"])
 """
 

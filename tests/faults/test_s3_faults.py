@@ -11,10 +11,10 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from trainform.planner.backends.s3 import S3Backend, S3StateError
+from trainform.planner.state import State
+from trainform.specs.models.config import ObjectStoreConnection
 
-from planner.backends.s3 import S3Backend, S3StateError
-from planner.state import State
-from specs.models.config import ObjectStoreConnection
 from tests.faults.s3_proxy import FaultProxy
 from tests.services.s3 import S3Server
 

@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 
 import pytest
+from trainform.planner.state import canonical_json
 
-from planner.state import canonical_json
 from tests.engine.support import QUICKSTART, copy_example
 from tests.helpers import run_cli
 

@@ -20,7 +20,7 @@ from tests.helpers import CONFIG, REPO, run_cli, write_tree
 
 SCRIPT = """
 import sys, time
-from providers.local.provider import LocalProvider
+from trainform.providers.local.provider import LocalProvider
 
 original = LocalProvider.create
 
@@ -29,7 +29,7 @@ def slow_create(self, resource):
     return original(self, resource)
 
 LocalProvider.create = slow_create
-from planner.cli import main
+from trainform.planner.cli import main
 main(["apply", sys.argv[1], "--auto-approve", "--parallelism", "2"])
 """
 

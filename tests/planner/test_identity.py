@@ -17,12 +17,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from trainform.planner.lockfile import code_digest, resolve_code
+from trainform.providers.local import runtime
+from trainform.providers.local.layout import code_files, snapshot_code
+from trainform.providers.local.provider import digest_of
+from trainform.providers.local.runtime import host_runtime, job_interpreter, runtime_identity
 
-from planner.lockfile import code_digest, resolve_code
-from providers.local import runtime
-from providers.local.layout import code_files, snapshot_code
-from providers.local.provider import digest_of
-from providers.local.runtime import host_runtime, job_interpreter, runtime_identity
 from tests.helpers import run_cli, write_tree
 
 JOB = "TrainingJob/research/tiny"
@@ -349,8 +349,8 @@ def test_a_lock_made_in_one_folder_is_not_stale_in_a_copy_elsewhere(tmp_path: Pa
 def test_code_at_the_spec_root_does_not_change_identity_when_the_lock_is_written(
     tmp_path: Path,
 ) -> None:
-    from planner.lockfile import local_roots
-    from specs import load_specs
+    from trainform.planner.lockfile import local_roots
+    from trainform.specs import load_specs
 
     root = tmp_path / "specs"
     write_tree(root, {"trainform.yaml": CONFIG_LOCAL, "train.py": "print('hi')\n"})

@@ -9,14 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from planner.desired import DesiredItem
-from planner.jobs import JobContext, identity_inputs, plan_job, run_id_of
-from planner.lockfile import LockFile
-from planner.plan_model import Action
-from planner.state import ResourceState
-from planner.timeline import iso
-from providers.jobs import MAX_RETRY_DELAY, retry_delay
+from trainform.planner.desired import DesiredItem
+from trainform.planner.jobs import JobContext, identity_inputs, plan_job, run_id_of
+from trainform.planner.lockfile import LockFile
+from trainform.planner.plan_model import Action
+from trainform.planner.state import ResourceState
+from trainform.planner.timeline import iso
+from trainform.providers.jobs import MAX_RETRY_DELAY, retry_delay
 
 NOW = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)
 JOB = "TrainingJob/research/train"

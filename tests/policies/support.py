@@ -6,10 +6,11 @@ import textwrap
 from datetime import date
 from pathlib import Path
 
-from policies.engine import PolicyReport, evaluate_policies
-from policies.findings import PolicyFinding
-from policies.trusted import TrustedPolicies, load_trusted
-from specs import load_specs
+from trainform.policies.engine import PolicyReport, evaluate_policies
+from trainform.policies.findings import PolicyFinding
+from trainform.policies.trusted import TrustedPolicies, load_trusted
+from trainform.specs import load_specs
+
 from tests.helpers import write_tree
 
 TODAY = date(2026, 6, 1)

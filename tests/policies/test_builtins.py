@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from trainform.policies.findings import Severity
+from trainform.policies.trusted import TrustedPolicies
 
-from policies.findings import Severity
-from policies.trusted import TrustedPolicies
 from tests.policies.support import (
     DATASET,
     PINNED,

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from trainform.policies.codeowners import find_code_owners, parse_code_owners, probe_path
+from trainform.policies.engine import evaluate_policies, evaluate_tenancy, tenancy_diagnostics
+from trainform.policies.trusted import PolicyConfigError, TrustedPolicies, load_trusted
+from trainform.specs import load_specs
 
-from policies.codeowners import find_code_owners, parse_code_owners, probe_path
-from policies.engine import evaluate_policies, evaluate_tenancy, tenancy_diagnostics
-from policies.trusted import PolicyConfigError, TrustedPolicies, load_trusted
-from specs import load_specs
 from tests.policies.support import CONFIG, DATASET, POOL, TODAY, evaluate, folder, of, queue
 
 PROJECTS = """\

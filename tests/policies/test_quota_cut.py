@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from planner.plan_model import Action, Plan, ResourceChange
+from trainform.planner.plan_model import Action, Plan, ResourceChange
+
 from tests.policies.support import POOL, evaluate, folder, of, queue
 
 ALLOW = "trainform.dev/allow-quota-cut"

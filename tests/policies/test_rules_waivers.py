@@ -6,10 +6,10 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from trainform.policies.findings import Severity
+from trainform.policies.trusted import PolicyConfigError, load_trusted
+from trainform.specs import load_specs
 
-from policies.findings import Severity
-from policies.trusted import PolicyConfigError, load_trusted
-from specs import load_specs
 from tests.policies.support import POOL, evaluate, folder, of, queue
 
 RULES = """\

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from trainform.planner.diff import diff_documents
+from trainform.planner.plan import order_changes
+from trainform.planner.plan_model import Action, Plan, ResourceChange
+from trainform.planner.render.plan_json import render_plan_json
 
-from planner.diff import diff_documents
-from planner.plan import order_changes
-from planner.plan_model import Action, Plan, ResourceChange
-from planner.render.plan_json import render_plan_json
 from tests.engine.support import SpecFolder, write_folder
 
 PLATFORM_SETTINGS = settings(

@@ -24,19 +24,19 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
+from trainform.providers.base import DesiredResource, ProviderContext
+from trainform.providers.errors import PermanentProviderError
+from trainform.providers.local.datasets import resolve_source
+from trainform.providers.local.layout import RunLayout
+from trainform.providers.local.machine import MachineFacts
+from trainform.providers.local.provider import LocalProvider
+from trainform.specs.confinement import PathEscape, confined_path
+from trainform.specs.data_sources import check_data_sources
+from trainform.specs.errors import Location
+from trainform.specs.models.config import RootConfig
+from trainform.specs.models.kinds import DOCUMENT_ADAPTER
+from trainform.specs.resource import Resource
 
-from providers.base import DesiredResource, ProviderContext
-from providers.errors import PermanentProviderError
-from providers.local.datasets import resolve_source
-from providers.local.layout import RunLayout
-from providers.local.machine import MachineFacts
-from providers.local.provider import LocalProvider
-from specs.confinement import PathEscape, confined_path
-from specs.data_sources import check_data_sources
-from specs.errors import Location
-from specs.models.config import RootConfig
-from specs.models.kinds import DOCUMENT_ADAPTER
-from specs.resource import Resource
 from tests.helpers import CONFIG, run_cli, write_tree
 
 CANARY_NAME = "TRAINFORM_CANARY_SECRET"
@@ -151,9 +151,7 @@ def test_a_dataset_folder_linked_out_of_the_spec_folder_is_refused(tmp_path: Pat
 def test_a_version_folder_linked_out_of_its_source_is_refused(tmp_path: Path) -> None:
     outside = tmp_path / "host-data"
     write_tree(outside, {"part-0.txt": "host data\n"})
-    root = folder(
-        tmp_path, {"data.yaml": dataset("data", versions="[{name: v1, path: current}]")}
-    )
+    root = folder(tmp_path, {"data.yaml": dataset("data", versions="[{name: v1, path: current}]")})
     (root / "data").mkdir()
     (root / "data" / "current").symlink_to(outside)
 
@@ -243,9 +241,11 @@ def test_a_checkpoint_prefix_cannot_leave_its_storage(tmp_path: Path, prefix: st
     assert result.returncode == 1, result.stdout
     [found] = escapes(result)
     assert found["field"] == "spec.checkpoint.prefix"
-    assert found["location"]["line"] == job.splitlines().index(
-        next(line for line in job.splitlines() if "checkpoint:" in line)
-    ) + 1
+    assert (
+        found["location"]["line"]
+        == job.splitlines().index(next(line for line in job.splitlines() if "checkpoint:" in line))
+        + 1
+    )
 
 
 # Spec files and folders -------------------------------------------------------------------
@@ -358,9 +358,7 @@ def test_links_that_stay_inside_the_spec_folder_still_load(tmp_path: Path) -> No
 
 def local_provider(spec_root: Path, data_roots: tuple[str, ...] = ()) -> LocalProvider:
     provider = LocalProvider(MachineFacts(cpus=2, memory_bytes=8 * 2**30, gpus=()))
-    provider.configure(
-        "local", None, ProviderContext(spec_root=spec_root, data_roots=data_roots)
-    )
+    provider.configure("local", None, ProviderContext(spec_root=spec_root, data_roots=data_roots))
     return provider
 
 
@@ -382,9 +380,7 @@ def dataset_resource(source: str, **version: str) -> DesiredResource:
 @pytest.mark.parametrize(
     "source", ["../outside", "/etc", "file:///etc", "file://etc", "linked", "a\x00b"]
 )
-def test_the_local_provider_refuses_to_read_or_delete_outside(
-    tmp_path: Path, source: str
-) -> None:
+def test_the_local_provider_refuses_to_read_or_delete_outside(tmp_path: Path, source: str) -> None:
     outside = tmp_path / "outside"
     write_tree(outside, {"v1/keep.txt": "precious\n"})
     spec_root = tmp_path / "specs"
@@ -500,9 +496,7 @@ def _independent_real_path(reference: str, root: Path) -> str:
 @given(reference=REFERENCES, allow_absolute=st.booleans())
 def test_confined_path_returns_only_paths_inside(reference: str, allow_absolute: bool) -> None:
     try:
-        result = confined_path(
-            ROOT, reference, [str(DATA_ROOT)], allow_absolute=allow_absolute
-        )
+        result = confined_path(ROOT, reference, [str(DATA_ROOT)], allow_absolute=allow_absolute)
     except PathEscape:
         return
     assert "\x00" not in reference

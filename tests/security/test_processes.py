@@ -25,15 +25,15 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from trainform.planner import lockfile
+from trainform.planner.lockfile import LockError, resolve_code
+from trainform.providers.errors import PermanentProviderError
+from trainform.providers.slurm.names import check_hostlist, check_job_id, check_sacctmgr_arguments
+from trainform.providers.slurm.runner import command_of
+from trainform.specs import SpecLoadError, load_specs
+from trainform.specs.code_sources import UnsafeCode, check_code
+from trainform.specs.confinement import is_within
 
-from planner import lockfile
-from planner.lockfile import LockError, resolve_code
-from providers.errors import PermanentProviderError
-from providers.slurm.names import check_hostlist, check_job_id, check_sacctmgr_arguments
-from providers.slurm.runner import command_of
-from specs import SpecLoadError, load_specs
-from specs.code_sources import UnsafeCode, check_code
-from specs.confinement import is_within
 from tests.helpers import CONFIG, POOL, PROJECT, QUEUE, REPO, run_cli, training_job, write_tree
 from tests.security.support import canary_payloads, write_platform
 
@@ -353,8 +353,11 @@ def test_lockfile_refuses_unsafe_repos_before_git_and_ends_options_with_dashes(
             assert "protocol.ext.allow=never" in argv
         else:  # spec-folder code: git runs in the folder; no spec value is an argument
             assert repo not in argv[sub:]
-            assert not any(part.startswith("-") for part in argv[sub + 1 :] if part not in (
-                "--verify", "--quiet", "--porcelain", "--"))
+            assert not any(
+                part.startswith("-")
+                for part in argv[sub + 1 :]
+                if part not in ("--verify", "--quiet", "--porcelain", "--")
+            )
             assert options["cwd"] == (root / repo).resolve()
 
 
@@ -456,10 +459,7 @@ def test_describing_the_host_runtime_imports_nothing_from_the_spec_folder(
     working directory first on sys.path: modules a pull request adds must never load."""
     canary = tmp_path / "canary"
     shadow = f"open({str(canary)!r}, 'w').close()\n"
-    image = (
-        "apiVersion: trainform/v1\nkind: Image\nmetadata: {name: host}\n"
-        "spec: {runtime: host}\n"
-    )
+    image = "apiVersion: trainform/v1\nkind: Image\nmetadata: {name: host}\nspec: {runtime: host}\n"
     root = tmp_path / "specs"
     write_tree(
         root,
@@ -468,7 +468,9 @@ def test_describing_the_host_runtime_imports_nothing_from_the_spec_folder(
             "platform.yaml": "---\n".join(
                 [
                     PROJECT,
-                    POOL.replace("nodes: 2, cpu: 64, memory: 512Gi", "nodes: 1, cpu: 1, memory: 1Gi"),  # noqa: E501
+                    POOL.replace(
+                        "nodes: 2, cpu: 64, memory: 512Gi", "nodes: 1, cpu: 1, memory: 1Gi"
+                    ),  # noqa: E501
                     QUEUE.replace("{cpu: 64, memory: 512Gi}", "{cpu: 1, memory: 1Gi}"),
                     image,
                 ]

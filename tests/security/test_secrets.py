@@ -25,8 +25,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from specs.secrets import (
+from trainform.specs.secrets import (
     forget_secrets,
     looks_secret,
     mask,
@@ -35,6 +34,7 @@ from specs.secrets import (
     same_secret,
     secret_reason,
 )
+
 from tests.helpers import run_cli, write_tree
 
 USERNAME = "ci-robot"
@@ -168,7 +168,7 @@ def test_a_registry_echoing_credentials_leaks_them_nowhere(
 
 
 def test_a_provider_error_is_redacted_when_made_and_when_printed() -> None:
-    from providers.errors import PermanentProviderError, TransientProviderError
+    from trainform.providers.errors import PermanentProviderError, TransientProviderError
 
     late = "late-registered-" + random_secrets.token_hex(8)
     error = TransientProviderError(
@@ -188,8 +188,7 @@ def test_an_s3_error_quoting_the_signing_credentials_is_redacted(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from botocore.exceptions import ClientError
-
-    from providers.objectstore.client import provider_error
+    from trainform.providers.objectstore.client import provider_error
 
     secret_key = "wJalrXUtnFI/K7MDENG/" + random_secrets.token_urlsafe(15)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", AWS_KEY_ID)

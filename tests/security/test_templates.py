@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from trainform.specs import SpecError, load_specs, templating
+from trainform.specs.templating import RenderBudget, render_document
 
-from specs import SpecError, load_specs, templating
-from specs.templating import RenderBudget, render_document
 from tests.helpers import run_cli, training_job
 from tests.security.support import canary_payloads, write_platform
 

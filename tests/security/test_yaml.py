@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from trainform.specs import SpecError, SpecLoadError, load_specs
 
-from specs import SpecError, SpecLoadError, load_specs
 from tests.helpers import CONFIG, run_cli, training_job
 from tests.security.support import write_platform
 

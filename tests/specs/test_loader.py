@@ -10,10 +10,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trainform.specs as specs
+from trainform.specs import (
+    Diagnostic,
+    SpecError,
+    SpecLoadError,
+    SpecSet,
+    SpecUsageError,
+    load_specs,
+)
+from trainform.specs.yamlio import MAX_FILE_BYTES, parse_file
 
-import specs
-from specs import Diagnostic, SpecError, SpecLoadError, SpecSet, SpecUsageError, load_specs
-from specs.yamlio import MAX_FILE_BYTES, parse_file
 from tests.helpers import BASE, CONFIG, IMAGE, POOL, PROJECT, QUEUE, REPO, training_job, write_tree
 
 Files = dict[str, str | bytes]
@@ -651,7 +658,7 @@ def test_sandbox_refusal_is_a_diagnostic(folder, expression: str) -> None:
 SANDBOX_PROBE = """
 import resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (2 * 1024**3, 2 * 1024**3))
-from specs import SpecLoadError, load_specs
+from trainform.specs import SpecLoadError, load_specs
 try:
     load_specs(sys.argv[1])
 except SpecLoadError as exc:

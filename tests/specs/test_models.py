@@ -7,9 +7,8 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
-
-from specs import KINDS, RootConfig
-from specs.models.kinds import DOCUMENT_ADAPTER
+from trainform.specs import KINDS, RootConfig
+from trainform.specs.models.kinds import DOCUMENT_ADAPTER
 
 DIGEST = "sha256:" + "ab" * 32
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

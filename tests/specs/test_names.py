@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 from pydantic import BaseModel, ValidationError
-
-from specs.names import (
+from trainform.specs.names import (
     ResourceName,
     check_s3_uri,
     check_storage_uri,

@@ -6,8 +6,7 @@ from decimal import Decimal
 
 import pytest
 from pydantic import BaseModel, ValidationError
-
-from specs import Duration, Quantity
+from trainform.specs import Duration, Quantity
 
 
 class _Amounts(BaseModel):

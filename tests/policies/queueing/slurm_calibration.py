@@ -22,15 +22,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
-from policies.queueing import TraceJob
-from policies.queueing.result import percentile
-from policies.queueing.slurm_model import (
+from trainform.policies.queueing import TraceJob
+from trainform.policies.queueing.result import percentile
+from trainform.policies.queueing.slurm_model import (
     SlurmAssociation,
     SlurmPartition,
     SlurmPlatform,
     SlurmQos,
 )
-from policies.queueing.slurm_sim import simulate_slurm
+from trainform.policies.queueing.slurm_sim import simulate_slurm
+
 from tests.services.slurm import SlurmCluster
 
 LIMIT_MINUTES = 1
@@ -102,8 +103,7 @@ def partitions(cluster: SlurmCluster, preemption: bool) -> Iterator[dict[str, st
             f"qos=normal,{hi_qos},{lo_qos}", f"GrpTRES=gres/gpu={LO_ACCOUNT_GPUS}")  # fmt: skip
         node = cluster.node_name
         cluster.partitions_file.write_text(
-            original
-            + f"PartitionName={names['hi']} Nodes={node} PriorityTier=10 MaxTime=INFINITE "
+            original + f"PartitionName={names['hi']} Nodes={node} PriorityTier=10 MaxTime=INFINITE "
             "State=UP\n"
             + f"PartitionName={names['lo']} Nodes={node} PriorityTier=1 MaxTime=INFINITE "
             "State=UP\n",

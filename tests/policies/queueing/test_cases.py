@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from policies.queueing import (
+from trainform.policies.queueing import (
     PlatformModel,
     PoolQuota,
     ProjectQuota,

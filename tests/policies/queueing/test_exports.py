@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import policies.queueing as queueing
+import trainform.policies.queueing as queueing
 
 API = [
     "JobOutcome",

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import pytest
-
-from policies.queueing import PlatformModel, PoolQuota, ProjectQuota, QueueModel, TraceJob, simulate
-from policies.queueing.holds import (
+from trainform.policies.queueing import (
+    PlatformModel,
+    PoolQuota,
+    ProjectQuota,
+    QueueModel,
+    TraceJob,
+    simulate,
+)
+from trainform.policies.queueing.holds import (
     BORROWING,
     GPU_QUOTA,
     LENDING,

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-from policies.queueing import PoolQuota, ProjectQuota, TraceJob, platform_from_specs, simulate
-from specs import load_specs
+from trainform.policies.queueing import (
+    PoolQuota,
+    ProjectQuota,
+    TraceJob,
+    platform_from_specs,
+    simulate,
+)
+from trainform.specs import load_specs
+
 from tests.helpers import REPO
 
 

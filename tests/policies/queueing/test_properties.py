@@ -8,8 +8,7 @@ from collections import defaultdict
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from policies.queueing import (
+from trainform.policies.queueing import (
     PlatformModel,
     PoolQuota,
     ProjectQuota,

@@ -9,8 +9,8 @@ import uuid
 from pathlib import Path
 
 import pytest
+from trainform.policies.queueing import read_sacct
 
-from policies.queueing import read_sacct
 from tests.services.slurm import SlurmCluster
 
 pytestmark = pytest.mark.slow

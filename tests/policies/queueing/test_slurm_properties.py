@@ -6,17 +6,16 @@ from collections import defaultdict
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from policies.queueing import TraceJob
-from policies.queueing.result import SimulationResult
-from policies.queueing.slurm_model import (
+from trainform.policies.queueing import TraceJob
+from trainform.policies.queueing.result import SimulationResult
+from trainform.policies.queueing.slurm_model import (
     SlurmAssociation,
     SlurmPartition,
     SlurmPlatform,
     SlurmQos,
     SlurmWeights,
 )
-from policies.queueing.slurm_sim import simulate_slurm
+from trainform.policies.queueing.slurm_sim import simulate_slurm
 
 PROJECTS = ("p", "r")
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from policies.queueing.slurm_model import SlurmWeights
-from policies.review.slurm_settings import SchedulerSettings, parse_scheduler_settings
+from trainform.policies.queueing.slurm_model import SlurmWeights
+from trainform.policies.review.slurm_settings import SchedulerSettings, parse_scheduler_settings
 
 CONFIG = """\
 Configuration data as of 2026-12-02T09:41:00

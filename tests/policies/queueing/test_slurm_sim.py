@@ -6,16 +6,15 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-
-from policies.queueing import TraceJob
-from policies.queueing.holds import GPU_QUOTA, REQUEUE_DELAY
-from policies.queueing.slurm_model import (
+from trainform.policies.queueing import TraceJob
+from trainform.policies.queueing.holds import GPU_QUOTA, REQUEUE_DELAY
+from trainform.policies.queueing.slurm_model import (
     SlurmAssociation,
     SlurmPartition,
     SlurmPlatform,
     SlurmQos,
 )
-from policies.queueing.slurm_sim import simulate_slurm
+from trainform.policies.queueing.slurm_sim import simulate_slurm
 
 
 def two_tiers(**platform: object) -> SlurmPlatform:

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from trainform.policies.queueing import TraceError, TraceJob, read_sacct, read_trace
 
-from policies.queueing import TraceError, TraceJob, read_sacct, read_trace
 from tests.helpers import REPO
 
 HEADER = "id,submit,project,queue,gpus,duration,priority\n"

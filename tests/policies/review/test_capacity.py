@@ -5,8 +5,9 @@ from __future__ import annotations
 from decimal import Decimal
 from pathlib import Path
 
-from policies.review.capacity import compute_capacity
-from specs import load_specs
+from trainform.policies.review.capacity import compute_capacity
+from trainform.specs import load_specs
+
 from tests.helpers import write_tree
 from tests.policies.review.fixture import BASE, queues, quota
 

@@ -6,10 +6,10 @@ import os
 from pathlib import Path
 
 import pytest
+from trainform.policies.review.errors import GitRefError, RefLoadError
+from trainform.policies.review.gitrefs import open_side, resolve_commit
+from trainform.policies.review.loading import load_side
 
-from policies.review.errors import GitRefError, RefLoadError
-from policies.review.gitrefs import open_side, resolve_commit
-from policies.review.loading import load_side
 from tests.policies.review.fixture import commit, git, make_repository, move_gpus
 
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 from decimal import Decimal
 
-from policies.review.capacity import Capacity, ProjectFigures
-from policies.review.render_json import render_review_json
-from policies.review.render_markdown import render_review_markdown
-from policies.review.render_text import render_review_text
-from policies.review.report import ReviewReport
-from policies.review.sections import duration, duration_delta
-from policies.review.semantic import ChangeAction, FieldChange, SemanticChange
+from trainform.policies.review.capacity import Capacity, ProjectFigures
+from trainform.policies.review.render_json import render_review_json
+from trainform.policies.review.render_markdown import render_review_markdown
+from trainform.policies.review.render_text import render_review_text
+from trainform.policies.review.report import ReviewReport
+from trainform.policies.review.sections import duration, duration_delta
+from trainform.policies.review.semantic import ChangeAction, FieldChange, SemanticChange
 
 
 def big_report(changes: int) -> ReviewReport:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from policies.review.semantic import ChangeAction, diff_queue_policy
-from specs import SpecSet, load_specs
+from trainform.policies.review.semantic import ChangeAction, diff_queue_policy
+from trainform.specs import SpecSet, load_specs
+
 from tests.helpers import write_tree
 from tests.policies.review.fixture import BASE, queue, queues, quota
 

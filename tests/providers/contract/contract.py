@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from trainform.planner.desired import DesiredItem, build_desired
+from trainform.planner.session import ProviderSet
+from trainform.providers.base import DesiredResource, Observation, ObserveRequest, Provider
+from trainform.providers.errors import PermanentProviderError
+from trainform.specs import load_specs
 
-from planner.desired import DesiredItem, build_desired
-from planner.session import ProviderSet
-from providers.base import DesiredResource, Observation, ObserveRequest, Provider
-from providers.errors import PermanentProviderError
-from specs import load_specs
 from tests.engine.support import SpecFolder
 
 OTHER_MANAGER = "someone-else"

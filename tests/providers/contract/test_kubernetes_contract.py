@@ -7,10 +7,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from trainform.providers.base import Provider
+from trainform.providers.kubernetes.kinds import (
+    CLUSTER_QUEUE,
+    NAMESPACE,
+    RESOURCE_FLAVOR,
+    RESOURCE_QUOTA,
+)
+from trainform.providers.kubernetes.provider import KubernetesProvider
 
-from providers.base import Provider
-from providers.kubernetes.kinds import CLUSTER_QUEUE, NAMESPACE, RESOURCE_FLAVOR, RESOURCE_QUOTA
-from providers.kubernetes.provider import KubernetesProvider
 from tests.providers.contract.contract import ProviderContract
 from tests.providers.kubernetes.fixtures import INSTANCE, platform_folder, unique_prefix
 from tests.services.kube_api import KubeAPI

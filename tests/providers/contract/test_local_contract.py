@@ -12,15 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from trainform.planner.desired import DesiredItem, build_desired
+from trainform.planner.session import ProviderSet
+from trainform.providers.base import DesiredResource, ObserveRequest, Provider, ProviderContext
+from trainform.providers.errors import PermanentProviderError, ProviderError
+from trainform.providers.local.datasets import build_manifest
+from trainform.providers.local.machine import MachineFacts
+from trainform.providers.local.provider import LocalProvider
+from trainform.specs import load_specs
 
-from planner.desired import DesiredItem, build_desired
-from planner.session import ProviderSet
-from providers.base import DesiredResource, ObserveRequest, Provider, ProviderContext
-from providers.errors import PermanentProviderError, ProviderError
-from providers.local.datasets import build_manifest
-from providers.local.machine import MachineFacts
-from providers.local.provider import LocalProvider
-from specs import load_specs
 from tests.engine.support import QUICKSTART, copy_example
 from tests.providers.contract.contract import ProviderContract, desired_resource
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
+from trainform.providers.base import Provider
+from trainform.providers.objectstore.provider import ObjectStoreProvider
 
-from providers.base import Provider
-from providers.objectstore.provider import ObjectStoreProvider
 from tests.providers.contract.contract import ProviderContract
 from tests.providers.objectstore.fixtures import dataset_folder
 from tests.services.s3 import S3Server

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from trainform.planner.desired import DesiredItem
+from trainform.providers.base import Provider
+from trainform.providers.oci.provider import RegistryProvider
 
-from planner.desired import DesiredItem
-from providers.base import Provider
-from providers.oci.provider import RegistryProvider
 from tests.providers.contract.contract import ProviderContract
 from tests.providers.oci.fixtures import registry_server
 from tests.services.registry import RegistryServer, push_image

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from trainform.providers.base import Provider
+from trainform.providers.slurm.provider import SlurmProvider
 
-from providers.base import Provider
-from providers.slurm.provider import SlurmProvider
 from tests.providers.contract.contract import ProviderContract
 from tests.providers.slurm import fixtures
 from tests.services.slurm import SlurmCluster

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from trainform.providers.kubernetes.kinds import CLUSTER_QUEUE, COHORT, JOB
+from trainform.providers.kubernetes.provider import KubernetesProvider
 
-from providers.kubernetes.kinds import CLUSTER_QUEUE, COHORT, JOB
-from providers.kubernetes.provider import KubernetesProvider
 from tests.engine.support import SpecFolder
 from tests.providers.kubernetes.fixtures import INSTANCE, kubernetes_config, unique_prefix
 from tests.providers.kubernetes.schemas import check_manifest

@@ -7,13 +7,14 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from providers.base import DesiredResource, ObserveRequest, ProviderContext
-from providers.jobs import JobLaunch
-from providers.kubernetes.client import KubeClient, make_api_client
-from providers.kubernetes.jobs import job_manifest, ledger_entry, ledger_manifest
-from providers.kubernetes.kinds import CONFIG_MAP
-from providers.kubernetes.placement import Placement
-from providers.kubernetes.provider import KubernetesProvider
+from trainform.providers.base import DesiredResource, ObserveRequest, ProviderContext
+from trainform.providers.jobs import JobLaunch
+from trainform.providers.kubernetes.client import KubeClient, make_api_client
+from trainform.providers.kubernetes.jobs import job_manifest, ledger_entry, ledger_manifest
+from trainform.providers.kubernetes.kinds import CONFIG_MAP
+from trainform.providers.kubernetes.placement import Placement
+from trainform.providers.kubernetes.provider import KubernetesProvider
+
 from tests.providers.kubernetes.fixtures import unique_prefix
 from tests.services.kube_api import KubeAPI
 

@@ -8,13 +8,14 @@ import hashlib
 import json
 from pathlib import Path
 
-from providers.base import ProviderContext
-from providers.jobs import RunPhase
-from providers.kubernetes.client import KubeClient, make_api_client
-from providers.kubernetes.jobs import job_name
-from providers.kubernetes.kinds import JOB
-from providers.kubernetes.provider import KubernetesProvider
-from providers.objectstore.checkpoints import S3Checkpoints
+from trainform.providers.base import ProviderContext
+from trainform.providers.jobs import RunPhase
+from trainform.providers.kubernetes.client import KubeClient, make_api_client
+from trainform.providers.kubernetes.jobs import job_name
+from trainform.providers.kubernetes.kinds import JOB
+from trainform.providers.kubernetes.provider import KubernetesProvider
+from trainform.providers.objectstore.checkpoints import S3Checkpoints
+
 from tests.engine.support import SpecFolder
 from tests.providers.kubernetes.fixtures import platform_folder, unique_prefix
 from tests.providers.kubernetes.test_jobs import ADDRESS, launch

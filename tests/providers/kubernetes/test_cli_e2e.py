@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 import yaml
+from trainform.providers.kubernetes.client import KubeClient, make_api_client
+from trainform.providers.kubernetes.kinds import CLUSTER_QUEUE, COHORT, NODE
 
-from providers.kubernetes.client import KubeClient, make_api_client
-from providers.kubernetes.kinds import CLUSTER_QUEUE, COHORT, NODE
 from tests.engine.support import REPO, run_trainform
 from tests.services.kube_api import KubeAPI
 

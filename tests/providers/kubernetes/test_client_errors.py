@@ -10,10 +10,9 @@ from typing import Any
 import pytest
 import urllib3
 from kubernetes.client.exceptions import ApiException
-
-from providers.errors import PermanentProviderError, TransientProviderError
-from providers.kubernetes.client import KubeClient, make_api_client
-from providers.kubernetes.kinds import CLUSTER_QUEUE
+from trainform.providers.errors import PermanentProviderError, TransientProviderError
+from trainform.providers.kubernetes.client import KubeClient, make_api_client
+from trainform.providers.kubernetes.kinds import CLUSTER_QUEUE
 
 QUEUE = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "q"}}
 
@@ -103,7 +102,7 @@ def test_a_conflict_names_the_other_manager_and_the_fields() -> None:
 
 
 def test_a_missing_kubeconfig_is_a_configuration_error(tmp_path: Any) -> None:
-    from providers.errors import ProviderConfigError
+    from trainform.providers.errors import ProviderConfigError
 
     with pytest.raises(ProviderConfigError, match="cannot load kubeconfig"):
         make_api_client(str(tmp_path / "nowhere"), "")

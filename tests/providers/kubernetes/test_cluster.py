@@ -9,13 +9,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from planner.drift import detect_drift
-from planner.normalize import normalize_document
-from planner.plan_model import Action
-from providers.base import ObserveRequest
-from providers.errors import PermanentProviderError
-from providers.kubernetes.kinds import (
+from trainform.planner.drift import detect_drift
+from trainform.planner.normalize import normalize_document
+from trainform.planner.plan_model import Action
+from trainform.providers.base import ObserveRequest
+from trainform.providers.errors import PermanentProviderError
+from trainform.providers.kubernetes.kinds import (
     BY_KIND,
     CLUSTER_QUEUE,
     COHORT,
@@ -24,8 +23,9 @@ from providers.kubernetes.kinds import (
     WORKLOAD,
     WORKLOAD_PRIORITY_CLASS,
 )
-from providers.kubernetes.provider import KubernetesProvider
-from specs.models.kinds import KINDS
+from trainform.providers.kubernetes.provider import KubernetesProvider
+from trainform.specs.models.kinds import KINDS
+
 from tests.engine.support import SpecFolder, run_trainform
 from tests.providers.kubernetes.fixtures import (
     INSTANCE,

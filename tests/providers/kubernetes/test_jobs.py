@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from trainform.providers.jobs import JobLaunch, RunPhase
+from trainform.providers.kubernetes.jobs import DELETED, job_name
+from trainform.providers.kubernetes.kinds import JOB, WORKLOAD, WORKLOAD_PRIORITY_CLASS
+from trainform.providers.kubernetes.provider import KubernetesProvider
 
-from providers.jobs import JobLaunch, RunPhase
-from providers.kubernetes.jobs import DELETED, job_name
-from providers.kubernetes.kinds import JOB, WORKLOAD, WORKLOAD_PRIORITY_CLASS
-from providers.kubernetes.provider import KubernetesProvider
 from tests.engine.support import SpecFolder
 from tests.providers.kubernetes.fixtures import INSTANCE, platform_folder, unique_prefix
 from tests.providers.kubernetes.schemas import check_manifest

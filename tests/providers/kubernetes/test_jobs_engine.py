@@ -9,10 +9,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from trainform.planner.plan_model import Action
+from trainform.providers.kubernetes.kinds import JOB
+from trainform.providers.kubernetes.provider import KubernetesProvider
 
-from planner.plan_model import Action
-from providers.kubernetes.kinds import JOB
-from providers.kubernetes.provider import KubernetesProvider
 from tests.engine.support import SpecFolder
 from tests.providers.kubernetes.fixtures import INSTANCE, PLATFORM, kubernetes_config, unique_prefix
 from tests.providers.oci.fixtures import registry_server

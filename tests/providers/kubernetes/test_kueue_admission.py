@@ -17,11 +17,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from trainform.providers.jobs import RunPhase
+from trainform.providers.kubernetes.kinds import CLUSTER_QUEUE, COHORT, JOB
+from trainform.providers.kubernetes.naming import short_hash
+from trainform.providers.kubernetes.provider import KubernetesProvider
 
-from providers.jobs import RunPhase
-from providers.kubernetes.kinds import CLUSTER_QUEUE, COHORT, JOB
-from providers.kubernetes.naming import short_hash
-from providers.kubernetes.provider import KubernetesProvider
 from tests.engine.support import SpecFolder, run_trainform
 from tests.providers.kubernetes.fixtures import INSTANCE, kubernetes_config, unique_prefix
 from tests.providers.kubernetes.test_accelerators import POOL, POOLS

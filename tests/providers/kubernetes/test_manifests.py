@@ -7,16 +7,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from trainform.planner.desired import build_desired
+from trainform.providers.base import DesiredResource, ProviderContext
+from trainform.providers.jobs import DatasetInput, JobLaunch
+from trainform.providers.kubernetes.jobs import job_environment, job_manifest, ledger_manifest
+from trainform.providers.kubernetes.naming import Naming, dns_label, label_safe
+from trainform.providers.kubernetes.placement import Placement
+from trainform.providers.kubernetes.projection import by_role, canonical, project_document
+from trainform.providers.kubernetes.provider import KubernetesProvider
+from trainform.specs import load_specs
 
-from planner.desired import build_desired
-from providers.base import DesiredResource, ProviderContext
-from providers.jobs import DatasetInput, JobLaunch
-from providers.kubernetes.jobs import job_environment, job_manifest, ledger_manifest
-from providers.kubernetes.naming import Naming, dns_label, label_safe
-from providers.kubernetes.placement import Placement
-from providers.kubernetes.projection import by_role, canonical, project_document
-from providers.kubernetes.provider import KubernetesProvider
-from specs import load_specs
 from tests.providers.kubernetes.schemas import check_manifest
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "platform"

@@ -5,11 +5,11 @@ and time limits. Pure; rendered objects are checked against the client's models.
 from __future__ import annotations
 
 import pytest
+from trainform.providers.kubernetes import pods
+from trainform.providers.kubernetes.jobs import job_manifest
+from trainform.providers.kubernetes.naming import Naming
+from trainform.providers.kubernetes.placement import Placement, Pool, place, pool_from_facts
 
-from providers.kubernetes import pods
-from providers.kubernetes.jobs import job_manifest
-from providers.kubernetes.naming import Naming
-from providers.kubernetes.placement import Placement, Pool, place, pool_from_facts
 from tests.providers.kubernetes.schemas import check_manifest
 from tests.providers.kubernetes.test_manifests import _launch
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from providers.base import DesiredResource
-from providers.kubernetes.api_limits import queue_size_problems
-from providers.kubernetes.provider import KubernetesProvider
+from trainform.providers.base import DesiredResource
+from trainform.providers.kubernetes.api_limits import queue_size_problems
+from trainform.providers.kubernetes.provider import KubernetesProvider
+
 from tests.engine.support import run_trainform
 
 CONFIG = """\

@@ -12,18 +12,18 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from trainform.planner.plan_model import Action
+from trainform.providers.base import DesiredResource
+from trainform.providers.jobs import RunPhase
+from trainform.providers.kubernetes.jobs import job_name
+from trainform.providers.kubernetes.kinds import CLUSTER_QUEUE, COHORT, JOB, LOCAL_QUEUE, SERVICE
+from trainform.providers.kubernetes.kueue_rules import instance_problems
+from trainform.providers.kubernetes.manifests import object_metadata
+from trainform.providers.kubernetes.naming import Naming
+from trainform.providers.kubernetes.project_queues import render_quota
+from trainform.providers.kubernetes.projection import quota_limits
+from trainform.providers.kubernetes.provider import KubernetesProvider
 
-from planner.plan_model import Action
-from providers.base import DesiredResource
-from providers.jobs import RunPhase
-from providers.kubernetes.jobs import job_name
-from providers.kubernetes.kinds import CLUSTER_QUEUE, COHORT, JOB, LOCAL_QUEUE, SERVICE
-from providers.kubernetes.kueue_rules import instance_problems
-from providers.kubernetes.manifests import object_metadata
-from providers.kubernetes.naming import Naming
-from providers.kubernetes.project_queues import render_quota
-from providers.kubernetes.projection import quota_limits
-from providers.kubernetes.provider import KubernetesProvider
 from tests.engine.support import SpecFolder
 from tests.providers.kubernetes.fixtures import INSTANCE, platform_folder, unique_prefix
 from tests.providers.kubernetes.schemas import check_manifest

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from trainform.planner.drift import detect_drift
+from trainform.providers.base import ObserveRequest
+from trainform.providers.errors import PermanentProviderError
+from trainform.providers.kubernetes.jobs import job_name
+from trainform.providers.kubernetes.kinds import CLUSTER_QUEUE, JOB
+from trainform.providers.kubernetes.provider import KubernetesProvider
 
-from planner.drift import detect_drift
-from providers.base import ObserveRequest
-from providers.errors import PermanentProviderError
-from providers.kubernetes.jobs import job_name
-from providers.kubernetes.kinds import CLUSTER_QUEUE, JOB
-from providers.kubernetes.provider import KubernetesProvider
 from tests.engine.support import SpecFolder
 from tests.providers.kubernetes.fixtures import INSTANCE, platform_folder, unique_prefix
 from tests.providers.kubernetes.test_jobs import launch

@@ -6,10 +6,9 @@ import copy
 from typing import Any
 
 import pytest
-
-from providers.base import DesiredResource
-from providers.kubernetes.kueue_rules import instance_problems, resource_problems
-from providers.kubernetes.naming import Naming
+from trainform.providers.base import DesiredResource
+from trainform.providers.kubernetes.kueue_rules import instance_problems, resource_problems
+from trainform.providers.kubernetes.naming import Naming
 
 QUEUE: dict[str, Any] = {
     "metadata": {"labels": {}, "annotations": {}},

@@ -18,18 +18,18 @@ from typing import Any
 
 import pytest
 from kubernetes import client as kube
+from trainform.planner.timeline import attempt_timelines, delivery, parse_time, seconds_between
+from trainform.providers.base import ProviderContext
+from trainform.providers.errors import PermanentProviderError
+from trainform.providers.jobs import Cause, RunPhase, WaitSpan, retry_delay
+from trainform.providers.kubernetes.client import KubeClient, make_api_client
+from trainform.providers.kubernetes.jobs import job_name
+from trainform.providers.kubernetes.kinds import JOB, WORKLOAD
+from trainform.providers.kubernetes.naming import short_hash
+from trainform.providers.kubernetes.provider import KubernetesProvider
+from trainform.providers.kubernetes.timeline import POD, attempt_status
+from trainform.providers.objectstore.checkpoints import S3Checkpoints
 
-from planner.timeline import attempt_timelines, delivery, parse_time, seconds_between
-from providers.base import ProviderContext
-from providers.errors import PermanentProviderError
-from providers.jobs import Cause, RunPhase, WaitSpan, retry_delay
-from providers.kubernetes.client import KubeClient, make_api_client
-from providers.kubernetes.jobs import job_name
-from providers.kubernetes.kinds import JOB, WORKLOAD
-from providers.kubernetes.naming import short_hash
-from providers.kubernetes.provider import KubernetesProvider
-from providers.kubernetes.timeline import POD, attempt_status
-from providers.objectstore.checkpoints import S3Checkpoints
 from tests.engine.support import SpecFolder
 from tests.providers.kubernetes.fixtures import platform_folder, unique_prefix
 from tests.providers.kubernetes.test_jobs import ADDRESS, launch

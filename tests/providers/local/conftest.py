@@ -16,12 +16,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-
-from providers.base import DesiredResource, ProviderContext
-from providers.jobs import JobLaunch, RunStatus
-from providers.local.machine import MachineFacts
-from providers.local.processes import is_job_process, supervisor_alive
-from providers.local.provider import LocalProvider
+from trainform.providers.base import DesiredResource, ProviderContext
+from trainform.providers.jobs import JobLaunch, RunStatus
+from trainform.providers.local.machine import MachineFacts
+from trainform.providers.local.processes import is_job_process, supervisor_alive
+from trainform.providers.local.provider import LocalProvider
 
 GiB = 2**30
 MiB = 2**20

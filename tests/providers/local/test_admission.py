@@ -8,11 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from providers.local.admission import Platform, duration_seconds
-from providers.local.capacity import free_devices, show
-from providers.local.layout import RunLayout
-from providers.local.runs import Attempt
+from trainform.providers.local.admission import Platform, duration_seconds
+from trainform.providers.local.capacity import free_devices, show
+from trainform.providers.local.layout import RunLayout
+from trainform.providers.local.runs import Attempt
 
 GiB = 2**30
 

@@ -8,8 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
-from providers.local.checkpoints import (
+from trainform.providers.local.checkpoints import (
     apply_retention,
     latest_valid,
     list_checkpoints,

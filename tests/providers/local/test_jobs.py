@@ -14,14 +14,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from trainform.providers.base import DesiredResource, ObserveRequest
+from trainform.providers.errors import PermanentProviderError
+from trainform.providers.jobs import DatasetInput, JobProvider, RunPhase
+from trainform.providers.local.admission import SUPERVISOR_GONE
+from trainform.providers.local.datasets import build_manifest
+from trainform.providers.local.processes import is_job_process
+from trainform.providers.local.provider import LocalProvider
 
-from providers.base import DesiredResource, ObserveRequest
-from providers.errors import PermanentProviderError
-from providers.jobs import DatasetInput, JobProvider, RunPhase
-from providers.local.admission import SUPERVISOR_GONE
-from providers.local.datasets import build_manifest
-from providers.local.processes import is_job_process
-from providers.local.provider import LocalProvider
 from tests.providers.local.conftest import (
     ADDRESS,
     add_queue,

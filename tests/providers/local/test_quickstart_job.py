@@ -11,13 +11,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from trainform.planner.desired import DesiredItem, build_desired
+from trainform.providers.base import DesiredResource, ProviderContext
+from trainform.providers.jobs import DatasetInput, JobLaunch, RunPhase
+from trainform.providers.local.machine import MachineFacts
+from trainform.providers.local.provider import LocalProvider
+from trainform.specs import load_specs
 
-from planner.desired import DesiredItem, build_desired
-from providers.base import DesiredResource, ProviderContext
-from providers.jobs import DatasetInput, JobLaunch, RunPhase
-from providers.local.machine import MachineFacts
-from providers.local.provider import LocalProvider
-from specs import load_specs
 from tests.engine.support import QUICKSTART, copy_example
 from tests.providers.local.conftest import GiB, finished, run_of, wait_for
 

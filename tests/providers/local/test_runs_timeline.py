@@ -24,17 +24,17 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from trainform.planner.timeline import attempt_timelines, parse_time
+from trainform.providers.base import ProviderContext
+from trainform.providers.errors import ProviderError
+from trainform.providers.jobs import Cause, DatasetInput, RunPhase, RunStatus, utc_text
+from trainform.providers.local.datasets import build_manifest
+from trainform.providers.local.machine import MachineFacts
+from trainform.providers.local.outcomes import classify
+from trainform.providers.local.processes import is_job_process, supervisor_alive
+from trainform.providers.local.provider import LocalProvider
+from trainform.providers.local.runs import ADDED_COLUMNS, Attempt, RunStore
 
-from planner.timeline import attempt_timelines, parse_time
-from providers.base import ProviderContext
-from providers.errors import ProviderError
-from providers.jobs import Cause, DatasetInput, RunPhase, RunStatus, utc_text
-from providers.local.datasets import build_manifest
-from providers.local.machine import MachineFacts
-from providers.local.outcomes import classify
-from providers.local.processes import is_job_process, supervisor_alive
-from providers.local.provider import LocalProvider
-from providers.local.runs import ADDED_COLUMNS, Attempt, RunStore
 from tests.engine.support import run_trainform, write_folder
 from tests.providers.local.conftest import (
     ADDRESS,

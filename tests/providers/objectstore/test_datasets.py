@@ -15,15 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from trainform.planner.desired import build_desired
+from trainform.planner.lockfile import LOCK_FILE
+from trainform.planner.session import ProviderSet
+from trainform.providers.base import DesiredResource, Observation
+from trainform.providers.errors import PermanentProviderError
+from trainform.providers.objectstore.manifests import S3Manifest
+from trainform.providers.objectstore.provider import READERS_TAG, ObjectStoreProvider
+from trainform.specs import load_specs
 
-from planner.desired import build_desired
-from planner.lockfile import LOCK_FILE
-from planner.session import ProviderSet
-from providers.base import DesiredResource, Observation
-from providers.errors import PermanentProviderError
-from providers.objectstore.manifests import S3Manifest
-from providers.objectstore.provider import READERS_TAG, ObjectStoreProvider
-from specs import load_specs
 from tests.engine.support import run_trainform
 from tests.providers.contract.contract import desired_resource, request_for
 from tests.providers.objectstore.fixtures import dataset_folder

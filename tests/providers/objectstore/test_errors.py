@@ -16,12 +16,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from trainform.planner.desired import build_desired
+from trainform.planner.session import ProviderSet
+from trainform.providers.errors import PermanentProviderError, ProviderError, TransientProviderError
+from trainform.providers.objectstore.provider import ObjectStoreProvider
+from trainform.specs import load_specs
 
-from planner.desired import build_desired
-from planner.session import ProviderSet
-from providers.errors import PermanentProviderError, ProviderError, TransientProviderError
-from providers.objectstore.provider import ObjectStoreProvider
-from specs import load_specs
 from tests.engine.support import run_trainform
 from tests.providers.contract.contract import desired_resource, request_for
 from tests.providers.objectstore.fixtures import (

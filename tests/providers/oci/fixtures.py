@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from trainform.providers.base import DesiredResource, ObserveRequest, ProviderContext
+from trainform.providers.oci.provider import RegistryProvider
+from trainform.specs.models.config import RegistryConnection
 
-from providers.base import DesiredResource, ObserveRequest, ProviderContext
-from providers.oci.provider import RegistryProvider
-from specs.models.config import RegistryConnection
 from tests.services.registry import RegistryServer, serve_registry
 
 USERNAME_ENV = "TRAINFORM_TEST_REGISTRY_USER"

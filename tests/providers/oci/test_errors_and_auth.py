@@ -13,13 +13,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from providers.errors import (
+from trainform.providers.errors import (
     PermanentProviderError,
     ProviderConfigError,
     ProviderError,
     TransientProviderError,
 )
+
 from tests.providers.oci.fixtures import (
     PASSWORD_ENV,
     USERNAME_ENV,

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 import requests
+from trainform.providers.base import DesiredResource
+from trainform.providers.errors import PermanentProviderError
+from trainform.providers.oci.provider import RegistryProvider
 
-from providers.base import DesiredResource
-from providers.errors import PermanentProviderError
-from providers.oci.provider import RegistryProvider
 from tests.providers.oci.fixtures import ProviderFactory, image_resource, request_of
 from tests.services.registry import (
     MountDecliningProxy,
@@ -271,9 +271,9 @@ def test_a_tag_moved_over_a_promotion_is_found_and_not_deleted(
 def test_list_owned_pages_through_catalog_and_tags(
     registry_server: RegistryServer, provider_for: ProviderFactory, monkeypatch: Any
 ) -> None:
-    import providers.oci.client
+    from trainform.providers.oci import client
 
-    monkeypatch.setattr(providers.oci.client, "PAGE_SIZE", 2)
+    monkeypatch.setattr(client, "PAGE_SIZE", 2)
     provider = provider_for(registry_server.url, manager=f"pager-{unique_repository('x')[2:]}")
     addresses = []
     for number in range(3):

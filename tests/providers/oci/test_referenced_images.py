@@ -5,8 +5,8 @@ provider; images are pushed by the tests with plain HTTP."""
 from __future__ import annotations
 
 import pytest
+from trainform.providers.errors import PermanentProviderError
 
-from providers.errors import PermanentProviderError
 from tests.providers.oci.fixtures import ProviderFactory, image_resource, request_of
 from tests.services.registry import RegistryServer, push_image, unique_repository
 

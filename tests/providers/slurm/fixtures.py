@@ -8,8 +8,9 @@ import itertools
 import os
 from pathlib import Path
 
-from providers.slurm.commands import SlurmCommands
-from providers.slurm.partitions import ManagedFile, PartitionFile
+from trainform.providers.slurm.commands import SlurmCommands
+from trainform.providers.slurm.partitions import ManagedFile, PartitionFile
+
 from tests.services.slurm import SlurmCluster
 
 _counter = itertools.count(1)

@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from trainform.planner.desired import build_desired
+from trainform.providers.slurm.commands import SlurmCommands
+from trainform.providers.slurm.jobs import SlurmJobs
+from trainform.specs import load_specs
 
-from planner.desired import build_desired
-from providers.slurm.commands import SlurmCommands
-from providers.slurm.jobs import SlurmJobs
-from specs import load_specs
 from tests.providers.slurm.test_mapping import launch
 
 SLURM = (
@@ -67,16 +67,14 @@ def test_a_container_image_reaches_sbatch_as_one_option(
 
 
 def test_jobs_ask_for_the_qos_their_partition_names(tmp_path: Path) -> None:
-    jobs = SlurmJobs(
-        SlurmCommands(), tmp_path, tmp_path, "trainform", qos_of={"train": "gold"}.get
-    )
+    jobs = SlurmJobs(SlurmCommands(), tmp_path, tmp_path, "trainform", qos_of={"train": "gold"}.get)
     assert "--qos=gold" in jobs._run_options(launch())
 
 
 def test_a_slurm_image_is_pinned_without_a_registry_or_a_local_instance(tmp_path: Path) -> None:
-    from planner.session import ProviderSet
-    from providers.base import DesiredResource
-    from providers.errors import PermanentProviderError
+    from trainform.planner.session import ProviderSet
+    from trainform.providers.base import DesiredResource
+    from trainform.providers.errors import PermanentProviderError
 
     (tmp_path / "trainform.yaml").write_text(SLURM)
     (tmp_path / "platform.yaml").write_text(DOCUMENTS)

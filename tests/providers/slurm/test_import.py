@@ -14,16 +14,16 @@ from pathlib import Path
 
 import pytest
 import yaml
+from trainform.planner.desired import build_desired
+from trainform.planner.diff import diff_documents
+from trainform.planner.session import ProviderSet
+from trainform.providers.base import ObserveRequest
+from trainform.providers.errors import PermanentProviderError
+from trainform.providers.slurm.commands import SlurmCommands
+from trainform.providers.slurm.partitions import ManagedFile, PartitionFile
+from trainform.providers.slurm.provider import SlurmProvider
+from trainform.specs import load_specs
 
-from planner.desired import build_desired
-from planner.diff import diff_documents
-from planner.session import ProviderSet
-from providers.base import ObserveRequest
-from providers.errors import PermanentProviderError
-from providers.slurm.commands import SlurmCommands
-from providers.slurm.partitions import ManagedFile, PartitionFile
-from providers.slurm.provider import SlurmProvider
-from specs import load_specs
 from tests.providers.slurm import fixtures
 from tests.services.slurm import SlurmCluster
 

@@ -7,13 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
-
-from providers.errors import PermanentProviderError, TransientProviderError
-from providers.jobs import JobLaunch, RunPhase
-from providers.slurm import mapping, settings
-from providers.slurm.commands import SlurmCommands
-from providers.slurm.jobs import SlurmJobs, comment_of, parse_comment, signal_seconds
-from providers.slurm.names import (
+from trainform.providers.errors import PermanentProviderError, TransientProviderError
+from trainform.providers.jobs import JobLaunch, RunPhase
+from trainform.providers.slurm import mapping, settings
+from trainform.providers.slurm.commands import SlurmCommands
+from trainform.providers.slurm.jobs import SlurmJobs, comment_of, parse_comment, signal_seconds
+from trainform.providers.slurm.names import (
     check_identifier,
     marker,
     parse_marker,
@@ -21,9 +20,9 @@ from providers.slurm.names import (
     parse_tres,
     render_tres,
 )
-from providers.slurm.nodes import group_pools, parse_nodes
-from providers.slurm.partitions import Block, parse_file, render_file, syntax_problems
-from providers.slurm.status import parse_jobs, phase_of, readable_reason
+from trainform.providers.slurm.nodes import group_pools, parse_nodes
+from trainform.providers.slurm.partitions import Block, parse_file, render_file, syntax_problems
+from trainform.providers.slurm.status import parse_jobs, phase_of, readable_reason
 
 DATA = Path(__file__).parent / "data"
 NODE_LINE = (
@@ -246,7 +245,7 @@ def test_sbatch_argv_carries_ownership_requeue_and_checkpoint_signal(tmp_path: P
     ):
         assert expected in argv
     script = (folder / "job.sh").read_text()
-    assert "exec " in script and "-m providers.slurm.runner" in script
+    assert "exec " in script and "-m trainform.providers.slurm.runner" in script
     assert signal_seconds(launch(max_runtime=None)) is None
 
 
@@ -294,8 +293,8 @@ def test_recorded_json_files_are_slurm_22_05() -> None:
 
 
 def test_a_queue_limit_on_the_quota_resource_is_reported_as_shadowing_it() -> None:
-    from providers.slurm.accounting import AccountingSnapshot, Qos
-    from providers.slurm.observing import _shadowed
+    from trainform.providers.slurm.accounting import AccountingSnapshot, Qos
+    from trainform.providers.slurm.observing import _shadowed
 
     snapshot = AccountingSnapshot(qos={"q": Qos("q", "", 0, "cpu=8,gres/gpu=4", "", "", "")})
 

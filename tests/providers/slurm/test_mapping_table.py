@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from providers.slurm.accounting import ASSOCIATION_COLUMNS, QOS_COLUMNS
-from providers.slurm.partitions import PARTITION_KEYS as KNOWN_PARTITION_KEYS
-from specs.models.slurm import ASSOCIATION_KEYS, PARTITION_KEPT_KEYS, PARTITION_KEYS, QOS_KEYS
+from trainform.providers.slurm.accounting import ASSOCIATION_COLUMNS, QOS_COLUMNS
+from trainform.providers.slurm.partitions import PARTITION_KEYS as KNOWN_PARTITION_KEYS
+from trainform.specs.models.slurm import (
+    ASSOCIATION_KEYS,
+    PARTITION_KEPT_KEYS,
+    PARTITION_KEYS,
+    QOS_KEYS,
+)
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "slurm.md"
 

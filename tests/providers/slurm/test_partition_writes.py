@@ -8,10 +8,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-from providers.errors import PermanentProviderError
-from providers.slurm.commands import SlurmCommands
-from providers.slurm.partitions import (
+from trainform.providers.errors import PermanentProviderError
+from trainform.providers.slurm.commands import SlurmCommands
+from trainform.providers.slurm.partitions import (
     Block,
     ManagedFile,
     PartitionFile,
@@ -20,6 +19,7 @@ from providers.slurm.partitions import (
     parse_settings,
     render_file,
 )
+
 from tests.services.slurm import SlurmCluster, restart_controller
 
 KEYS = st.sampled_from(["MaxTime", "PriorityTier", "QOS", "AllowAccounts", "MaxNodes", "Hidden"])

@@ -1,6 +1,7 @@
-"""The in-job runner, run as Slurm runs it (`python -m providers.slurm.runner launch.json`),
-without Slurm: the checkpoint signal reaches the training process, a requeued attempt
-resumes from the latest valid checkpoint, and a mutated dataset refuses the attempt."""
+"""The in-job runner, run as Slurm runs it
+(`python -P -m trainform.providers.slurm.runner launch.json`), without Slurm: the checkpoint
+signal reaches the training process, a requeued attempt resumes from the latest valid
+checkpoint, and a mutated dataset refuses the attempt."""
 
 from __future__ import annotations
 
@@ -12,8 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from providers.slurm.jobs import REPOSITORY
-from providers.slurm.runner import command_of
+from trainform.providers.slurm.runner import command_of
 
 TRAP = """
 import os, signal, sys, time, pathlib
@@ -57,8 +57,9 @@ def launch_file(tmp_path: Path, datasets: list[dict] | None = None) -> Path:
 
 
 def start(path: Path, restarts: int = 0) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": str(REPOSITORY), "SLURM_RESTART_COUNT": str(restarts)}
-    return subprocess.Popen([sys.executable, "-m", "providers.slurm.runner", str(path)], env=env)
+    env = {**os.environ, "SLURM_RESTART_COUNT": str(restarts)}
+    runner = [sys.executable, "-P", "-m", "trainform.providers.slurm.runner", str(path)]
+    return subprocess.Popen(runner, env=env)
 
 
 def wait_for(path: Path, timeout: float = 20) -> None:

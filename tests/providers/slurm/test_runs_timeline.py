@@ -24,13 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from trainform.planner.session import ProviderSet
+from trainform.planner.timeline import attempt_timelines, parse_time, seconds_between
+from trainform.providers.jobs import Cause, JobLaunch, RunPhase, RunStatus
+from trainform.providers.slurm.status import SlurmJobState, parse_jobs
+from trainform.providers.slurm.timeline import attempt_status, expand_hostlist
+from trainform.specs import load_specs
 
-from planner.session import ProviderSet
-from planner.timeline import attempt_timelines, parse_time, seconds_between
-from providers.jobs import Cause, JobLaunch, RunPhase, RunStatus
-from providers.slurm.status import SlurmJobState, parse_jobs
-from providers.slurm.timeline import attempt_status, expand_hostlist
-from specs import load_specs
 from tests.engine.support import run_trainform
 from tests.providers.slurm import fixtures
 from tests.services.slurm import SlurmCluster

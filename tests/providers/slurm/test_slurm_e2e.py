@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from trainform.planner.desired import build_desired
+from trainform.planner.session import ProviderSet
+from trainform.providers.base import DesiredResource
+from trainform.providers.errors import PermanentProviderError
+from trainform.specs import load_specs
 
-from planner.desired import build_desired
-from planner.session import ProviderSet
-from providers.base import DesiredResource
-from providers.errors import PermanentProviderError
-from specs import load_specs
 from tests.engine.support import QUICKSTART, run_trainform
 from tests.providers.slurm import fixtures
 from tests.services.slurm import SlurmCluster
