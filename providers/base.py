@@ -206,7 +206,11 @@ class Provider(ABC):
     def adopt(self, request: ObserveRequest, identifier: str) -> Observation:
         """Take the live object `identifier` under `request.address` (trainform import).
 
-        The object gets this instance's ownership mark; returns its observation.
+        Read-only: import writes nothing to the platform. Returns the object's observation,
+        whose `live` and `outputs` state keeps, so the plan right after is empty. A provider
+        records the adoption in those outputs (`adopted`, with what it needs to recognise
+        the object later); the object gets this instance's ownership mark with the first
+        write a plan shows for it, which first checks it is still the object adopted.
         """
         from trainform.providers.errors import PermanentProviderError
 

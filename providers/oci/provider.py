@@ -11,8 +11,13 @@ Two kinds of Image live here:
   written before the image, so an interrupted create is resumed, not refused. Only a tag
   whose marker names this manager and address is ever overwritten or deleted.
 
+Import (`adopt`) only reads. A promoted tag without a marker is adopted by recording it in
+state: its outputs say `adopted` and keep the digest seen then. Until the first write the plan
+shows (an update or replace writes the marker, a delete untags), the tag counts as
+trainform's only while it still points at that digest; a write refuses a tag moved since.
+
 Observe reports a `tag-moved` finding when a tag no longer points at the pinned digest
-(the spec's, else the one recorded at create).
+(the spec's, else the one recorded at create or import).
 """
 
 from __future__ import annotations
@@ -161,7 +166,10 @@ class RegistryProvider(Provider):
     def _observe_promoted(self, request: ObserveRequest) -> Observation:
         target = image_target(request.document["spec"], self.scheme)
         tag = target.tag or ""
-        ownership, _ = read_mark(self.client, target.repository, tag)
+        ownership, marker = read_mark(self.client, target.repository, tag)
+        adopted = _adopted_digest(request.outputs)
+        if marker is None and adopted:
+            return self._observe_adopted(request, target, adopted)
         if not self._ours(ownership, request.address):
             return Observation(exists=False)
         assert ownership is not None
@@ -173,6 +181,21 @@ class RegistryProvider(Provider):
             exists=True,
             live=ownership.document,
             outputs=ownership.outputs,
+            findings=(finding,) if finding else (),
+        )
+
+    def _observe_adopted(
+        self, request: ObserveRequest, target: ImageTarget, adopted: str
+    ) -> Observation:
+        """An imported tag not marked yet: as state recorded it, while the tag exists."""
+        current = self.client.head_manifest(target.repository, target.tag or "")
+        if current is None:
+            return Observation(exists=False)
+        finding = _tag_finding(target, target.digest or adopted, current.digest)
+        return Observation(
+            exists=True,
+            live=request.document,
+            outputs=dict(request.outputs),
             findings=(finding,) if finding else (),
         )
 
@@ -205,7 +228,8 @@ class RegistryProvider(Provider):
 
     def adopt(self, request: ObserveRequest, identifier: str) -> Observation:
         """Take an existing tag (`identifier`, the spec's own reference) under
-        `request.address`: a promoted image gets this manager's ownership marker."""
+        `request.address`, reading only: an unmarked promoted tag is recorded as adopted
+        (outputs `adopted` and the digest it has now); the first planned write marks it."""
         resource = DesiredResource(
             request.address, request.kind, request.name, request.project, request.document
         )
@@ -238,12 +262,23 @@ class RegistryProvider(Provider):
             )
         if ownership is not None and ownership.manager != self.manager:
             raise PermanentProviderError(_not_ours(target, ownership))
+        if ownership is not None and ownership.address != request.address:
+            raise PermanentProviderError(
+                f"cannot adopt {identifier} as {request.address}: trainform's marker "
+                f"{marker_tag(tag)} names {ownership.address}; import it as that address, or "
+                "delete the marker tag first"
+            )
+        if ownership is not None:
+            return self._observe_promoted(request)  # already ours: state takes the marker's
         current = self.client.get_manifest(target.repository, tag)
         if current is None:
             return Observation(exists=False)
         labels = self._required_labels(resource, target.repository, current)
-        outputs = self._outputs(target, current, labels) | {"promoted": True, "source": ""}
-        claim(self.client, target, current, self._ownership_of(resource, current, outputs), marker)
+        outputs = self._outputs(target, current, labels) | {
+            "promoted": True,
+            "source": "",
+            "adopted": True,
+        }
         return Observation(exists=True, live=request.document, outputs=outputs)
 
     def list_owned(self) -> list[tuple[str, str]]:
@@ -253,13 +288,13 @@ class RegistryProvider(Provider):
     # writes ------------------------------------------------------------------------------
 
     def create(self, resource: DesiredResource) -> dict[str, Any]:
-        self.require_valid(resource)
-        if _promoted(resource):
-            return self._promote(resource)
-        return self._reference(resource)
+        return self.update(resource, {})
 
     def update(self, resource: DesiredResource, outputs: dict[str, Any]) -> dict[str, Any]:
-        return self.create(resource)
+        self.require_valid(resource)
+        if _promoted(resource):
+            return self._promote(resource, outputs)
+        return self._reference(resource)
 
     def _reference(self, resource: DesiredResource) -> dict[str, Any]:
         target = image_target(resource.spec, self.scheme)
@@ -277,7 +312,9 @@ class RegistryProvider(Provider):
         labels = self._required_labels(resource, target.repository, manifest)
         return self._outputs(target, manifest, labels)
 
-    def _promote(self, resource: DesiredResource) -> dict[str, Any]:
+    def _promote(self, resource: DesiredResource, recorded: dict[str, Any]) -> dict[str, Any]:
+        """Copy the source to the tag, marker first; `recorded` are the outputs in state (an
+        adopted tag not marked yet is taken only while it has the digest seen at import)."""
         target = image_target(resource.spec, self.scheme)
         tag = target.tag or ""
         source = self._source_of(resource)
@@ -295,11 +332,20 @@ class RegistryProvider(Provider):
             )
         if ownership is not None and not self._ours(ownership, resource.address):
             raise PermanentProviderError(_not_ours(target, ownership))
-        if ownership is None and client.head_manifest(target.repository, tag) is not None:
+        current = client.head_manifest(target.repository, tag) if ownership is None else None
+        adopted = _adopted_digest(recorded)
+        if current is not None and adopted is None:
             raise PermanentProviderError(
                 f"{target.name()}: the tag exists without trainform's ownership marker; "
                 "trainform does not overwrite tags it did not create (promote to a new tag, "
                 "or remove this one first)"
+            )
+        if current is not None and current.digest != adopted:
+            raise PermanentProviderError(
+                f"{target.name()}: the tag now points at {current.digest}, not {adopted} as "
+                f"when {resource.address} was imported; someone moved it, and trainform does "
+                "not overwrite a tag it has not marked (check the tag, then `trainform state "
+                f"rm {resource.address}` and import it again)"
             )
         manifest = fetch(client, source["repository"], source["digest"])
         labels = self._required_labels(resource, source["repository"], manifest)
@@ -326,6 +372,10 @@ class RegistryProvider(Provider):
                 return
             repository, tag = found[0], found[1]
         ownership, marker = read_mark(self.client, repository, tag)
+        adopted = _adopted_digest(outputs)
+        if marker is None and adopted:
+            self._untag_adopted(address, repository, tag, adopted)
+            return
         if ownership is None or marker is None:
             return
         if not self._ours(ownership, address):
@@ -337,6 +387,20 @@ class RegistryProvider(Provider):
             untag(self.client, repository, tag, current.digest)
         if not client.delete_tag(repository, marker_tag(tag)):
             client.delete_manifest(repository, marker.digest)
+
+    def _untag_adopted(self, address: str, repository: str, tag: str, adopted: str) -> None:
+        """Delete an imported tag never marked, only while it has the digest seen at import."""
+        current = self.client.head_manifest(repository, tag)
+        if current is None:
+            return
+        if current.digest != adopted:
+            raise PermanentProviderError(
+                f"cannot delete {self.host}/{repository}:{tag} ({address}): it now points at "
+                f"{current.digest}, not {adopted} as when it was imported; trainform never "
+                "marked it and does not delete what was pushed since (remove the tag by hand, "
+                f"or `trainform state rm {address}` to leave it)"
+            )
+        untag(self.client, repository, tag, adopted)
 
     # helpers -----------------------------------------------------------------------------
 
@@ -414,6 +478,12 @@ class RegistryProvider(Provider):
 
 def _promoted(resource: DesiredResource) -> bool:
     return bool(resource.spec.get("promotedFrom"))
+
+
+def _adopted_digest(outputs: dict[str, Any]) -> str | None:
+    """The digest an imported, not yet marked tag had at import (None if not such a tag)."""
+    digest = outputs.get("digest") if outputs.get("adopted") else None
+    return str(digest) if digest else None
 
 
 def _tag_finding(target: ImageTarget, pinned: str, current: str | None) -> Finding | None:

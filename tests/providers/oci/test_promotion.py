@@ -318,26 +318,3 @@ def test_blobs_are_mounted_across_repositories_where_the_registry_allows(
     assert client.copy_blob(case.source_repository, case.target_repository, layer) == "present"
     assert blob_in(registry_server, case.target_repository, layer)
     assert not blob_in(registry_server, case.target_repository, config)
-
-
-def test_adopt_claims_a_tag_pushed_by_hand_and_refuses_another_managers(
-    registry_server: RegistryServer, provider_for: ProviderFactory
-) -> None:
-    case = promotion(registry_server)
-    by_hand = push_image(registry_server.url, case.target_repository, "v1", payload=b"hand\n")
-    provider = provider_for(registry_server.url)
-    stranger = provider_for(registry_server.url, manager="platform-b")
-    reference = case.target.spec["reference"]
-
-    with pytest.raises(PermanentProviderError, match="its spec names"):
-        provider.adopt(request_of(case.target), f"{registry_server.host}/elsewhere/app:v1")
-    adopted = provider.adopt(request_of(case.target), reference)
-
-    assert adopted.exists and adopted.outputs["digest"] == by_hand.digest
-    assert adopted.live == case.target.document
-    assert case.target.address in [a for a, _ in provider.list_owned()]
-    assert provider.observe([request_of(case.target)])[case.target.address].exists
-    with pytest.raises(PermanentProviderError, match="belongs to manager `trainform`"):
-        stranger.adopt(request_of(case.target), reference)
-    provider.delete(case.target.address, "Image", adopted.outputs)
-    assert head_digest(registry_server.url, case.target_repository, "v1") is None
