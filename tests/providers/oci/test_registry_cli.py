@@ -113,3 +113,45 @@ def test_plan_refuses_an_image_from_a_registry_not_allowed(
     output = planned.stdout + planned.stderr
     assert "Image/trainer-candidate" in output and "spec.reference" in output
     assert f"{elsewhere}: registry docker.example.com is not allowed" in output
+
+
+def test_import_of_a_tag_promoted_by_hand_plans_no_changes_and_the_first_apply_marks_it(
+    registry_server: RegistryServer, tmp_path: Path
+) -> None:
+    suffix = uuid.uuid4().hex[:10]
+    staging, production = f"ml-staging/{suffix}", f"ml/{suffix}"
+    pushed = push_image(registry_server.url, staging, "2.4.1", {LABEL: "abc"}, b"by hand\n")
+    push_image(registry_server.url, production, "2.4.1", {LABEL: "abc"}, b"by hand\n")
+    root = tmp_path / "platform"
+    write_specs(root, registry_server.host, staging, production)
+    host = registry_server.host
+
+    for address, reference in (
+        ("Image/trainer-candidate", f"{host}/{staging}:2.4.1"),
+        ("Image/trainer", f"{host}/{production}:2.4.1"),
+    ):
+        imported = run_trainform("import", address, reference, str(root), cwd=tmp_path)
+        assert imported.returncode == 0, imported.stdout + imported.stderr
+    locked = run_trainform("lock", str(root), cwd=tmp_path)
+    assert locked.returncode == 0, locked.stdout + locked.stderr
+    planned = run_trainform("plan", str(root), "--locked", "--detailed-exitcode", cwd=tmp_path)
+
+    assert "No changes." in planned.stdout, planned.stdout + planned.stderr
+    # The registry is shared: other tests' promotions are orphans here (exit 2), nothing else.
+    findings = [line for line in planned.stdout.splitlines() if line.startswith("  - ")]
+    assert all("[orphaned]" in line for line in findings), planned.stdout
+    assert planned.returncode == (2 if findings else 0), planned.stdout + planned.stderr
+    assert head_digest(registry_server.url, production, "2.4.1.trainform") is None
+
+    images = root / "images.yaml"
+    images.write_text(
+        images.read_text(encoding="utf-8").replace(
+            "metadata: {name: trainer}", "metadata: {name: trainer, labels: {team: ml}}"
+        ),
+        encoding="utf-8",
+    )
+    applied = run_trainform("apply", str(root), "--locked", "--auto-approve", cwd=tmp_path)
+
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert head_digest(registry_server.url, production, "2.4.1") == pushed.digest
+    assert head_digest(registry_server.url, production, "2.4.1.trainform") is not None
