@@ -14,7 +14,7 @@ Two kinds of Image live here:
 Import (`adopt`) only reads. A promoted tag without a marker is adopted by recording it in
 state: its outputs say `adopted` and keep the digest seen then. Until the first write the plan
 shows (an update or replace writes the marker, a delete untags), the tag counts as
-trainform's only while it still points at that digest; a write refuses a tag moved since.
+trainform's only while it still points at that digest (providers/oci/adoption.py).
 
 Observe reports a `tag-moved` finding when a tag no longer points at the pinned digest
 (the spec's, else the one recorded at create or import).
@@ -35,6 +35,7 @@ from trainform.providers.base import (
     ValidationProblem,
 )
 from trainform.providers.errors import PermanentProviderError, ProviderConfigError
+from trainform.providers.oci.adoption import adopted_digest, check_unmarked, untag_adopted
 from trainform.providers.oci.auth import credentials_from_env
 from trainform.providers.oci.client import RegistryClient
 from trainform.providers.oci.manifests import Manifest, Ownership, marker_tag
@@ -167,7 +168,7 @@ class RegistryProvider(Provider):
         target = image_target(request.document["spec"], self.scheme)
         tag = target.tag or ""
         ownership, marker = read_mark(self.client, target.repository, tag)
-        adopted = _adopted_digest(request.outputs)
+        adopted = adopted_digest(request.outputs)
         if marker is None and adopted:
             return self._observe_adopted(request, target, adopted)
         if not self._ours(ownership, request.address):
@@ -333,20 +334,8 @@ class RegistryProvider(Provider):
         if ownership is not None and not self._ours(ownership, resource.address):
             raise PermanentProviderError(_not_ours(target, ownership))
         current = client.head_manifest(target.repository, tag) if ownership is None else None
-        adopted = _adopted_digest(recorded)
-        if current is not None and adopted is None:
-            raise PermanentProviderError(
-                f"{target.name()}: the tag exists without trainform's ownership marker; "
-                "trainform does not overwrite tags it did not create (promote to a new tag, "
-                "or remove this one first)"
-            )
-        if current is not None and current.digest != adopted:
-            raise PermanentProviderError(
-                f"{target.name()}: the tag now points at {current.digest}, not {adopted} as "
-                f"when {resource.address} was imported; someone moved it, and trainform does "
-                "not overwrite a tag it has not marked (check the tag, then `trainform state "
-                f"rm {resource.address}` and import it again)"
-            )
+        if current is not None:
+            check_unmarked(target, resource.address, recorded, current)
         manifest = fetch(client, source["repository"], source["digest"])
         labels = self._required_labels(resource, source["repository"], manifest)
         outputs = self._outputs(target, manifest, labels) | {
@@ -372,9 +361,9 @@ class RegistryProvider(Provider):
                 return
             repository, tag = found[0], found[1]
         ownership, marker = read_mark(self.client, repository, tag)
-        adopted = _adopted_digest(outputs)
+        adopted = adopted_digest(outputs)
         if marker is None and adopted:
-            self._untag_adopted(address, repository, tag, adopted)
+            untag_adopted(self.client, address, repository, tag, adopted)
             return
         if ownership is None or marker is None:
             return
@@ -387,20 +376,6 @@ class RegistryProvider(Provider):
             untag(self.client, repository, tag, current.digest)
         if not client.delete_tag(repository, marker_tag(tag)):
             client.delete_manifest(repository, marker.digest)
-
-    def _untag_adopted(self, address: str, repository: str, tag: str, adopted: str) -> None:
-        """Delete an imported tag never marked, only while it has the digest seen at import."""
-        current = self.client.head_manifest(repository, tag)
-        if current is None:
-            return
-        if current.digest != adopted:
-            raise PermanentProviderError(
-                f"cannot delete {self.host}/{repository}:{tag} ({address}): it now points at "
-                f"{current.digest}, not {adopted} as when it was imported; trainform never "
-                "marked it and does not delete what was pushed since (remove the tag by hand, "
-                f"or `trainform state rm {address}` to leave it)"
-            )
-        untag(self.client, repository, tag, adopted)
 
     # helpers -----------------------------------------------------------------------------
 
@@ -478,12 +453,6 @@ class RegistryProvider(Provider):
 
 def _promoted(resource: DesiredResource) -> bool:
     return bool(resource.spec.get("promotedFrom"))
-
-
-def _adopted_digest(outputs: dict[str, Any]) -> str | None:
-    """The digest an imported, not yet marked tag had at import (None if not such a tag)."""
-    digest = outputs.get("digest") if outputs.get("adopted") else None
-    return str(digest) if digest else None
 
 
 def _tag_finding(target: ImageTarget, pinned: str, current: str | None) -> Finding | None:
