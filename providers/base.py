@@ -206,7 +206,9 @@ class Provider(ABC):
     def adopt(self, request: ObserveRequest, identifier: str) -> Observation:
         """Take the live object `identifier` under `request.address` (trainform import).
 
-        The object gets this instance's ownership mark; returns its observation.
+        Reads, never writes: returns the object's observation, its outputs recording what
+        was adopted, which state keeps; the first planned write gives the object this
+        instance's ownership mark. A plan right after the import is empty.
         """
         from trainform.providers.errors import PermanentProviderError
 
@@ -221,6 +223,12 @@ class Provider(ABC):
     def list_owned(self) -> list[tuple[str, str]]:
         """(address, kind) of every object this provider instance marks as trainform's."""
         return []
+
+    def adopted_identifiers(self, outputs: dict[str, Any]) -> tuple[str, ...]:
+        """Addresses in `list_owned` that a state entry with these outputs stands for
+        besides its own: an object imported under another address and not yet written
+        (so not yet moved). Orphan detection counts them as known. Pure."""
+        return ()
 
     def close(self) -> None:  # noqa: B027 - optional hook, most providers hold nothing
         """Release connections; called once at the end of a run."""
