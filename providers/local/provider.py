@@ -10,6 +10,12 @@ Training jobs run as processes on this machine (JobProvider; providers/local/job
 the engine submits attempts, admission starts them within queue and quota capacity, a
 supervisor per attempt records its outcome, and `observe` of a TrainingJob reports its
 runs. Creating or updating a TrainingJob resource runs nothing by itself.
+
+`trainform import ADDRESS ID` (`adopt`) only reads, through a read-only connection: state
+records the row stored as ID (`adopted`, `adoptedCreatedAt` in outputs), `observe` reads it
+there, whoever manages it, and the first planned write moves it to ADDRESS under this
+manager in one transaction (a delete before then deletes that row). An adopted row of this
+manager under another address is no orphan (`adopted_identifiers`).
 """
 
 from __future__ import annotations
@@ -417,8 +423,6 @@ class LocalProvider(Provider):
         source = self._source(resource.spec["source"])
         rows = self.database.get_many(_wanted(resource.address, adopted))
         existing = _row_for(rows, resource.address, self.manager, adopted)
-        if existing is None and adopted is None:
-            existing = rows.get(resource.address)
         recorded = json.loads(existing["outputs"]).get("manifests", {}) if existing else {}
         manifests: dict[str, Any] = {}
         versions: dict[str, Any] = {}
@@ -463,7 +467,7 @@ class LocalProvider(Provider):
                 folders = [version_folder(source, v) for v in document["spec"]["versions"]]
                 for folder in folders:
                     shutil.rmtree(folder, ignore_errors=True)
-        if adopted is None or row["address"] == address and row["manager"] == self.manager:
+        if adopted is None or (row["address"] == address and row["manager"] == self.manager):
             self.database.delete(address, self.manager)
             return
         try:

@@ -153,4 +153,3 @@ def test_manifests_stay_in_the_database_not_in_outputs(
 
     assert set(outputs) == {"versions"}
     assert outputs["versions"]["v1"]["files"] == 3
-

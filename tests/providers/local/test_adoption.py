@@ -259,4 +259,3 @@ def test_an_adopted_dataset_keeps_its_recorded_manifests(
     with pytest.raises(PermanentProviderError, match="versions are immutable"):
         local.update(resource(item), marks)
     assert list(rows(root)) == ["legacy-corpus"]
-
