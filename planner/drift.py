@@ -112,7 +112,7 @@ def detect_drift(
                 )
             )
     instances = {t.provider for t in targets} | _compute_instances(providers)
-    for orphan in find_orphans(providers, instances, set(state.resources)):
+    for orphan in find_orphans(providers, instances, set(state.resources), state.resources):
         findings.append(
             DriftFinding(
                 orphan.address,

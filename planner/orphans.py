@@ -9,12 +9,13 @@ with the number of objects.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from trainform.planner.plan_model import PlanFinding
 from trainform.planner.session import ProviderSet
+from trainform.planner.state import ResourceState
 
 
 @dataclass(frozen=True)
@@ -31,12 +32,26 @@ class Orphan:
         return f"trainform import {self.address} {identifier}"
 
 
-def find_orphans(providers: ProviderSet, instances: Iterable[str], known: set[str]) -> list[Orphan]:
+def find_orphans(
+    providers: ProviderSet,
+    instances: Iterable[str],
+    known: set[str],
+    recorded: Mapping[str, ResourceState] | None = None,
+) -> list[Orphan]:
+    """Owned objects of `instances` whose address is not `known`, nor one that a `recorded`
+    entry adopted under another address (Provider.adopted_identifiers)."""
     types = {p.name: p.type for p in providers.config.providers}
     found = []
     for name in sorted(set(instances)):
-        for address, kind in providers.get(name).list_owned():
-            if address not in known:
+        provider = providers.get(name)
+        adopted = {
+            identifier
+            for resource in (recorded or {}).values()
+            if name in resource.providers
+            for identifier in provider.adopted_identifiers(resource.outputs.get(name, {}))
+        }
+        for address, kind in provider.list_owned():
+            if address not in known and address not in adopted:
                 found.append(Orphan(name, types.get(name, ""), address, kind))
     return found
 
@@ -57,5 +72,5 @@ def orphan_findings(
             f"it and run `{orphan.import_command}` (or `trainform import --from "
             f"{orphan.instance}`), or delete it",
         )
-        for orphan in find_orphans(providers, used, set(desired) | set(recorded))
+        for orphan in find_orphans(providers, used, set(desired) | set(recorded), recorded)
     ]

@@ -226,5 +226,11 @@ class Provider(ABC):
         """(address, kind) of every object this provider instance marks as trainform's."""
         return []
 
+    def adopted_identifiers(self, outputs: dict[str, Any]) -> tuple[str, ...]:
+        """Addresses in `list_owned` that a state entry with these outputs stands for
+        besides its own: an object imported under another address and not yet written
+        (so not yet moved). Orphan detection counts them as known. Pure."""
+        return ()
+
     def close(self) -> None:  # noqa: B027 - optional hook, most providers hold nothing
         """Release connections; called once at the end of a run."""

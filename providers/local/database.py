@@ -3,6 +3,10 @@
 Each object row carries its manager and address (ownership), the normalized document as
 applied, a generation counter and timestamps. WAL mode and a busy timeout let the CLI and
 job supervisors share it.
+
+`trainform import` writes nothing here: it reads with `read_rows` (a read-only connection)
+and state records the row it adopted (`Adopted`); the first planned write `move`s that row
+to its address and manager in one transaction, or `delete_adopted` removes it.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +39,65 @@ CREATE INDEX IF NOT EXISTS objects_kind ON objects(kind);
 
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+@dataclass(frozen=True)
+class ObjectRow:
+    """An object row to write: its identity, ownership and encoded document and outputs."""
+
+    address: str
+    kind: str
+    name: str
+    project: str | None
+    manager: str
+    document: dict[str, Any]
+    outputs: dict[str, Any]
+
+    @property
+    def encoded(self) -> str:
+        return json.dumps(self.document, sort_keys=True)
+
+    @property
+    def encoded_outputs(self) -> str:
+        return json.dumps(self.outputs, sort_keys=True)
+
+    def columns(self) -> tuple[Any, ...]:
+        """address, kind, name, project, manager, document, outputs: in table order."""
+        return (
+            self.address,
+            self.kind,
+            self.name,
+            self.project,
+            self.manager,
+            self.encoded,
+            self.encoded_outputs,
+        )
+
+
+@dataclass(frozen=True)
+class Adopted:
+    """The row `trainform import` adopted and no write has moved yet: stored as
+    `identifier`, of `kind`, created at `created_at` (a row re-made since has another)."""
+
+    identifier: str
+    kind: str
+    created_at: str
+
+    def matches(self, row: sqlite3.Row | None) -> bool:
+        return row is not None and (row["kind"], row["created_at"]) == (
+            self.kind,
+            self.created_at,
+        )
+
+    def check(self, row: sqlite3.Row | None) -> None:
+        """LookupError unless `row` is the adopted row."""
+        if row is None:
+            raise LookupError(f"the imported object {self.identifier} is gone")
+        if not self.matches(row):
+            raise LookupError(
+                f"the imported object {self.identifier} was replaced since the import (now a "
+                f"{row['kind']} created at {row['created_at']})"
+            )
 
 
 class PlatformDatabase:
@@ -65,41 +129,36 @@ class PlatformDatabase:
                     rows[row["address"]] = row
         return rows
 
-    def upsert(
-        self,
-        address: str,
-        kind: str,
-        name: str,
-        project: str | None,
-        manager: str,
-        document: dict[str, Any],
-        outputs: dict[str, Any],
-    ) -> int:
-        now = _now()
-        encoded = json.dumps(document, sort_keys=True)
-        encoded_outputs = json.dumps(outputs, sort_keys=True)
+    def upsert(self, row: ObjectRow) -> int:
+        """Insert `row`, or update this manager's row at its address (PermissionError if
+        another manager's object is there); its generation."""
         with self._lock, self._connection:
-            row = self._connection.execute(
-                "SELECT manager, generation, document FROM objects WHERE address = ?", (address,)
-            ).fetchone()
-            if row is None:
-                self._connection.execute(
-                    "INSERT INTO objects (address, kind, name, project, manager, document, "
-                    "outputs, generation, created_at, updated_at) VALUES (?,?,?,?,?,?,?,1,?,?)",
-                    (address, kind, name, project, manager, encoded, encoded_outputs, now, now),
-                )
-                return 1
-            if row["manager"] != manager:
-                raise PermissionError(
-                    f"{address} is managed by {row['manager']!r}, not {manager!r}"
-                )
-            generation = int(row["generation"]) + (row["document"] != encoded)
+            return self._put(row)
+
+    def _put(self, row: ObjectRow) -> int:
+        """Insert or update `row` (inside the caller's transaction); its generation."""
+        now = _now()
+        current = self._connection.execute(
+            "SELECT manager, generation, document FROM objects WHERE address = ?", (row.address,)
+        ).fetchone()
+        if current is None:
             self._connection.execute(
-                "UPDATE objects SET document = ?, outputs = ?, generation = ?, updated_at = ? "
-                "WHERE address = ?",
-                (encoded, encoded_outputs, generation, now, address),
+                "INSERT INTO objects (address, kind, name, project, manager, document, "
+                "outputs, generation, created_at, updated_at) VALUES (?,?,?,?,?,?,?,1,?,?)",
+                (*row.columns(), now, now),
             )
-            return generation
+            return 1
+        if current["manager"] != row.manager:
+            raise PermissionError(
+                f"{row.address} is managed by {current['manager']!r}, not {row.manager!r}"
+            )
+        generation = int(current["generation"]) + (current["document"] != row.encoded)
+        self._connection.execute(
+            "UPDATE objects SET document = ?, outputs = ?, generation = ?, updated_at = ? "
+            "WHERE address = ?",
+            (row.encoded, row.encoded_outputs, generation, now, row.address),
+        )
+        return generation
 
     def delete(self, address: str, manager: str) -> None:
         with self._lock, self._connection:
@@ -117,25 +176,65 @@ class PlatformDatabase:
                 )
             ]
 
-    def everything(self) -> list[sqlite3.Row]:
-        """Every object (address, kind, name, project, document), whoever manages it."""
-        with self._lock:
-            return list(
-                self._connection.execute(
-                    "SELECT address, kind, name, project, document FROM objects ORDER BY address"
-                )
-            )
-
-    def adopt(self, identifier: str, address: str, kind: str, manager: str) -> bool:
-        """Re-key the object stored as `identifier` to `address`, owned by `manager`."""
+    def move(self, adopted: Adopted, row: ObjectRow) -> int:
+        """The first write of an imported object, in one transaction: the adopted row
+        (whoever manages it) becomes `row`: its address, this manager, the new document and
+        outputs, keeping its identity (rowid, created_at). A row this manager already has at
+        the address (a move whose outcome never reached state) is updated in place instead.
+        LookupError when the adopted row is gone or was replaced; PermissionError when
+        another manager's object holds the address."""
+        identifier, address = adopted.identifier, row.address
         with self._lock, self._connection:
-            row = self._connection.execute(
-                "SELECT kind FROM objects WHERE address = ?", (identifier,)
+            target = self._connection.execute(
+                "SELECT manager FROM objects WHERE address = ?", (address,)
             ).fetchone()
-            if row is None or row["kind"] != kind:
-                return False
+            if identifier != address and target is not None:
+                return self._put(row)  # ours: updated; another manager's: PermissionError
+            current = self._connection.execute(
+                "SELECT * FROM objects WHERE address = ?", (identifier,)
+            ).fetchone()
+            adopted.check(current)
+            generation = int(current["generation"]) + (current["document"] != row.encoded)
             self._connection.execute(
-                "UPDATE objects SET address = ?, manager = ?, updated_at = ? WHERE address = ?",
-                (address, manager, _now(), identifier),
+                "UPDATE objects SET address = ?, kind = ?, name = ?, project = ?, manager = ?, "
+                "document = ?, outputs = ?, generation = ?, updated_at = ? WHERE address = ?",
+                (*row.columns(), generation, _now(), identifier),
             )
-            return True
+            return generation
+
+    def delete_adopted(self, adopted: Adopted) -> None:
+        """Delete the row an import adopted and no write moved yet, whoever manages it;
+        LookupError if it was replaced since the import."""
+        with self._lock, self._connection:
+            current = self._connection.execute(
+                "SELECT * FROM objects WHERE address = ?", (adopted.identifier,)
+            ).fetchone()
+            if current is None:
+                return
+            adopted.check(current)
+            self._connection.execute("DELETE FROM objects WHERE address = ?", (adopted.identifier,))
+
+
+def read_rows(path: Path, addresses: Iterable[str] | None = None) -> dict[str, sqlite3.Row]:
+    """The rows stored under `addresses` (every row when None), through a read-only
+    connection: what `trainform import` reads with. No schema, pragma or migration runs, so
+    the database file stays byte for byte as it was (SQLite may add its -wal and -shm side
+    files), and a database that does not exist is not created (no rows)."""
+    if not path.is_file():
+        return {}
+    connection = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+    connection.row_factory = sqlite3.Row
+    try:
+        if addresses is None:
+            found = connection.execute("SELECT * FROM objects ORDER BY address")
+        else:
+            wanted = list(addresses)
+            marks = ",".join("?" * len(wanted))
+            found = connection.execute(f"SELECT * FROM objects WHERE address IN ({marks})", wanted)
+        return {row["address"]: row for row in found}
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return {}
+        raise
+    finally:
+        connection.close()

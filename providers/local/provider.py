@@ -10,6 +10,12 @@ Training jobs run as processes on this machine (JobProvider; providers/local/job
 the engine submits attempts, admission starts them within queue and quota capacity, a
 supervisor per attempt records its outcome, and `observe` of a TrainingJob reports its
 runs. Creating or updating a TrainingJob resource runs nothing by itself.
+
+`trainform import ADDRESS ID` (`adopt`) only reads, through a read-only connection: state
+records the row stored as ID (`adopted`, `adoptedCreatedAt` in outputs), `observe` reads it
+there, whoever manages it, and the first planned write moves it to ADDRESS under this
+manager in one transaction (a delete before then deletes that row). An adopted row of this
+manager under another address is no orphan (`adopted_identifiers`).
 """
 
 from __future__ import annotations
@@ -17,7 +23,9 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import sqlite3
 import time
+from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, ClassVar
@@ -35,7 +43,12 @@ from trainform.providers.base import (
 )
 from trainform.providers.errors import PermanentProviderError, ProviderConfigError
 from trainform.providers.jobs import AccountedRun, JobLaunch, LogChunk, RunStatus
-from trainform.providers.local.database import PlatformDatabase
+from trainform.providers.local.database import (
+    Adopted,
+    ObjectRow,
+    PlatformDatabase,
+    read_rows,
+)
 from trainform.providers.local.datasets import (
     Manifest,
     build_manifest,
@@ -217,24 +230,34 @@ class LocalProvider(Provider):
             address: _job_observation(runs) for address, runs in self.jobs.runs_of(jobs).items()
         }
         requests = [request for request in requests if request.kind != "TrainingJob"]
-        rows = self.database.get_many(request.address for request in requests)
+        adopted = {request.address: _adopted(request.kind, request.outputs) for request in requests}
+        rows = self.database.get_many(
+            [request.address for request in requests]
+            + [found.identifier for found in adopted.values() if found is not None]
+        )
         for request in requests:
-            row = rows.get(request.address)
-            if row is None or row["manager"] != self.manager:
+            row = _row_for(rows, request.address, self.manager, adopted[request.address])
+            if row is None:
                 observations[request.address] = Observation(exists=False)
-                continue
-            live = json.loads(row["document"])
-            stored_outputs = json.loads(row["outputs"])
-            if request.kind == "Dataset":
-                observations[request.address] = self._observe_dataset(request, live, stored_outputs)
             else:
-                observations[request.address] = Observation(
-                    exists=True,
-                    live=live,
-                    outputs=_public(stored_outputs),
-                    evidence=_written(row),
-                )
+                observations[request.address] = self._observation(request, row)
         return observations
+
+    def _observation(self, request: ObserveRequest, row: Any) -> Observation:
+        """What `row` shows of `request`; outputs keep an import's marks while the row is
+        still the adopted one (not yet at the address under this manager)."""
+        live = json.loads(row["document"])
+        stored = json.loads(row["outputs"])
+        if request.kind == "Dataset":
+            observation = self._observe_dataset(request, live, stored)
+        else:
+            observation = Observation(
+                exists=True, live=live, outputs=_public(stored), evidence=_written(row)
+            )
+        if row["address"] == request.address and row["manager"] == self.manager:
+            return observation
+        marks = {ADOPTED: row["address"], ADOPTED_CREATED_AT: row["created_at"]}
+        return replace(observation, outputs={**observation.outputs, **marks})
 
     def _observe_dataset(
         self, request: ObserveRequest, live: dict[str, Any], stored: dict[str, Any]
@@ -305,21 +328,39 @@ class LocalProvider(Provider):
         return super().resolve(resource)
 
     def adopt(self, request: ObserveRequest, identifier: str) -> Observation:
-        if identifier != request.address and self.database.get_many([request.address]):
+        """Read, never write: the observation of the row stored as `identifier`, with the
+        row recorded in its outputs (`adopted`); the first planned write moves the row to
+        the address and this manager, and until then observe reads it where it is."""
+        rows = self._read_only({request.address, identifier})
+        if identifier != request.address and request.address in rows:
             raise PermanentProviderError(
                 f"cannot adopt {identifier} as {request.address}: an object already exists at "
                 f"{request.address}; delete it first or import it under its own address"
             )
-        if not self.database.adopt(identifier, request.address, request.kind, self.manager):
+        row = rows.get(identifier)
+        if row is None or row["kind"] != request.kind:
             return Observation(exists=False)
-        return self.observe([request])[request.address]
+        return self._observation(request, row)
+
+    def _read_only(self, addresses: set[str] | None = None) -> dict[str, Any]:
+        """Rows read without opening the database for writing (import and discover)."""
+        try:
+            return read_rows(self.root / DATABASE_FILE, addresses)
+        except sqlite3.Error as exc:
+            raise PermanentProviderError(
+                f"cannot read the local platform database under {self.root}: {exc}"
+            ) from None
+
+    def adopted_identifiers(self, outputs: dict[str, Any]) -> tuple[str, ...]:
+        identifier = outputs.get(ADOPTED)
+        return (identifier,) if isinstance(identifier, str) else ()
 
     def list_owned(self) -> list[tuple[str, str]]:
         return self.database.owned(self.manager)
 
     def discover(self) -> list[Discovered]:
         found = []
-        for row in self.database.everything():
+        for row in self._read_only().values():
             stored = json.loads(row["document"])
             metadata = {
                 "name": row["name"],
@@ -341,35 +382,47 @@ class LocalProvider(Provider):
         return self._put(resource)
 
     def update(self, resource: DesiredResource, outputs: dict[str, Any]) -> dict[str, Any]:
-        return self._put(resource)
+        return self._put(resource, _adopted(resource.kind, outputs))
 
-    def _put(self, resource: DesiredResource) -> dict[str, Any]:
+    def _put(self, resource: DesiredResource, adopted: Adopted | None = None) -> dict[str, Any]:
+        """Write the object; an imported one is first moved to its address (one transaction)."""
         self.require_valid(resource)
         if resource.kind == "TrainingJob":
             return {}  # the engine submits runs through submit(); nothing runs here
         outputs: dict[str, Any] = {}
         if resource.kind == "Dataset":
-            outputs = self._record_dataset(resource)
+            outputs = self._record_dataset(resource, adopted)
         elif resource.kind == "Image":
             facts = host_runtime()
             outputs = {"runtime": "host", "digest": digest_of(facts), **facts}
+        row = ObjectRow(
+            resource.address,
+            resource.kind,
+            resource.name,
+            resource.project,
+            self.manager,
+            resource.document,
+            outputs,
+        )
         try:
-            self.database.upsert(
-                resource.address,
-                resource.kind,
-                resource.name,
-                resource.project,
-                self.manager,
-                resource.document,
-                outputs,
-            )
+            if adopted is None:
+                self.database.upsert(row)
+            else:
+                self.database.move(adopted, row)
         except PermissionError as exc:
             raise PermanentProviderError(str(exc)) from None
+        except LookupError as exc:
+            raise PermanentProviderError(
+                f"cannot write {resource.address}: {exc}; run plan again"
+            ) from None
         return _public(outputs)
 
-    def _record_dataset(self, resource: DesiredResource) -> dict[str, Any]:
+    def _record_dataset(
+        self, resource: DesiredResource, adopted: Adopted | None = None
+    ) -> dict[str, Any]:
         source = self._source(resource.spec["source"])
-        existing = self.database.get_many([resource.address]).get(resource.address)
+        rows = self.database.get_many(_wanted(resource.address, adopted))
+        existing = _row_for(rows, resource.address, self.manager, adopted)
         recorded = json.loads(existing["outputs"]).get("manifests", {}) if existing else {}
         manifests: dict[str, Any] = {}
         versions: dict[str, Any] = {}
@@ -401,12 +454,12 @@ class LocalProvider(Provider):
         if kind == "TrainingJob":
             self.jobs.cancel(address)  # every unfinished attempt; checkpoints stay
             return
-        rows = self.database.get_many([address])
-        row = rows.get(address)
+        adopted = _adopted(kind, outputs)
+        rows = self.database.get_many(_wanted(address, adopted))
+        row = _row_for(rows, address, self.manager, adopted)
         if row is None:
-            return
-        if row["manager"] != self.manager:
-            raise PermanentProviderError(f"{address} is not managed by {self.manager}")
+            _refuse_delete(address, rows, self.manager, adopted)
+            return  # gone already
         if kind == "Dataset":
             document = json.loads(row["document"])
             if document["spec"].get("deletionPolicy") == "Delete":
@@ -414,7 +467,60 @@ class LocalProvider(Provider):
                 folders = [version_folder(source, v) for v in document["spec"]["versions"]]
                 for folder in folders:
                     shutil.rmtree(folder, ignore_errors=True)
-        self.database.delete(address, self.manager)
+        if adopted is None or (row["address"] == address and row["manager"] == self.manager):
+            self.database.delete(address, self.manager)
+            return
+        try:
+            self.database.delete_adopted(adopted)
+        except LookupError as exc:
+            raise PermanentProviderError(f"cannot delete {address}: {exc}") from None
+
+
+ADOPTED = "adopted"
+"""Outputs key: the address of the row `trainform import` adopted, where it stays until the
+first planned write moves it to the resource's address and manager."""
+ADOPTED_CREATED_AT = "adoptedCreatedAt"
+"""Outputs key: when the adopted row was created: a row made again since is another object."""
+
+
+def _adopted(kind: str, outputs: dict[str, Any]) -> Adopted | None:
+    identifier = outputs.get(ADOPTED)
+    if not isinstance(identifier, str):
+        return None
+    return Adopted(identifier, kind, str(outputs.get(ADOPTED_CREATED_AT, "")))
+
+
+def _wanted(address: str, adopted: Adopted | None) -> list[str]:
+    return [address] + ([adopted.identifier] if adopted is not None else [])
+
+
+def _row_for(
+    rows: dict[str, Any], address: str, manager: str, adopted: Adopted | None
+) -> Any | None:
+    """The row of a resource: this manager's at its address, else the one its import
+    adopted (whoever manages it, while it is the same object), else None."""
+    row = rows.get(address)
+    if row is not None and row["manager"] == manager:
+        return row
+    if adopted is not None and adopted.matches(rows.get(adopted.identifier)):
+        return rows[adopted.identifier]
+    return None
+
+
+def _refuse_delete(
+    address: str, rows: dict[str, Any], manager: str, adopted: Adopted | None
+) -> None:
+    """PermanentProviderError when the object to delete is there but not this manager's
+    (or no longer the one an import adopted); nothing when it is gone."""
+    if adopted is not None and adopted.identifier in rows:
+        found = rows[adopted.identifier]
+        raise PermanentProviderError(
+            f"cannot delete {address}: the imported object {adopted.identifier} was replaced "
+            f"since the import (now a {found['kind']} created at {found['created_at']}); "
+            "trainform deletes only what it adopted"
+        )
+    if adopted is None and address in rows:
+        raise PermanentProviderError(f"{address} is not managed by {manager}")
 
 
 def _job_observation(runs: list[RunStatus]) -> Observation:

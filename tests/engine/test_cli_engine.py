@@ -15,6 +15,8 @@ from tests.engine.support import SpecFolder, run_trainform
 
 QUEUE = "Queue/default-queue"
 QUOTA = "Quota/research/research-default"
+OLD_QUEUE = "Queue/old-queue"
+OLD_QUOTA = "Quota/research/old-quota"
 
 
 def trainform(folder: SpecFolder, *args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
@@ -28,7 +30,11 @@ def trainform(folder: SpecFolder, *args: str, code: int = 0) -> subprocess.Compl
 
 
 def queue_cpu(folder: SpecFolder) -> str:
-    return str(folder.document_of(QUEUE)["spec"]["pools"][0]["nominalQuota"]["cpu"])
+    return queue_cpu_at(folder, QUEUE)
+
+
+def queue_cpu_at(folder: SpecFolder, address: str) -> str:
+    return str(folder.document_of(address)["spec"]["pools"][0]["nominalQuota"]["cpu"])
 
 
 def test_plan_exit_codes_and_saved_plans(quickstart: SpecFolder) -> None:
@@ -86,6 +92,17 @@ def test_a_stale_saved_plan_is_refused_before_it_is_shown(quickstart: SpecFolder
     assert "will be created" not in stale.stdout, "the stale plan was printed as if to be applied"
 
 
+def platform_file(folder: SpecFolder) -> tuple[bytes, int]:
+    """platform.db's bytes and modification time (ns)."""
+    return folder.database_path.read_bytes(), folder.database_path.stat().st_mtime_ns
+
+
+def local_outputs(folder: SpecFolder, address: str) -> dict[str, object]:
+    state = folder.state()
+    assert state is not None
+    return state.resources[address].outputs["local"]
+
+
 def test_state_commands_import_and_destroy(quickstart: SpecFolder) -> None:
     trainform(quickstart, "apply", ".", "--auto-approve")
 
@@ -99,24 +116,61 @@ def test_state_commands_import_and_destroy(quickstart: SpecFolder) -> None:
     unknown = trainform(quickstart, "state", "show", "Queue/nope", ".", code=1)
     assert "cannot show Queue/nope: not in state" in unknown.stderr
 
-    removed = trainform(quickstart, "state", "rm", QUOTA, "--dir", ".")
+    removed = trainform(quickstart, "state", "rm", QUOTA, QUEUE, "--dir", ".")
     assert f"Removed {QUOTA} from state (the live object is untouched)." in removed.stdout
     state = quickstart.state()
-    assert state is not None and QUOTA not in state.resources
-    assert quickstart.rows_per_address()[QUOTA] == 1
+    assert state is not None and QUOTA not in state.resources and QUEUE not in state.resources
+    # As another platform left them: the quota under another address, the queue also
+    # under another manager (not ours, so no orphan either).
+    quickstart.query("UPDATE objects SET address = ? WHERE address = ?", (OLD_QUOTA, QUOTA))
+    quickstart.query(
+        "UPDATE objects SET address = ?, manager = 'legacy' WHERE address = ?", (OLD_QUEUE, QUEUE)
+    )
     orphaned = trainform(quickstart, "drift", ".", code=2)
-    assert f"orphaned: {QUOTA} (local)" in orphaned.stdout
+    assert f"orphaned: {OLD_QUOTA} (local)" in orphaned.stdout
+    assert OLD_QUEUE not in orphaned.stdout
 
-    imported = trainform(quickstart, "import", QUOTA, QUOTA, ".")
-    assert f"Imported {QUOTA} as {QUOTA}." in imported.stdout
-    trainform(quickstart, "plan", ".", "--detailed-exitcode")
+    # Import reads and never writes: not a byte, not a commit (data_version counts the
+    # commits of other connections).
+    before = platform_file(quickstart)
+    watcher = quickstart.database()
+    version = watcher.execute("PRAGMA data_version").fetchone()[0]
+    imported = trainform(quickstart, "import", QUOTA, OLD_QUOTA, ".")
+    assert f"Imported {OLD_QUOTA} as {QUOTA}." in imported.stdout
+    trainform(quickstart, "import", QUEUE, OLD_QUEUE, ".")
+    assert watcher.execute("PRAGMA data_version").fetchone()[0] == version
+    watcher.close()
+    assert platform_file(quickstart) == before
+    assert local_outputs(quickstart, QUEUE)["adopted"] == OLD_QUEUE
+
+    settled = trainform(quickstart, "plan", ".", "--detailed-exitcode")
+    assert "orphaned" not in settled.stdout
     twice = trainform(quickstart, "import", QUOTA, QUOTA, ".", code=1)
     assert f"cannot import {QUOTA}: it is already in state" in twice.stderr
+
+    # The first apply of a change moves the adopted row; a fault inside its transaction
+    # leaves the row and the state as they were.
+    quickstart.edit("specs/platform.yaml", "nominalQuota: {cpu: 2,", "nominalQuota: {cpu: 1,")
+    quickstart.query(
+        "CREATE TRIGGER fault AFTER UPDATE ON objects BEGIN SELECT RAISE(FAIL, 'disk gone'); END"
+    )
+    failed = trainform(quickstart, "apply", ".", "--auto-approve", code=1)
+    assert "disk gone" in failed.stdout + failed.stderr
+    assert QUEUE not in quickstart.rows_per_address()
+    (kept,) = quickstart.query("SELECT manager FROM objects WHERE address = ?", (OLD_QUEUE,))
+    assert kept["manager"] == "legacy" and queue_cpu_at(quickstart, OLD_QUEUE) == "2"
+    assert local_outputs(quickstart, QUEUE)["adopted"] == OLD_QUEUE
+    quickstart.query("DROP TRIGGER fault")
+    trainform(quickstart, "apply", ".", "--auto-approve")
+    (queue,) = quickstart.query("SELECT manager FROM objects WHERE address = ?", (QUEUE,))
+    assert queue["manager"] == "trainform" and queue_cpu(quickstart) == "1"
+    assert OLD_QUEUE not in quickstart.rows_per_address()
+    assert "adopted" not in local_outputs(quickstart, QUEUE)
 
     destroyed = trainform(quickstart, "destroy", ".", "--auto-approve")
     assert "Destroy complete: 8 resources destroyed." in destroyed.stdout
     assert trainform(quickstart, "state", "list", ".").stdout == ""
-    assert quickstart.rows_per_address() == {}
+    assert quickstart.rows_per_address() == {}  # the adopted quota's row too
     assert (quickstart.root / "data" / "tiny-corpus" / "v1" / "part-000.txt").is_file()
 
 

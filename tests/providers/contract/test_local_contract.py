@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from trainform.planner.desired import DesiredItem, build_desired
 from trainform.planner.session import ProviderSet
-from trainform.providers.base import DesiredResource, ObserveRequest, Provider, ProviderContext
-from trainform.providers.errors import PermanentProviderError, ProviderError
+from trainform.providers.base import DesiredResource, Provider, ProviderContext
+from trainform.providers.errors import PermanentProviderError
 from trainform.providers.local.datasets import build_manifest
 from trainform.providers.local.machine import MachineFacts
 from trainform.providers.local.provider import LocalProvider
@@ -65,14 +65,6 @@ def quickstart_root(tmp_path: Path) -> Path:
 @pytest.fixture
 def local(quickstart_root: Path) -> Iterator[Provider]:
     providers = ProviderSet(load_specs(quickstart_root).config, quickstart_root)
-    yield providers.get("local")
-    providers.close()
-
-
-@pytest.fixture
-def stranger_local(quickstart_root: Path) -> Iterator[Provider]:
-    """The same platform database, seen by another manager."""
-    providers = ProviderSet(load_specs(quickstart_root).config, quickstart_root, manager="other")
     yield providers.get("local")
     providers.close()
 
@@ -161,46 +153,3 @@ def test_manifests_stay_in_the_database_not_in_outputs(
 
     assert set(outputs) == {"versions"}
     assert outputs["versions"]["v1"]["files"] == 3
-
-
-def test_adopt_rekeys_an_object_to_the_address_and_takes_ownership(
-    local: Provider, stranger_local: Provider, desired: dict[str, DesiredItem]
-) -> None:
-    item = desired["Project/research"]
-    legacy = DesiredResource("legacy-research", "Project", "legacy", None, item.document)
-    stranger_local.create(legacy)
-    request = ObserveRequest(item.address, item.kind, item.name, item.project, item.document)
-
-    adopted = local.adopt(request, "legacy-research")
-
-    assert adopted.exists and adopted.live == item.document
-    assert ("Project/research", "Project") in local.list_owned()
-    assert ("legacy-research", "Project") not in stranger_local.list_owned()
-
-
-def test_adopt_of_an_unknown_object_or_another_kind_finds_nothing(
-    local: Provider, desired: dict[str, DesiredItem]
-) -> None:
-    item = desired["Project/research"]
-    local.create(desired_resource(desired["Image/host-python"], {}))
-    request = ObserveRequest(item.address, item.kind, item.name, item.project, item.document)
-
-    assert local.adopt(request, "no-such-object").exists is False
-    assert local.adopt(request, "Image/host-python").exists is False
-
-
-def test_adopt_onto_an_address_that_holds_another_object_is_refused(
-    local: Provider, stranger_local: Provider, desired: dict[str, DesiredItem]
-) -> None:
-    """Importing ID as ADDRESS while ADDRESS still exists must be a provider error."""
-    item = desired["Project/research"]
-    local.create(desired_resource(item, {}))
-    other = {**item.document, "spec": {**item.document["spec"], "displayName": "Legacy"}}
-    stranger_local.create(DesiredResource("legacy-research", "Project", "legacy", None, other))
-    request = ObserveRequest(item.address, item.kind, item.name, item.project, item.document)
-
-    with pytest.raises(ProviderError):
-        local.adopt(request, "legacy-research")
-
-    assert ("legacy-research", "Project") in stranger_local.list_owned()
-    assert ("Project/research", "Project") in local.list_owned()
