@@ -90,24 +90,10 @@ def _assign(specs: SpecSet) -> tuple[dict[str, list[str]], list[str]]:
         where[project.address] = (
             sorted(used_by_project.get(project.name, ())) or accounts or compute
         )
-    store = specs.config.object_store()
-    for dataset in by_kind.get("Dataset", []):
-        spec = dataset.document.spec  # type: ignore[attr-defined]
-        source = placed_source(spec.source, specs.config.storage.datasets)
-        chosen = spec.provider or (
-            (store.name if store else None)
-            if source.startswith("s3://")
-            else _first_of(specs, ("local",))
-        )
-        where[dataset.address] = [chosen] if chosen else []
-    for image in by_kind.get("Image", []):
-        spec = image.document.spec  # type: ignore[attr-defined]
-        chosen = (
-            spec.provider
-            or _first_of(specs, ("local",) if spec.runtime == "host" else ("registry",))
-            or _first_of(specs, ("slurm",))  # a Slurm-only platform: sbatch runs it
-        )
-        where[image.address] = [chosen] if chosen else []
+    for kind in ("Dataset", "Image"):
+        for resource in by_kind.get(kind, []):
+            chosen = artifact_instance(resource, specs)
+            where[resource.address] = [chosen] if chosen else []
     suite_users: dict[str, set[str]] = {}
     for job in by_kind.get("TrainingJob", []):
         for suite in deps_of(job, "EvalSuite"):
@@ -124,6 +110,23 @@ def _assign(specs: SpecSet) -> tuple[dict[str, list[str]], list[str]]:
     return where, problems
 
 
+def artifact_instance(resource: Resource, specs: SpecSet) -> str | None:
+    """The provider instance of a Dataset or Image: the one it names, else a Dataset on S3
+    goes to the object store and a local one to the local provider, an Image to the
+    registry (the local provider for the host runtime, Slurm on a Slurm-only platform)."""
+    spec: Any = resource.document.spec  # type: ignore[attr-defined]
+    if spec.provider:
+        return str(spec.provider)
+    if resource.kind == "Dataset":
+        if placed_source(spec.source, specs.config.storage.datasets).startswith("s3://"):
+            store = specs.config.object_store()
+            return store.name if store else None
+        return _first_of(specs, ("local",))
+    return _first_of(specs, ("local",) if spec.runtime == "host" else ("registry",)) or (
+        _first_of(specs, ("slurm",))  # a Slurm-only platform: sbatch runs it
+    )
+
+
 def placed_source(source: str, base: str) -> str:
     """A dataset source under `storage.datasets` when it is relative and a base is set."""
     if not base or "://" in source:
@@ -137,6 +140,13 @@ def placed_checkpoints(prefix: str, base: str, project: str | None, name: str) -
     if not base or "://" in prefix or prefix.startswith("/"):
         return prefix
     return f"{base}/{prefix.strip('/') or f'{project or GLOBAL_FOLDER}/{name}'}"
+
+
+def placed_document(resource: Resource, specs: SpecSet) -> dict[str, Any]:
+    """The normalized document of a resource, its data where trainform.yaml's `storage` says."""
+    document = normalize_document(resource.document)
+    _placed(document, resource, specs)
+    return document
 
 
 def _placed(document: dict[str, Any], resource: Resource, specs: SpecSet) -> None:
@@ -171,8 +181,7 @@ def build_desired(specs: SpecSet) -> dict[str, DesiredItem]:
     desired = {}
     relative: dict[str, str] = {}
     for address, resource in specs.resources.items():
-        document = normalize_document(resource.document)
-        _placed(document, resource, specs)
+        document = placed_document(resource, specs)
         desired[address] = DesiredItem(
             address=address,
             kind=resource.kind,

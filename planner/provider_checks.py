@@ -17,7 +17,7 @@ from pathlib import Path
 from trainform.planner.desired import DesiredItem
 from trainform.planner.session import ProviderSet
 from trainform.providers.base import DesiredResource, Observation, ValidationProblem
-from trainform.specs import SpecSet
+from trainform.specs import Resource, SpecSet
 from trainform.specs.positions import SourceMap
 
 _STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
@@ -42,14 +42,19 @@ class FieldLocator:
         if resource is None:
             return fallback
         start = resource.location
-        line, column = start.line, start.column
-        source = self._source(start.file)
-        if source is not None and field:
-            found = source.locate(resource.document_index, list(parse_field(field)), False, 0)
-            if found[0] >= start.line:
-                line, column = found
+        line, column = self.position(resource, parse_field(field))
         shown = os.path.relpath(start.file, self._specs.root) if self._specs else start.file
         return f"{Path(shown).as_posix()}:{line}:{column}"
+
+    def position(self, resource: Resource, path: tuple[str | int, ...]) -> tuple[int, int]:
+        """(line, column) of a field of a loaded resource; the resource's start if unknown."""
+        start = resource.location
+        source = self._source(start.file)
+        if source is not None and path:
+            found = source.locate(resource.document_index, list(path), False, 0)
+            if found[0] >= start.line:
+                return found
+        return start.line, start.column
 
     def _source(self, file: str) -> SourceMap | None:
         if file not in self._maps:

@@ -15,10 +15,16 @@ manages. What counts as an endpoint, per provider type (`endpoint_identity`):
   two trainform instances share a cluster without touching each other's objects);
 - slurm: slurm.conf and the cluster name.
 
-Object stores and registries are data services that environments may share: datasets and
-images are immutable and pinned by digest, and what an environment writes there (checkpoint
-prefixes, promoted tags) is told apart by its specs. A state kept in an object store is
-still covered: by the state location.
+Object stores and registries are data services that environments may share (staging
+rehearses prod on the same datasets and images), but not write differently: every
+environment runs under the same manager name, so ownership markers do not tell them apart.
+`environments_sharing_data` finds the pairs of environments that reach a common objectstore
+or registry endpoint (`data_endpoint`: the endpoint URL, or AWS and the region when there is
+none; the registry URL); `trainform validate` then loads the specs of each such pair and
+refuses a location both write with different documents (a Dataset's source, a promoted
+Image's tag, a TrainingJob's checkpoint prefix: planner/shared_writes.py). The same
+document at the same location is allowed: a rehearsal that writes the same bytes. A state
+kept in an object store is covered by the state location.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ValidationError
 from trainform.specs.errors import Diagnostic, Location, Severity
@@ -105,6 +112,54 @@ def endpoint_identity(instance: Any, root: Path) -> str:
     if kind == "slurm":
         return f"slurm cluster `{connection.cluster}` of {connection.conf}"
     return ""
+
+
+DEFAULT_PORTS = {"https": "443", "http": "80"}
+
+
+def _normal_url(url: str) -> str:
+    """scheme://host[:port]/path in lower case, without a default port or trailing slash."""
+    parts = urlsplit(url.strip())
+    scheme, host = parts.scheme.lower(), parts.netloc.lower()
+    if parts.port is not None and str(parts.port) == DEFAULT_PORTS.get(scheme):
+        host = host.rsplit(":", 1)[0]
+    return f"{scheme}://{host}{parts.path.rstrip('/')}" if scheme else url.strip().rstrip("/")
+
+
+def data_endpoint(instance: Any) -> str:
+    """The data service an objectstore or registry instance reaches, spelled so that equal
+    means the same service; empty for other provider types."""
+    connection = instance.connection
+    if instance.type == "objectstore":
+        if connection.endpoint_url:
+            return f"S3 endpoint {_normal_url(connection.endpoint_url)}"
+        return f"AWS S3 in region {connection.region or '(default)'}"
+    if instance.type == "registry":
+        return f"registry {_normal_url(connection.url)}"
+    return ""
+
+
+def data_endpoints(config: RootConfig) -> set[str]:
+    """Every objectstore and registry endpoint `config` reaches."""
+    return {data_endpoint(instance) for instance in config.providers} - {""}
+
+
+def environments_sharing_data(
+    config: RootConfig, selected: str | None
+) -> list[tuple[str, str, frozenset[str]]]:
+    """(environment, other, the data endpoints both reach) for each pair of environments of
+    `config` (as written, before overrides) that reach a common objectstore or registry:
+    `selected` with each other environment, or every pair when none is selected."""
+    reached = {
+        name: data_endpoints(environment_config(config, name)) for name in config.environments
+    }
+    names = list(reached)
+    if selected in reached:
+        pairs = [(selected, other) for other in names if other != selected]
+    else:
+        pairs = [(name, other) for index, name in enumerate(names) for other in names[:index]]
+    found = [(name, other, frozenset(reached[name] & reached[other])) for name, other in pairs]
+    return [pair for pair in found if pair[2]]
 
 
 def check_environments(config: RootConfig, root: Path, locate: ConfigLocator) -> list[Diagnostic]:

@@ -172,7 +172,7 @@ def _load_specs(
     diagnostics: list[Diagnostic] = []
 
     uncounted: dict[str, int] = {}
-    config = _load_config(root, root_display, sources, diagnostics, uncounted)
+    config = base_config = _load_config(root, root_display, sources, diagnostics, uncounted)
     env_name, context = _template_context(config, environment, variables, var_files, diagnostics)
     if config is not None:
         config_display = _display(root_display, root / CONFIG_FILE, root)
@@ -238,7 +238,7 @@ def _load_specs(
     if errors or config is None:
         raise SpecLoadError(diagnostics)
     warnings = sorted(diagnostics, key=Diagnostic.sort_key)
-    return SpecSet(root, config, env_name, resources, displays, warnings)
+    return SpecSet(root, config, env_name, resources, displays, warnings, base_config)
 
 
 def _load_config(

@@ -47,3 +47,5 @@ class SpecSet:
     resources: dict[str, Resource]
     files: list[str]
     warnings: list[Diagnostic] = field(default_factory=list)
+    base_config: RootConfig | None = None
+    """trainform.yaml as written, before the environment's overrides (None: `config`)."""

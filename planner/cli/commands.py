@@ -30,6 +30,7 @@ from trainform.planner.signals import exit_code_for
 from trainform.planner.signals import install as install_signal_handlers
 from trainform.providers.errors import ProviderError
 from trainform.specs import Diagnostic, Severity, SpecError, SpecSet, SpecUsageError, load_specs
+from trainform.specs.environments import environments_sharing_data
 
 EXIT_OK, EXIT_ERROR = 0, 1
 
@@ -104,6 +105,16 @@ def _tenancy(specs: SpecSet, policies_path: Path | None) -> list[Diagnostic]:
     return tenancy_diagnostics(specs, trusted)
 
 
+def _shared_writes(specs: SpecSet, inputs: TemplateInputs) -> list[Diagnostic]:
+    """Locations on data services shared with another environment that it writes otherwise;
+    the specs load again (per other environment) only when a data service is shared."""
+    if not environments_sharing_data(specs.base_config or specs.config, specs.environment):
+        return []
+    from trainform.planner.shared_writes import shared_write_diagnostics
+
+    return shared_write_diagnostics(specs, inputs.variables, inputs.var_files)
+
+
 @cli.command()
 @spec_dir_argument
 @template_options
@@ -116,10 +127,11 @@ def validate(
     policies_path: Path | None,
     output_format: str,
 ) -> None:
-    """Check that the specs in SPEC_DIR are well formed, every reference resolves, and
-    every document comes from where tenancy (project-isolation) allows it."""
+    """Check that the specs in SPEC_DIR are well formed, every reference resolves, every
+    document comes from where tenancy (project-isolation) allows it, and no two environments
+    write one place on a data service they share with different specs."""
     specs = _load(spec_dir, inputs, output_format)
-    diagnostics = [*specs.warnings, *_tenancy(specs, policies_path)]
+    diagnostics = [*specs.warnings, *_tenancy(specs, policies_path), *_shared_writes(specs, inputs)]
     failed = any(d.severity is Severity.ERROR for d in diagnostics)
     extra = {"resourceCount": len(specs.resources), "fileCount": len(specs.files)}
     if output_format == "json":

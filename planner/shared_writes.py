@@ -1,0 +1,237 @@
+"""What environments write on the data services they share, and the check that they agree.
+
+Environments may reach the same objectstore or registry endpoint (specs.environments): staging
+rehearses prod on the same datasets and images. What their specs WRITE there must still be
+the same or apart: every environment runs under the same manager name, so ownership markers
+do not tell environments apart, and applying one would overwrite what the other wrote. The
+writes, keyed by endpoint and location (`collect_writes`):
+
+- a Dataset on an objectstore instance: its source as placed (storage.datasets), where the
+  provider writes the marker `prefix/.trainform/dataset.json` and the readers tags;
+- a promoted Image (`spec.promotedFrom`) on a registry instance: the target
+  registry/repository:tag and its ownership marker (a referenced Image writes nothing);
+- a TrainingJob whose checkpoint prefix, as placed (storage.checkpoints), is on S3: the
+  prefix, on the object store checkpoints go to (storage.provider, else the only one).
+
+`shared_write_diagnostics` loads the specs of every environment that shares a data endpoint
+with the one being validated (environments_sharing_data, with the same --var and
+--var-file) and reports each location both write with different normalized documents, at
+the field of the validated environment's spec; the same document is allowed (a rehearsal
+writing the same bytes). `trainform validate` calls it only when such a pair exists, so a
+configuration without shared data services loads its specs once. It reads files only: no
+provider is contacted.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from trainform.planner.desired import (
+    artifact_instance,
+    placed_checkpoints,
+    placed_document,
+    placed_source,
+)
+from trainform.planner.provider_checks import FieldLocator
+from trainform.providers.oci.references import image_target, url_host
+from trainform.specs import (
+    Diagnostic,
+    Location,
+    Resource,
+    Severity,
+    SpecError,
+    SpecSet,
+    load_specs,
+)
+from trainform.specs.environments import data_endpoint, environments_sharing_data
+from trainform.specs.validation import format_path
+
+CODE = "shared-environment"
+MAX_FIELDS_SHOWN = 5
+
+
+@dataclass(frozen=True, slots=True)
+class SharedWrite:
+    """One place on a data service that a resource of an environment writes."""
+
+    endpoint: str
+    """The data service (specs.environments.data_endpoint)."""
+    location: str
+    """s3://bucket/prefix, or registry/repository:tag."""
+    what: str
+    address: str
+    field: tuple[str | int, ...]
+    """The spec field that names the location."""
+    resource: Resource
+
+
+def _dataset_write(resource: Resource, specs: SpecSet) -> SharedWrite | None:
+    instance = specs.config.provider(artifact_instance(resource, specs) or "")
+    if instance is None or instance.type != "objectstore":
+        return None
+    spec: Any = resource.document.spec  # type: ignore[attr-defined]
+    source = placed_source(spec.source, specs.config.storage.datasets)
+    return SharedWrite(
+        data_endpoint(instance),
+        source.rstrip("/"),
+        "dataset source",
+        resource.address,
+        ("spec", "source"),
+        resource,
+    )
+
+
+def _image_write(resource: Resource, specs: SpecSet) -> SharedWrite | None:
+    spec: Any = resource.document.spec  # type: ignore[attr-defined]
+    instance = specs.config.provider(artifact_instance(resource, specs) or "")
+    if not spec.promoted_from or instance is None or instance.type != "registry":
+        return None
+    scheme, host = url_host(instance.connection.url)
+    try:
+        target = image_target({"reference": spec.reference}, scheme)
+    except ValueError:
+        return None  # the registry provider refuses it at plan
+    where = f"{target.registry or host}/{target.repository}"
+    return SharedWrite(
+        data_endpoint(instance),
+        f"{where}:{target.tag}" if target.tag else f"{where}@{target.digest}",
+        "promoted tag",
+        resource.address,
+        ("spec", "reference"),
+        resource,
+    )
+
+
+def _checkpoint_write(resource: Resource, specs: SpecSet) -> SharedWrite | None:
+    checkpoint = resource.document.spec.checkpoint  # type: ignore[attr-defined]
+    if checkpoint is None:
+        return None
+    base = specs.config.storage.checkpoints
+    prefix = placed_checkpoints(checkpoint.prefix, base, resource.project, resource.name)
+    store = specs.config.object_store()
+    if not prefix.startswith("s3://") or store is None:
+        return None
+    field = ("spec", "checkpoint", "prefix") if checkpoint.prefix else ("spec", "checkpoint")
+    return SharedWrite(
+        data_endpoint(store), prefix.rstrip("/"), "checkpoint prefix", resource.address,
+        field, resource,
+    )  # fmt: skip
+
+
+WRITERS = {"Dataset": _dataset_write, "Image": _image_write, "TrainingJob": _checkpoint_write}
+
+
+def collect_writes(
+    specs: SpecSet, endpoints: Iterable[str] | None = None
+) -> dict[tuple[str, str], SharedWrite]:
+    """What the resources of `specs` write on data services, keyed by (endpoint, location);
+    only on `endpoints` when given. The first resource writing a location is kept."""
+    wanted = None if endpoints is None else set(endpoints)
+    writes: dict[tuple[str, str], SharedWrite] = {}
+    for resource in specs.resources.values():
+        writer = WRITERS.get(resource.kind)
+        write = writer(resource, specs) if writer else None
+        if write is not None and (wanted is None or write.endpoint in wanted):
+            writes.setdefault((write.endpoint, write.location), write)
+    return writes
+
+
+def differing_fields(mine: Any, theirs: Any, path: str = "") -> list[str]:
+    """Dotted paths where two normalized documents differ (lists compared whole)."""
+    if isinstance(mine, dict) and isinstance(theirs, dict):
+        found = []
+        for key in sorted({*mine, *theirs}, key=str):
+            inner = f"{path}.{key}" if path else str(key)
+            found += differing_fields(mine.get(key), theirs.get(key), inner)
+        return found
+    return [] if mine == theirs else [path or "(document)"]
+
+
+def shared_write_diagnostics(
+    specs: SpecSet,
+    variables: Iterable[str] | Mapping[str, Any] = (),
+    var_files: Sequence[str | os.PathLike[str]] = (),
+) -> list[Diagnostic]:
+    """One error per location that the validated environment and another environment
+    sharing the data service write with different documents."""
+    config = specs.base_config or specs.config
+    pairs = environments_sharing_data(config, specs.environment)
+    loaded: dict[str, SpecSet | None] = {}
+    if specs.environment is not None:
+        loaded[specs.environment] = specs
+
+    def environment_specs(name: str) -> SpecSet | None:
+        if name not in loaded:
+            try:
+                loaded[name] = load_specs(
+                    specs.root, environment=name, variables=variables, var_files=var_files
+                )
+            except SpecError:
+                loaded[name] = None  # its own `validate --env` reports why
+        return loaded[name]
+
+    diagnostics: list[Diagnostic] = []
+    for name, other, endpoints in pairs:
+        mine, theirs = environment_specs(name), environment_specs(other)
+        if mine is None or theirs is None:
+            failed = name if mine is None else other
+            diagnostics.append(_not_compared(name, other, failed))
+            continue
+        diagnostics += _conflicts(name, mine, other, theirs, endpoints)
+    return diagnostics
+
+
+def _conflicts(
+    name: str, mine: SpecSet, other: str, theirs: SpecSet, endpoints: frozenset[str]
+) -> list[Diagnostic]:
+    their_writes = collect_writes(theirs, endpoints)
+    locator = FieldLocator(mine)
+    found = []
+    for key, write in collect_writes(mine, endpoints).items():
+        their = their_writes.get(key)
+        if their is None:
+            continue
+        if write.address == their.address:
+            fields = differing_fields(
+                placed_document(write.resource, mine), placed_document(their.resource, theirs)
+            )
+            if not fields:
+                continue  # the same document: a rehearsal writing the same bytes
+            shown = ", ".join(fields[:MAX_FIELDS_SHOWN])
+            more = len(fields) - MAX_FIELDS_SHOWN
+            differs = (f"{shown} (+{more} more)" if more > 0 else shown) + " differ"
+        else:
+            differs = f"{their.address} of `{other}` writes it too"
+        line, column = locator.position(write.resource, write.field)
+        found.append(
+            Diagnostic(
+                Severity.ERROR,
+                CODE,
+                f"environments `{other}` and `{name}` both write the {write.what} "
+                f"{write.location} on the {write.endpoint}, with different specs",
+                Location(write.resource.location.file, line, column),
+                field=format_path(write.field),
+                expected=f"a {write.what} of its own in every environment, or the same "
+                "document in both",
+                found=differs,
+                address=write.address,
+                detail="template the location by environment, e.g. "
+                "`s3://{{ checkpointBucket }}/...` or `registry.example.com/"
+                "{{ releaseRepository }}/...`, with a value per environment in trainform.yaml;\n"
+                f"applying `{name}` would overwrite what `{other}` wrote there",
+            )
+        )
+    return found
+
+
+def _not_compared(name: str, other: str, failed: str) -> Diagnostic:
+    return Diagnostic(
+        Severity.WARNING,
+        CODE,
+        f"environments `{other}` and `{name}` share a data service, but the specs of "
+        f"`{failed}` do not load, so what they write there was not compared",
+        detail=f"run `trainform validate --env {failed}` to see why",
+    )
