@@ -46,12 +46,15 @@ class FieldLocator:
         shown = os.path.relpath(start.file, self._specs.root) if self._specs else start.file
         return f"{Path(shown).as_posix()}:{line}:{column}"
 
-    def position(self, resource: Resource, path: tuple[str | int, ...]) -> tuple[int, int]:
-        """(line, column) of a field of a loaded resource; the resource's start if unknown."""
+    def position(
+        self, resource: Resource, path: tuple[str | int, ...], key: bool = False
+    ) -> tuple[int, int]:
+        """(line, column) of a field (of its key when `key`) of a loaded resource; the
+        resource's start if unknown."""
         start = resource.location
         source = self._source(start.file)
         if source is not None and path:
-            found = source.locate(resource.document_index, list(path), False, 0)
+            found = source.locate(resource.document_index, list(path), key, 0)
             if found[0] >= start.line:
                 return found
         return start.line, start.column

@@ -51,6 +51,12 @@ from trainform.specs.validation import format_path
 
 CODE = "shared-environment"
 MAX_FIELDS_SHOWN = 5
+HINTS = {
+    "dataset source": "`source: s3://{{ datasetBucket }}/...`",
+    "promoted tag": "`reference: registry.example.com/{{ releaseRepository }}/...`",
+    "checkpoint prefix": "`prefix: s3://{{ checkpointBucket }}/...` (under storage.checkpoints: "
+    '`prefix: "{{ environment }}/<job>"`)',
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +72,8 @@ class SharedWrite:
     field: tuple[str | int, ...]
     """The spec field that names the location."""
     resource: Resource
+    at_key: bool = False
+    """Point at the field's key (a mapping that leaves the location to `storage`)."""
 
 
 def _dataset_write(resource: Resource, specs: SpecSet) -> SharedWrite | None:
@@ -117,7 +125,7 @@ def _checkpoint_write(resource: Resource, specs: SpecSet) -> SharedWrite | None:
     field = ("spec", "checkpoint", "prefix") if checkpoint.prefix else ("spec", "checkpoint")
     return SharedWrite(
         data_endpoint(store), prefix.rstrip("/"), "checkpoint prefix", resource.address,
-        field, resource,
+        field, resource, at_key=not checkpoint.prefix,
     )  # fmt: skip
 
 
@@ -205,7 +213,7 @@ def _conflicts(
             differs = (f"{shown} (+{more} more)" if more > 0 else shown) + " differ"
         else:
             differs = f"{their.address} of `{other}` writes it too"
-        line, column = locator.position(write.resource, write.field)
+        line, column = locator.position(write.resource, write.field, write.at_key)
         found.append(
             Diagnostic(
                 Severity.ERROR,
@@ -218,10 +226,9 @@ def _conflicts(
                 "document in both",
                 found=differs,
                 address=write.address,
-                detail="template the location by environment, e.g. "
-                "`s3://{{ checkpointBucket }}/...` or `registry.example.com/"
-                "{{ releaseRepository }}/...`, with a value per environment in trainform.yaml;\n"
-                f"applying `{name}` would overwrite what `{other}` wrote there",
+                detail=f"template the location by environment, e.g. {HINTS[write.what]}, with "
+                "a value per environment in trainform.yaml, or declare the same document in "
+                f"both;\napplying `{name}` would overwrite what `{other}` wrote there",
             )
         )
     return found
