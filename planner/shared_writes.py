@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from trainform.planner.desired import (
     artifact_instance,
@@ -37,15 +37,8 @@ from trainform.planner.desired import (
 )
 from trainform.planner.provider_checks import FieldLocator
 from trainform.providers.oci.references import image_target, url_host
-from trainform.specs import (
-    Diagnostic,
-    Location,
-    Resource,
-    Severity,
-    SpecError,
-    SpecSet,
-    load_specs,
-)
+from trainform.specs import Diagnostic, Location, Resource, Severity, SpecError, SpecSet
+from trainform.specs.environment_specs import environment_specs
 from trainform.specs.environments import data_endpoint, environments_sharing_data
 from trainform.specs.validation import format_path
 
@@ -76,26 +69,41 @@ class SharedWrite:
     """Point at the field's key (a mapping that leaves the location to `storage`)."""
 
 
-def _dataset_write(resource: Resource, specs: SpecSet) -> SharedWrite | None:
-    instance = specs.config.provider(artifact_instance(resource, specs) or "")
+class _Targets(NamedTuple):
+    """What one environment's configuration says about where resources write."""
+
+    specs: SpecSet
+    endpoints: dict[str, str]
+    """Data endpoint of each objectstore and registry instance, by name."""
+    checkpoints: str
+    """Data endpoint of the object store that s3:// checkpoints go to ("" if none)."""
+
+
+def _targets(specs: SpecSet) -> _Targets:
+    endpoints = {p.name: data_endpoint(p) for p in specs.config.providers}
+    store = specs.config.object_store()
+    return _Targets(specs, endpoints, endpoints.get(store.name, "") if store else "")
+
+
+def _dataset_write(resource: Resource, targets: _Targets) -> SharedWrite | None:
+    config = targets.specs.config
+    instance = config.provider(artifact_instance(resource, targets.specs) or "")
     if instance is None or instance.type != "objectstore":
         return None
     spec: Any = resource.document.spec  # type: ignore[attr-defined]
-    source = placed_source(spec.source, specs.config.storage.datasets)
+    source = placed_source(spec.source, config.storage.datasets)
     return SharedWrite(
-        data_endpoint(instance),
-        source.rstrip("/"),
-        "dataset source",
-        resource.address,
-        ("spec", "source"),
-        resource,
-    )
+        targets.endpoints[instance.name], source.rstrip("/"), "dataset source",
+        resource.address, ("spec", "source"), resource,
+    )  # fmt: skip
 
 
-def _image_write(resource: Resource, specs: SpecSet) -> SharedWrite | None:
+def _image_write(resource: Resource, targets: _Targets) -> SharedWrite | None:
     spec: Any = resource.document.spec  # type: ignore[attr-defined]
-    instance = specs.config.provider(artifact_instance(resource, specs) or "")
-    if not spec.promoted_from or instance is None or instance.type != "registry":
+    if not spec.promoted_from:
+        return None
+    instance = targets.specs.config.provider(artifact_instance(resource, targets.specs) or "")
+    if instance is None or instance.type != "registry":
         return None
     scheme, host = url_host(instance.connection.url)
     try:
@@ -104,27 +112,23 @@ def _image_write(resource: Resource, specs: SpecSet) -> SharedWrite | None:
         return None  # the registry provider refuses it at plan
     where = f"{target.registry or host}/{target.repository}"
     return SharedWrite(
-        data_endpoint(instance),
+        targets.endpoints[instance.name],
         f"{where}:{target.tag}" if target.tag else f"{where}@{target.digest}",
-        "promoted tag",
-        resource.address,
-        ("spec", "reference"),
-        resource,
-    )
+        "promoted tag", resource.address, ("spec", "reference"), resource,
+    )  # fmt: skip
 
 
-def _checkpoint_write(resource: Resource, specs: SpecSet) -> SharedWrite | None:
+def _checkpoint_write(resource: Resource, targets: _Targets) -> SharedWrite | None:
     checkpoint = resource.document.spec.checkpoint  # type: ignore[attr-defined]
-    if checkpoint is None:
+    if checkpoint is None or not targets.checkpoints:
         return None
-    base = specs.config.storage.checkpoints
+    base = targets.specs.config.storage.checkpoints
     prefix = placed_checkpoints(checkpoint.prefix, base, resource.project, resource.name)
-    store = specs.config.object_store()
-    if not prefix.startswith("s3://") or store is None:
+    if not prefix.startswith("s3://"):
         return None
     field = ("spec", "checkpoint", "prefix") if checkpoint.prefix else ("spec", "checkpoint")
     return SharedWrite(
-        data_endpoint(store), prefix.rstrip("/"), "checkpoint prefix", resource.address,
+        targets.checkpoints, prefix.rstrip("/"), "checkpoint prefix", resource.address,
         field, resource, at_key=not checkpoint.prefix,
     )  # fmt: skip
 
@@ -138,10 +142,11 @@ def collect_writes(
     """What the resources of `specs` write on data services, keyed by (endpoint, location);
     only on `endpoints` when given. The first resource writing a location is kept."""
     wanted = None if endpoints is None else set(endpoints)
+    targets = _targets(specs)
     writes: dict[tuple[str, str], SharedWrite] = {}
     for resource in specs.resources.values():
         writer = WRITERS.get(resource.kind)
-        write = writer(resource, specs) if writer else None
+        write = writer(resource, targets) if writer else None
         if write is not None and (wanted is None or write.endpoint in wanted):
             writes.setdefault((write.endpoint, write.location), write)
     return writes
@@ -165,25 +170,20 @@ def shared_write_diagnostics(
 ) -> list[Diagnostic]:
     """One error per location that the validated environment and another environment
     sharing the data service write with different documents."""
-    config = specs.base_config or specs.config
-    pairs = environments_sharing_data(config, specs.environment)
-    loaded: dict[str, SpecSet | None] = {}
-    if specs.environment is not None:
-        loaded[specs.environment] = specs
+    pairs = environments_sharing_data(specs.base_config or specs.config, specs.environment)
+    rendered: dict[str, SpecSet | None] = {}
 
-    def environment_specs(name: str) -> SpecSet | None:
-        if name not in loaded:
+    def specs_of(name: str) -> SpecSet | None:
+        if name not in rendered:
             try:
-                loaded[name] = load_specs(
-                    specs.root, environment=name, variables=variables, var_files=var_files
-                )
+                rendered[name] = environment_specs(specs, name, variables, var_files)
             except SpecError:
-                loaded[name] = None  # its own `validate --env` reports why
-        return loaded[name]
+                rendered[name] = None  # its own `validate --env` reports why
+        return rendered[name]
 
     diagnostics: list[Diagnostic] = []
     for name, other, endpoints in pairs:
-        mine, theirs = environment_specs(name), environment_specs(other)
+        mine, theirs = specs_of(name), specs_of(other)
         if mine is None or theirs is None:
             failed = name if mine is None else other
             diagnostics.append(_not_compared(name, other, failed))
@@ -200,8 +200,8 @@ def _conflicts(
     found = []
     for key, write in collect_writes(mine, endpoints).items():
         their = their_writes.get(key)
-        if their is None:
-            continue
+        if their is None or their.resource is write.resource:
+            continue  # an untemplated document reads the same in every environment
         if write.address == their.address:
             fields = differing_fields(
                 placed_document(write.resource, mine), placed_document(their.resource, theirs)

@@ -32,7 +32,7 @@ from trainform.specs.models.base import Scope
 from trainform.specs.models.config import RootConfig
 from trainform.specs.models.kinds import DOCUMENT_ADAPTER, KINDS
 from trainform.specs.references import Declared, cycle_diagnostic, find_cycles, resolve_references
-from trainform.specs.resource import Resource, SpecSet
+from trainform.specs.resource import Resource, SpecSet, TemplatedDocument
 from trainform.specs.suggest import closest_name
 from trainform.specs.templating import NestingTooDeep, RenderBudget, has_template, render_document
 from trainform.specs.validation import diagnostics_from_errors, format_path, number_warnings
@@ -173,7 +173,7 @@ def _load_specs(
 
     uncounted: dict[str, int] = {}
     config = base_config = _load_config(root, root_display, sources, diagnostics, uncounted)
-    env_name, context = _template_context(config, environment, variables, var_files, diagnostics)
+    env_name, context = template_context(config, environment, variables, var_files, diagnostics)
     if config is not None:
         config_display = _display(root_display, root / CONFIG_FILE, root)
         isolation = check_environments(
@@ -183,6 +183,7 @@ def _load_specs(
         config = None if isolation else environment_config(config, env_name)
 
     resources: dict[str, Resource] = {}
+    templates: list[TemplatedDocument] = []
     declared: set[tuple[str, str | None, str]] = set()
     budget = RenderBudget()
     files = discover_files(root, diagnostics)
@@ -222,6 +223,8 @@ def _load_specs(
             )
             if hidden:
                 uncounted[display] = uncounted.get(display, 0) + hidden
+            if templated:
+                templates.append(TemplatedDocument(display, index, start, document))
 
     def locate(resource: Resource, path: tuple[str | int, ...]) -> Location:
         return sources.locate(resource.location.file, resource.document_index, path, False)
@@ -238,7 +241,7 @@ def _load_specs(
     if errors or config is None:
         raise SpecLoadError(diagnostics)
     warnings = sorted(diagnostics, key=Diagnostic.sort_key)
-    return SpecSet(root, config, env_name, resources, displays, warnings, base_config)
+    return SpecSet(root, config, env_name, resources, displays, warnings, base_config, templates)
 
 
 def _load_config(
@@ -313,13 +316,15 @@ def _load_config(
     return None if failed else config
 
 
-def _template_context(
+def template_context(
     config: RootConfig | None,
     environment: str | None,
     variables: Iterable[str] | Mapping[str, Any],
     var_files: Sequence[str | os.PathLike[str]],
     diagnostics: list[Diagnostic],
 ) -> tuple[str | None, dict[str, Any]]:
+    """The selected environment (`environment`, else the default one) and what templates
+    see: trainform.yaml's variables, the environment's, --var-file, then --var."""
     context: dict[str, Any] = {}
     env_name = environment
     if config is not None:
@@ -435,7 +440,9 @@ def _load_document(
     if checked is not document:
         _declare(document, declared)
         return 0
-    resource = Resource(resource_model.address, resource_model, Location(display, start, 1), index)
+    resource = Resource(
+        resource_model.address, resource_model, Location(display, start, 1), index, [], templated
+    )
     scope_problem = _check_scope(resource, locate)
     if scope_problem:
         _declare(document, declared)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from trainform.specs.errors import Diagnostic, Location
 from trainform.specs.models.base import DocumentBase, Reference
@@ -18,6 +18,15 @@ class Dependency(NamedTuple):
     reference: Reference
 
 
+class TemplatedDocument(NamedTuple):
+    """A templated document as written, kept so that another environment can render it."""
+
+    file: str
+    index: int
+    line: int
+    document: Any
+
+
 @dataclass(slots=True)
 class Resource:
     """One validated document and where it came from."""
@@ -27,6 +36,8 @@ class Resource:
     location: Location
     document_index: int
     dependencies: list[Dependency] = field(default_factory=list)
+    templated: bool = False
+    """Rendered from a template: it may read otherwise in another environment."""
     kind: str = field(init=False)
     name: str = field(init=False)
     project: str | None = field(init=False)
@@ -49,3 +60,5 @@ class SpecSet:
     warnings: list[Diagnostic] = field(default_factory=list)
     base_config: RootConfig | None = None
     """trainform.yaml as written, before the environment's overrides (None: `config`)."""
+    templates: list[TemplatedDocument] = field(default_factory=list)
+    """The templated documents as written (specs.environment_specs renders them again)."""

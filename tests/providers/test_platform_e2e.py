@@ -45,6 +45,14 @@ def with_registry(folder: Path, registry: RegistryServer, staging: str, producti
     )
 
 
+def checkpoints_per_environment(folder: Path) -> None:
+    """dev and ci share the S3 endpoint: each checkpoints under a prefix of its own, since
+    `validate` refuses one prefix both write with different specs."""
+    training = folder / "specs" / "training.yaml"
+    prefix = '    keepLast: 3\n    prefix: "{{ environment }}/research/bigram"\n'
+    training.write_text(training.read_text().replace("    keepLast: 3\n", prefix, 1))
+
+
 def test_platform_on_s3_and_a_registry_applies_and_drift_reports_all_three(
     tmp_path: Path,
     s3_env: S3Server,
@@ -57,6 +65,7 @@ def test_platform_on_s3_and_a_registry_applies_and_drift_reports_all_three(
     folder = copy_example(QUICKSTART, tmp_path / "platform", jobs=True)
     on_s3(folder, s3_env, bucket, datasets=True)
     with_registry(folder, registry_server, staging, production)
+    checkpoints_per_environment(folder)
 
     ok(folder, "validate", ".", "--env", "ci")
     ok(folder, "lock", ".", "--env", "ci")  # the promotion is not applied yet: its source pins it
