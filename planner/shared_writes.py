@@ -13,13 +13,14 @@ writes, keyed by endpoint and location (`collect_writes`):
 - a TrainingJob whose checkpoint prefix, as placed (storage.checkpoints), is on S3: the
   prefix, on the object store checkpoints go to (storage.provider, else the only one).
 
-`shared_write_diagnostics` loads the specs of every environment that shares a data endpoint
-with the one being validated (environments_sharing_data, with the same --var and
---var-file) and reports each location both write with different normalized documents, at
-the field of the validated environment's spec; the same document is allowed (a rehearsal
-writing the same bytes). `trainform validate` calls it only when such a pair exists, so a
-configuration without shared data services loads its specs once. It reads files only: no
-provider is contacted.
+`shared_write_diagnostics` takes every environment that shares a data endpoint with the one
+validated (environments_sharing_data), renders its templated documents again with the same
+--var and --var-file (specs.environment_specs: an untemplated document reads the same in
+every environment, so the folder is not loaded twice), and reports each location both write
+with different normalized documents, or from different resources, at the field of the
+validated environment's spec; the same document is allowed (a rehearsal writing the same
+bytes). `trainform validate` calls it only when such a pair exists. No provider is
+contacted.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from trainform.planner.desired import (
     artifact_instance,
@@ -35,12 +36,14 @@ from trainform.planner.desired import (
     placed_document,
     placed_source,
 )
-from trainform.planner.provider_checks import FieldLocator
 from trainform.providers.oci.references import image_target, url_host
 from trainform.specs import Diagnostic, Location, Resource, Severity, SpecError, SpecSet
 from trainform.specs.environment_specs import environment_specs
 from trainform.specs.environments import data_endpoint, environments_sharing_data
 from trainform.specs.validation import format_path
+
+if TYPE_CHECKING:
+    from trainform.planner.provider_checks import FieldLocator
 
 CODE = "shared-environment"
 MAX_FIELDS_SHOWN = 5
@@ -77,12 +80,16 @@ class _Targets(NamedTuple):
     """Data endpoint of each objectstore and registry instance, by name."""
     checkpoints: str
     """Data endpoint of the object store that s3:// checkpoints go to ("" if none)."""
+    checkpoint_base: str
+    """storage.checkpoints: where relative and omitted checkpoint prefixes go."""
 
 
 def _targets(specs: SpecSet) -> _Targets:
-    endpoints = {p.name: data_endpoint(p) for p in specs.config.providers}
-    store = specs.config.object_store()
-    return _Targets(specs, endpoints, endpoints.get(store.name, "") if store else "")
+    config = specs.config
+    endpoints = {p.name: data_endpoint(p) for p in config.providers}
+    store = config.object_store()
+    checkpoints = endpoints.get(store.name, "") if store else ""
+    return _Targets(specs, endpoints, checkpoints, config.storage.checkpoints)
 
 
 def _dataset_write(resource: Resource, targets: _Targets) -> SharedWrite | None:
@@ -122,7 +129,7 @@ def _checkpoint_write(resource: Resource, targets: _Targets) -> SharedWrite | No
     checkpoint = resource.document.spec.checkpoint  # type: ignore[attr-defined]
     if checkpoint is None or not targets.checkpoints:
         return None
-    base = targets.specs.config.storage.checkpoints
+    base = targets.checkpoint_base
     prefix = placed_checkpoints(checkpoint.prefix, base, resource.project, resource.name)
     if not prefix.startswith("s3://"):
         return None
@@ -137,14 +144,16 @@ WRITERS = {"Dataset": _dataset_write, "Image": _image_write, "TrainingJob": _che
 
 
 def collect_writes(
-    specs: SpecSet, endpoints: Iterable[str] | None = None
+    specs: SpecSet,
+    endpoints: Iterable[str] | None = None,
+    resources: Iterable[Resource] | None = None,
 ) -> dict[tuple[str, str], SharedWrite]:
-    """What the resources of `specs` write on data services, keyed by (endpoint, location);
-    only on `endpoints` when given. The first resource writing a location is kept."""
+    """What the resources of `specs` (or `resources` of it) write on data services, keyed by
+    (endpoint, location); only on `endpoints` when given. The first writer of a place is kept."""
     wanted = None if endpoints is None else set(endpoints)
     targets = _targets(specs)
     writes: dict[tuple[str, str], SharedWrite] = {}
-    for resource in specs.resources.values():
+    for resource in specs.resources.values() if resources is None else resources:
         writer = WRITERS.get(resource.kind)
         write = writer(resource, targets) if writer else None
         if write is not None and (wanted is None or write.endpoint in wanted):
@@ -195,8 +204,12 @@ def shared_write_diagnostics(
 def _conflicts(
     name: str, mine: SpecSet, other: str, theirs: SpecSet, endpoints: frozenset[str]
 ) -> list[Diagnostic]:
-    their_writes = collect_writes(theirs, endpoints)
-    locator = FieldLocator(mine)
+    their_resources: Iterable[Resource] = theirs.resources.values()
+    if _targets(theirs)[1:] == _targets(mine)[1:]:
+        # untemplated resources are the same objects in both, written to the same places
+        their_resources = [r for r in their_resources if r.templated]
+    their_writes = collect_writes(theirs, endpoints, their_resources)
+    locator: FieldLocator | None = None
     found = []
     for key, write in collect_writes(mine, endpoints).items():
         their = their_writes.get(key)
@@ -213,6 +226,10 @@ def _conflicts(
             differs = (f"{shown} (+{more} more)" if more > 0 else shown) + " differ"
         else:
             differs = f"{their.address} of `{other}` writes it too"
+        if locator is None:
+            from trainform.planner.provider_checks import FieldLocator  # ruamel: only now
+
+            locator = FieldLocator(mine)
         line, column = locator.position(write.resource, write.field, write.at_key)
         found.append(
             Diagnostic(

@@ -20,11 +20,12 @@ rehearses prod on the same datasets and images), but not write differently: ever
 environment runs under the same manager name, so ownership markers do not tell them apart.
 `environments_sharing_data` finds the pairs of environments that reach a common objectstore
 or registry endpoint (`data_endpoint`: the endpoint URL, or AWS and the region when there is
-none; the registry URL); `trainform validate` then loads the specs of each such pair and
-refuses a location both write with different documents (a Dataset's source, a promoted
-Image's tag, a TrainingJob's checkpoint prefix: planner/shared_writes.py). The same
-document at the same location is allowed: a rehearsal that writes the same bytes. A state
-kept in an object store is covered by the state location.
+none; the registry URL); `trainform validate` then renders the specs of each such pair
+(specs.environment_specs) and refuses a location both write with different documents (a
+Dataset's source, a promoted Image's tag, a TrainingJob's checkpoint prefix:
+planner/shared_writes.py). The same document at the same location is allowed: a rehearsal
+that writes the same bytes. A state kept in an object store is covered by the state
+location.
 """
 
 from __future__ import annotations
