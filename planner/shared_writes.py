@@ -190,6 +190,7 @@ def shared_write_diagnostics(
                 rendered[name] = None  # its own `validate --env` reports why
         return rendered[name]
 
+    writes: dict[str, dict[tuple[str, str], SharedWrite]] = {}
     diagnostics: list[Diagnostic] = []
     for name, other, endpoints in pairs:
         mine, theirs = specs_of(name), specs_of(other)
@@ -197,23 +198,29 @@ def shared_write_diagnostics(
             failed = name if mine is None else other
             diagnostics.append(_not_compared(name, other, failed))
             continue
-        diagnostics += _conflicts(name, mine, other, theirs, endpoints)
-    return diagnostics
+        if name not in writes:
+            writes[name] = collect_writes(mine)
+        diagnostics += _conflicts(name, mine, writes[name], other, theirs, endpoints)
+    return sorted(diagnostics, key=Diagnostic.sort_key)
 
 
 def _conflicts(
-    name: str, mine: SpecSet, other: str, theirs: SpecSet, endpoints: frozenset[str]
+    name: str,
+    mine: SpecSet,
+    my_writes: dict[tuple[str, str], SharedWrite],
+    other: str,
+    theirs: SpecSet,
+    endpoints: frozenset[str],
 ) -> list[Diagnostic]:
     their_resources: Iterable[Resource] = theirs.resources.values()
     if _targets(theirs)[1:] == _targets(mine)[1:]:
         # untemplated resources are the same objects in both, written to the same places
         their_resources = [r for r in their_resources if r.templated]
-    their_writes = collect_writes(theirs, endpoints, their_resources)
     locator: FieldLocator | None = None
     found = []
-    for key, write in collect_writes(mine, endpoints).items():
-        their = their_writes.get(key)
-        if their is None or their.resource is write.resource:
+    for key, their in collect_writes(theirs, endpoints, their_resources).items():
+        write = my_writes.get(key)
+        if write is None or their.resource is write.resource:
             continue  # an untemplated document reads the same in every environment
         if write.address == their.address:
             fields = differing_fields(
