@@ -64,12 +64,15 @@ class SharedWrite:
     location: str
     """s3://bucket/prefix, or registry/repository:tag."""
     what: str
-    address: str
     field: tuple[str | int, ...]
     """The spec field that names the location."""
     resource: Resource
     at_key: bool = False
     """Point at the field's key (a mapping that leaves the location to `storage`)."""
+
+    @property
+    def address(self) -> str:
+        return self.resource.address
 
 
 class _Targets(NamedTuple):
@@ -101,7 +104,7 @@ def _dataset_write(resource: Resource, targets: _Targets) -> SharedWrite | None:
     source = placed_source(spec.source, config.storage.datasets)
     return SharedWrite(
         targets.endpoints[instance.name], source.rstrip("/"), "dataset source",
-        resource.address, ("spec", "source"), resource,
+        ("spec", "source"), resource,
     )  # fmt: skip
 
 
@@ -121,7 +124,7 @@ def _image_write(resource: Resource, targets: _Targets) -> SharedWrite | None:
     return SharedWrite(
         targets.endpoints[instance.name],
         f"{where}:{target.tag}" if target.tag else f"{where}@{target.digest}",
-        "promoted tag", resource.address, ("spec", "reference"), resource,
+        "promoted tag", ("spec", "reference"), resource,
     )  # fmt: skip
 
 
@@ -135,8 +138,8 @@ def _checkpoint_write(resource: Resource, targets: _Targets) -> SharedWrite | No
         return None
     field = ("spec", "checkpoint", "prefix") if checkpoint.prefix else ("spec", "checkpoint")
     return SharedWrite(
-        targets.checkpoints, prefix.rstrip("/"), "checkpoint prefix", resource.address,
-        field, resource, at_key=not checkpoint.prefix,
+        targets.checkpoints, prefix.rstrip("/"), "checkpoint prefix", field, resource,
+        at_key=not checkpoint.prefix,
     )  # fmt: skip
 
 
