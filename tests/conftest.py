@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import write_tree
-from tests.services.kube_api.fixtures import kube_api, kueue  # noqa: F401 - fixtures
+from tests.services.kube_api.fixtures import kube_api, kueue, kueue_api  # noqa: F401 - fixtures
 from tests.services.s3 import S3Server, credentials_env, serve
 from tests.services.slurm import SlurmCluster, serve_slurm
 
