@@ -79,12 +79,15 @@ def confined_path(
     *,
     allow_absolute: bool = False,
     within: str = "the spec folder",
+    root_is_real: bool = False,
 ) -> Path:
     """The real path `reference` names, relative to `root`; raises PathEscape if it leaves.
 
     A relative reference is taken from `root`; an absolute one (or `file:///...`) only when
     `allow_absolute` and it falls under a data root. NUL bytes are refused outright.
     `within` names `root` in messages (the spec folder, a dataset's source folder...).
+    `root_is_real`: `root` is already a real path (what this function or real_path
+    returned), so it is not resolved again.
     """
     if "\x00" in reference:
         raise PathEscape("contains a NUL byte")
@@ -106,7 +109,7 @@ def confined_path(
             f"{reference!r} resolves to {resolved}, which is under no data root declared in "
             f"trainform.yaml (security.dataRoots: {', '.join(map(str, trusted))})"
         )
-    real_root = real_path(root)
+    real_root = Path(root) if root_is_real else real_path(root)
     resolved = real_path(real_root / text)
     if is_within(resolved, real_root) and not is_special(resolved):
         return resolved

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from trainform.specs.confinement import FILE_SCHEME, PathEscape, confined_path
+from trainform.specs.confinement import FILE_SCHEME, PathEscape, confined_path, real_path
 from trainform.specs.errors import Diagnostic, Location, Severity
 from trainform.specs.models.config import RootConfig
 from trainform.specs.resource import Resource
@@ -48,9 +48,13 @@ def check_data_sources(
 ) -> list[Diagnostic]:
     """One diagnostic per dataset source, version folder or checkpoint prefix that escapes."""
     diagnostics: list[Diagnostic] = []
+    try:
+        real_root: Path | None = real_path(root)
+    except PathEscape:
+        real_root = None  # each local source then says why, resolving the root itself
     for resource in resources.values():
         if resource.kind == "Dataset":
-            diagnostics += _check_dataset(resource, config, root, locate)
+            diagnostics += _check_dataset(resource, config, root, real_root, locate)
         elif resource.kind == "TrainingJob":
             diagnostic = _check_checkpoints(resource, config, root, locate)
             if diagnostic is not None:
@@ -84,7 +88,9 @@ def _climbs(text: str) -> bool:
     return ".." in PurePosixPath(text).parts
 
 
-def _source_folder(source: str, config: RootConfig, root: Path) -> Path | None:
+def _source_folder(
+    source: str, config: RootConfig, root: Path, real_root: Path | None
+) -> Path | None:
     """The real folder of a local dataset source; None for data on S3; PathEscape if it
     leaves every root it may live under."""
     if source.startswith("s3://"):
@@ -107,16 +113,18 @@ def _source_folder(source: str, config: RootConfig, root: Path) -> Path | None:
         return confined_path(
             base.removeprefix(FILE_SCHEME), source, within=f"the storage.datasets base {base}"
         )
+    if real_root is not None:
+        return confined_path(real_root, source, root_is_real=True)
     return confined_path(root, source)
 
 
 def _check_dataset(
-    resource: Resource, config: RootConfig, root: Path, locate: Locate
+    resource: Resource, config: RootConfig, root: Path, real_root: Path | None, locate: Locate
 ) -> list[Diagnostic]:
     spec: Any = resource.document.spec  # type: ignore[attr-defined]
     source: str = spec.source
     try:
-        folder = _source_folder(source, config, root)
+        folder = _source_folder(source, config, root, real_root)
     except PathEscape as exc:
         return [
             _escape(
@@ -134,7 +142,9 @@ def _check_dataset(
     for index, version in enumerate(spec.versions):
         relative = version.path or version.name
         try:
-            confined_path(folder, relative, within="the dataset's source folder")
+            confined_path(
+                folder, relative, within="the dataset's source folder", root_is_real=True
+            )
         except PathEscape as exc:
             field = "path" if version.path else "name"
             diagnostics.append(
