@@ -14,7 +14,9 @@ Decisions:
   whole seconds: the end is the runner's millisecond record when it falls in that second
   (or the next), so checkpoints written just before the end fall inside the attempt.
 - Waits: Slurm keeps no history of reasons. A pending job's current reason (squeue) is a
-  span from its submit time; a started job's span is the reason sacct kept for it.
+  span from its submit time; a started job's span is the reason sacct kept for it, and a
+  retry whose eligible time is later than its submit time waited out its backoff even when
+  sacct kept no reason (the scheduler clears BeginTime once the time has come).
 - Cause: the Slurm state, corrected by the runner's record: `"refused": true` is a refusal
   before the command ran; a FAILED job without a runner record lost its runner (killed, or
   its node went away) and counts as node-failure.
@@ -105,6 +107,10 @@ def waits_of(records: list[SlurmJobState], retry: bool) -> list[WaitSpan]:
             spans.append(WaitSpan(text, before.ended_at or record.submitted_at, until))
         elif known:
             spans.append(WaitSpan(_sentence(record, retry, False), record.submitted_at, until))
+        elif retry and _after(record.eligible_at, record.submitted_at):
+            # Slurm replaces BeginTime once the backoff ends; the eligible time still tells it.
+            text = f"waiting for retry backoff until {record.eligible_at} (BeginTime)"
+            spans.append(WaitSpan(text, record.submitted_at, until))
     return spans
 
 

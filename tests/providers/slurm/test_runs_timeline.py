@@ -171,6 +171,23 @@ def test_a_requeued_job_is_one_attempt_with_a_requeue_wait_between_its_runs() ->
     assert (requeue.since, requeue.until) == ("2030-01-01T00:00:30Z", "2030-01-01T00:02:33Z")
 
 
+def test_a_retry_that_sacct_kept_no_reason_for_still_shows_its_backoff_wait() -> None:
+    backoff = record(
+        "COMPLETED",
+        submitted_at="2030-01-01T00:00:00Z",
+        eligible_at="2030-01-01T00:00:10Z",
+        started_at="2030-01-01T00:00:11Z",
+    )
+    status = attempt_status(2, Path("/x"), {"result": {"exit_code": 0}}, [backoff], "q", None)
+    [wait] = status.waits
+    assert wait.reason == "waiting for retry backoff until 2030-01-01T00:00:10Z (BeginTime)"
+    assert (wait.since, wait.until) == ("2030-01-01T00:00:00Z", "2030-01-01T00:00:11Z")
+    no_backoff = record("COMPLETED", eligible_at="2030-01-01T00:00:00Z")
+    assert status_of([no_backoff], {"exit_code": 0}).waits == []
+    first_attempt = attempt_status(1, Path("/x"), {}, [backoff], "q", None)
+    assert first_attempt.waits == []
+
+
 def poll(check: Any, timeout: float = 40, interval: float = 0.25) -> Any:
     deadline = time.monotonic() + timeout
     while True:
