@@ -27,12 +27,12 @@ class PathEscape(ValueError):
 
 
 def is_within(path: Path, root: Path) -> bool:
-    """True if the real path of `path` is `root` or below it (both resolved)."""
-    try:
-        path.relative_to(root)
-    except ValueError:
-        return False
-    return True
+    """True if the real path of `path` is `root` or below it (both resolved). Compares the
+    normalized text, as Path.relative_to does, without building a relative path."""
+    inner, outer = str(path), str(root)
+    if inner == outer:
+        return True
+    return inner.startswith(outer if outer.endswith("/") else outer + "/")
 
 
 def real_path(path: str | os.PathLike[str]) -> Path:

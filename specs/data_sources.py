@@ -142,9 +142,7 @@ def _check_dataset(
     for index, version in enumerate(spec.versions):
         relative = version.path or version.name
         try:
-            confined_path(
-                folder, relative, within="the dataset's source folder", root_is_real=True
-            )
+            confined_path(folder, relative, within="the dataset's source folder", root_is_real=True)
         except PathEscape as exc:
             field = "path" if version.path else "name"
             diagnostics.append(

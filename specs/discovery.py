@@ -155,9 +155,11 @@ def refused_file(path: Path, root: Path, display: str) -> Diagnostic | None:
 def find_spec_files(root: Path, root_display: str) -> tuple[list[Path], list[Diagnostic]]:
     """Spec files under `root` in a stable order, and a diagnostic per refused entry."""
     real_root = real_path(root)
-    found: list[Path] = []
+    found: list[tuple[str, Path]] = []
     ignored, refused = ignore_rules(root, real_root)
-    pending = [root]
+    root_text = os.fspath(root)
+    skip = len(root_text) + (0 if root_text.endswith("/") else 1)  # entry.path -> relative
+    pending = [root_text]
     while pending:
         folder = pending.pop()
         try:
@@ -169,17 +171,19 @@ def find_spec_files(root: Path, root_display: str) -> tuple[list[Path], list[Dia
             name = entry.name
             if name.startswith("."):
                 continue
-            path = Path(entry.path)
+            is_spec = name.endswith(SPEC_SUFFIXES) and not (
+                folder == root_text and name == CONFIG_FILE
+            )
+            linked = entry.is_symlink()
+            if not (is_spec or linked or entry.is_dir(follow_symlinks=False)):
+                continue  # data, code, anything else: never a spec, never opened here
+            relative = entry.path[skip:]
             if ignored is not None:
-                relative = path.relative_to(root).as_posix()
-                if ignored.match_file(relative + "/" if entry.is_dir() else relative):
+                if ignored.match_file(relative + "/" if _is_dir(entry) else relative):
                     continue
-            is_spec = name.endswith(SPEC_SUFFIXES) and not (folder == root and name == CONFIG_FILE)
-            if entry.is_symlink():
-                try:
-                    to_folder = entry.is_dir()
-                except OSError:
-                    to_folder = False
+            path = Path(entry.path)
+            if linked:
+                to_folder = _is_dir(entry)
                 if not (to_folder or is_spec):
                     continue
                 problem = unsafe_entry(path, real_root)
@@ -188,16 +192,23 @@ def find_spec_files(root: Path, root_display: str) -> tuple[list[Path], list[Dia
                     continue
                 if to_folder:
                     continue  # walked where it really is, inside the folder
-                found.append(path)
+                found.append((relative, path))
                 continue
             if entry.is_dir(follow_symlinks=False):
-                pending.append(path)
+                pending.append(entry.path)
             elif is_spec:
                 if entry.is_file(follow_symlinks=False):
-                    found.append(path)
+                    found.append((relative, path))
                 else:
                     problem = unsafe_entry(path, real_root)
                     if problem is not None:
                         refused.append(refusal(problem, display_path(root_display, path, root)))
-    found.sort(key=lambda p: p.relative_to(root).as_posix())
-    return found, refused
+    found.sort(key=lambda item: item[0])
+    return [path for _, path in found], refused
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False

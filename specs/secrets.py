@@ -231,10 +231,29 @@ def sensitive_name(name: str) -> bool:
     return any(pair in _SENSITIVE_PAIRS for pair in zip(words, words[1:], strict=False))
 
 
+_REASONS: dict[tuple[str, str], str | None] = {}
+_REASONS_KEPT = 1 << 16
+
+
 def secret_reason(name: str, value: Any) -> str | None:
     """Why the value of `name` should be treated as a secret, or None: the value looks
     secret, or the name says it is a credential and the value is not a reference to one
-    (an environment variable name, `${VAR}`, `secret:...`) or a placeholder."""
+    (an environment variable name, `${VAR}`, `secret:...`) or a placeholder. Remembered per
+    (name, text): plan judges each job value for its hash, its display and the policies."""
+    if type(value) is not str:
+        return _secret_reason(name, value)
+    key = (name, value)
+    try:
+        return _REASONS[key]
+    except KeyError:
+        pass
+    if len(_REASONS) >= _REASONS_KEPT:
+        _REASONS.clear()
+    reason = _REASONS[key] = _secret_reason(name, value)
+    return reason
+
+
+def _secret_reason(name: str, value: Any) -> str | None:
     if isinstance(value, str) and is_masked(value):
         return None
     reason = looks_secret(value)
@@ -397,12 +416,21 @@ def mask_value(name: str, value: Any) -> Any:
     if isinstance(value, str):
         return mask(value) if secret_reason(name, value) else value
     if isinstance(value, dict):
-        masked = {key: mask_value(str(key), item) for key, item in value.items()}
-        changed = any(masked[key] is not value[key] for key in value)
-        return masked if changed else value
+        masked: dict[Any, Any] | None = None
+        for key, item in value.items():
+            shown = mask_value(str(key), item)
+            if shown is not item:
+                masked = masked or dict(value)
+                masked[key] = shown
+        return value if masked is None else masked
     if isinstance(value, list):
-        items = [mask_value(item_name(value, i, name), item) for i, item in enumerate(value)]
-        return items if any(a is not b for a, b in zip(items, value, strict=True)) else value
+        items: list[Any] | None = None
+        for index, item in enumerate(value):
+            shown = mask_value(item_name(value, index, name), item)
+            if shown is not item:
+                items = items or list(value)
+                items[index] = shown
+        return value if items is None else items
     return value
 
 
@@ -420,14 +448,26 @@ def mask_tree(tree: Any) -> Any:
     `command` masked (at any depth: spec, run inputs, launches, evaluations); the same
     object when nothing is masked."""
     if isinstance(tree, dict):
-        masked = {
-            key: mask_value(key, item) if key in SENSITIVE_FIELDS else mask_tree(item)
-            for key, item in tree.items()
-        }
-        return masked if any(masked[key] is not tree[key] for key in tree) else tree
+        masked: dict[str, Any] | None = None
+        for key, item in tree.items():
+            if key in SENSITIVE_FIELDS:
+                shown = mask_value(key, item)
+            elif isinstance(item, (dict, list)):
+                shown = mask_tree(item)
+            else:
+                continue
+            if shown is not item:
+                masked = masked or dict(tree)
+                masked[key] = shown
+        return tree if masked is None else masked
     if isinstance(tree, list):
-        items = [mask_tree(item) for item in tree]
-        return items if any(a is not b for a, b in zip(items, tree, strict=True)) else tree
+        items: list[Any] | None = None
+        for index, item in enumerate(tree):
+            shown = mask_tree(item)
+            if shown is not item:
+                items = items or list(tree)
+                items[index] = shown
+        return tree if items is None else items
     return tree
 
 

@@ -30,7 +30,7 @@ from trainform.providers.local.datasets import resolve_source
 from trainform.providers.local.layout import RunLayout
 from trainform.providers.local.machine import MachineFacts
 from trainform.providers.local.provider import LocalProvider
-from trainform.specs.confinement import PathEscape, confined_path
+from trainform.specs.confinement import PathEscape, confined_path, is_within
 from trainform.specs.data_sources import check_data_sources
 from trainform.specs.errors import Location
 from trainform.specs.models.config import RootConfig
@@ -559,3 +559,20 @@ def test_the_provider_resolves_sources_only_inside_a_root(source: str) -> None:
         assert "cannot use dataset source" in str(exc)
         return
     assert _inside(str(folder), ROOT) or _inside(str(folder), DATA_ROOT)
+
+
+_PART = st.sampled_from(["a", "ab", "a.b", "b", "ab-c", "..", "."])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_PART, max_size=4), st.lists(_PART, max_size=4))
+def test_is_within_agrees_with_pathlib_on_absolute_paths(
+    inner: list[str], outer: list[str]
+) -> None:
+    path, root = Path("/", *inner), Path("/", *outer)
+    try:
+        path.relative_to(root)
+        expected = True
+    except ValueError:
+        expected = False
+    assert is_within(path, root) == expected
