@@ -23,16 +23,12 @@ from trainform.planner.backends.base import StateBackend
 from trainform.planner.errors import PlannerError
 from trainform.planner.lineage import provenance, spec_commit
 from trainform.planner.plan import apply_graph, tool_version
-from trainform.planner.plan_model import Action, Plan, PlanFileError, ResourceChange
+from trainform.planner.plan_model import Action, Plan, ResourceChange, StalePlanError
 from trainform.planner.session import ProviderSet
 from trainform.planner.state import ResourceState, State
 from trainform.providers.base import DesiredResource
 from trainform.providers.errors import PermanentProviderError, ProviderError, TransientProviderError
 from trainform.providers.jobs import DatasetInput, JobLaunch, JobProvider
-
-
-class StalePlanError(PlanFileError):
-    """The state changed since the plan was made."""
 
 
 class OutcomeStatus(enum.StrEnum):

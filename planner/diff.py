@@ -85,6 +85,21 @@ def _walk(before: Any, after: Any, path: str, out: list[tuple[str, Any, Any]]) -
         out.append((path, before, after))  # state keeps secrets masked: same_secret says equal
 
 
+def _identical(before: Any, after: Any) -> bool:
+    """Equal and of the same types all the way down (`==` alone takes 1 for 1.0 and True,
+    which `_walk` reports as changes)."""
+    kind = type(before)
+    if kind is not type(after):
+        return False
+    if kind is dict:
+        if before.keys() != after.keys():
+            return False
+        return all(_identical(value, after[key]) for key, value in before.items())
+    if kind is list:
+        return len(before) == len(after) and all(map(_identical, before, after))
+    return bool(before == after)
+
+
 def diff_documents(
     before: dict[str, Any] | None,
     after: dict[str, Any] | None,
@@ -92,6 +107,8 @@ def diff_documents(
     forces_replacement: Sequence[str] = (),
 ) -> list[FieldChange]:
     """Every changed leaf between `before` and `after`, ignored prefixes left out."""
+    if before == after and _identical(before, after):
+        return []  # the common case of a plan: most documents did not change
     raw: list[tuple[str, Any, Any]] = []
     _walk(before if before is not None else {}, after if after is not None else {}, "", raw)
     return [

@@ -57,6 +57,10 @@ class PlanFileError(PlannerError):
     """A saved plan cannot be used: unreadable, altered, or stale."""
 
 
+class StalePlanError(PlanFileError):
+    """The state changed since the plan was made."""
+
+
 @dataclass
 class ResourceChange:
     address: str

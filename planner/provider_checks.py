@@ -13,12 +13,15 @@ import os
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trainform.planner.desired import DesiredItem
 from trainform.planner.session import ProviderSet
 from trainform.providers.base import DesiredResource, Observation, ValidationProblem
 from trainform.specs import Resource, SpecSet
-from trainform.specs.positions import SourceMap
+
+if TYPE_CHECKING:
+    from trainform.specs.positions import SourceMap
 
 _STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 
@@ -62,6 +65,8 @@ class FieldLocator:
     def _source(self, file: str) -> SourceMap | None:
         if file not in self._maps:
             try:
+                from trainform.specs.positions import SourceMap
+
                 self._maps[file] = SourceMap(Path(file).read_text(encoding="utf-8"))
             except OSError:
                 self._maps[file] = None

@@ -16,10 +16,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from trainform.planner.apply import StalePlanError
 from trainform.planner.desired import DesiredItem, build_desired, spec_digest
 from trainform.planner.lockfile import LOCK_FILE, LockError, local_roots, resolve_code, resolve_pins
-from trainform.planner.plan_model import Plan
+from trainform.planner.plan_model import Plan, StalePlanError
 from trainform.planner.session import ProviderSet, config_as_data
 from trainform.specs import load_specs
 from trainform.specs.code_sources import UnsafeCode, parse_repo

@@ -18,15 +18,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainform.planner.normalize import normalize_document
 from trainform.planner.plan_model import Plan
 from trainform.policies.codeowners import CodeOwners
 from trainform.specs import Resource, SpecSet
-from trainform.specs.positions import SourceMap
 from trainform.specs.quantity import Duration, parse_quantity
 from trainform.specs.validation import format_path
+
+if TYPE_CHECKING:
+    from trainform.specs.positions import SourceMap
 
 Path_ = tuple[str | int, ...]
 
@@ -39,9 +41,16 @@ class Subject:
     kind: str
     name: str
     project: str | None
-    document: dict[str, Any]
+    given_document: dict[str, Any] | None
+    """The normalized document; None: normalized from `resource` when first read."""
     file: str
     resource: Resource
+
+    @property
+    def document(self) -> dict[str, Any]:
+        if self.given_document is None:
+            self.given_document = normalize_document(self.resource.document)
+        return self.given_document
 
     @property
     def spec(self) -> dict[str, Any]:
@@ -81,7 +90,7 @@ class PolicyContext:
                 kind=resource.kind,
                 name=resource.name,
                 project=resource.project,
-                document=normalize_document(resource.document),
+                given_document=None,
                 file=relative[name],
                 resource=resource,
             )
@@ -114,6 +123,8 @@ class PolicyContext:
     def _source_map(self, file: str) -> SourceMap | None:
         if file not in self._maps:
             try:
+                from trainform.specs.positions import SourceMap
+
                 self._maps[file] = SourceMap(Path(file).read_text(encoding="utf-8"))
             except OSError:
                 self._maps[file] = None

@@ -13,6 +13,7 @@ diagnostic at the field's file:line:column.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -139,8 +140,11 @@ def _check_dataset(
     if folder is None:
         return []
     diagnostics = []
+    links = _links_in(folder)
     for index, version in enumerate(spec.versions):
         relative = version.path or version.name
+        if _plain_entry(relative, links):
+            continue  # folder/relative is its own real path, inside the real folder
         try:
             confined_path(folder, relative, within="the dataset's source folder", root_is_real=True)
         except PathEscape as exc:
@@ -157,6 +161,30 @@ def _check_dataset(
                 )
             )
     return diagnostics
+
+
+def _links_in(folder: Path) -> set[str] | None:
+    """Names of the symbolic links directly in `folder` (empty when it does not exist);
+    None when it cannot be listed."""
+    try:
+        with os.scandir(folder) as listing:
+            return {entry.name for entry in listing if entry.is_symlink()}
+    except FileNotFoundError:
+        return set()
+    except OSError:
+        return None
+
+
+def _plain_entry(relative: str, links: set[str] | None) -> bool:
+    """Whether `relative` is one name in the listed folder that is not a link, so that no
+    resolution can take it elsewhere."""
+    return (
+        links is not None
+        and relative not in links
+        and relative not in ("", ".", "..")
+        and "/" not in relative
+        and "\x00" not in relative
+    )
 
 
 def _check_checkpoints(

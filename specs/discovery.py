@@ -17,10 +17,13 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pathspec
 from trainform.specs.confinement import PathEscape, is_special, is_within, real_path
 from trainform.specs.errors import Diagnostic, Location, Severity
+
+if TYPE_CHECKING:
+    import pathspec
 
 CONFIG_FILE = "trainform.yaml"
 IGNORE_FILE = ".trainformignore"
@@ -59,6 +62,8 @@ def ignore_rules(root: Path, real_root: Path) -> tuple[pathspec.PathSpec | None,
         return None, [_ignore_problem(display, f"cannot be read as UTF-8 text ({exc})")]
     if len(data) > MAX_IGNORE_BYTES:
         return None, [_ignore_problem(display, f"is larger than {MAX_IGNORE_BYTES} bytes")]
+    import pathspec
+
     return pathspec.GitIgnoreSpec.from_lines(text.splitlines()), []
 
 

@@ -7,9 +7,9 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-from trainform.planner.apply import ApplyResult, OutcomeStatus, apply_plan, check_fresh
 from trainform.planner.audit import audit_record, spec_commit
 from trainform.planner.backends.base import LockInfo, StateBackend
 from trainform.planner.backends.identity import AcceptRequest
@@ -48,6 +48,9 @@ from trainform.planner.signals import graceful_stop, received
 from trainform.planner.state import digest
 from trainform.planner.workspace import Workspace, make_backend
 from trainform.policies.plan_file import plan_file_bytes
+
+if TYPE_CHECKING:
+    from trainform.planner.apply import ApplyResult
 
 EXIT_CHANGES = 2
 
@@ -271,6 +274,8 @@ def _print_event(kind: str, change: ResourceChange, detail: str) -> None:
 
 
 def _print_outcomes(result: ApplyResult, destroying: bool = False) -> None:
+    from trainform.planner.apply import OutcomeStatus
+
     noun = "Destroy" if destroying else "Apply"
     if result.failed:
         click.echo("\nOutcome:")
@@ -306,6 +311,8 @@ def _run_apply(
     location: str,
     audit: AuditContext,
 ) -> None:
+    from trainform.planner.apply import apply_plan
+
     info = backend.lock(audit.operation)
     before = (plan_to_apply.lineage, plan_to_apply.serial)
     try:
@@ -376,6 +383,8 @@ def _append_audit(
 
 def _apply_saved(target: str, inputs: TemplateInputs, parallelism: int) -> None:
     """Apply the plan file `target` exactly, after proving it is still the reviewed one."""
+    from trainform.planner.apply import check_fresh
+
     saved, spec_root = Plan.from_file(target)
     config = config_from_data(saved.config)
     backend = make_backend(config, spec_root)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from trainform.planner.diff import diff_documents
+from trainform.planner.diff import _walk, diff_documents
 from trainform.planner.plan import order_changes
 from trainform.planner.plan_model import Action, Plan, ResourceChange
 from trainform.planner.render.plan_json import render_plan_json
@@ -173,6 +173,29 @@ def test_a_diff_is_empty_exactly_when_the_documents_are_equal(
     before: dict[str, Any], after: dict[str, Any]
 ) -> None:
     assert (diff_documents(before, after) == []) == (without_nulls(before) == without_nulls(after))
+
+
+NUMBERS = st.one_of(st.booleans(), st.integers(-2, 2), st.sampled_from([0.0, 1.0, -1.0, 2.0]))
+SHAPED = st.recursive(
+    NUMBERS | st.none() | st.sampled_from(["", "a"]),
+    lambda children: st.lists(children, max_size=2)
+    | st.dictionaries(st.sampled_from("ab"), children, max_size=2),
+    max_leaves=6,
+)
+
+
+@PURE_SETTINGS
+@given(
+    before=st.dictionaries(st.sampled_from("ab"), SHAPED, max_size=2),
+    after=st.dictionaries(st.sampled_from("ab"), SHAPED, max_size=2),
+)
+def test_the_shortcut_for_equal_documents_changes_no_diff(
+    before: dict[str, Any], after: dict[str, Any]
+) -> None:
+    """1 == 1.0 == True in Python; the diff still reports a change of type."""
+    walked: list[tuple[str, Any, Any]] = []
+    _walk(before, after, "", walked)
+    assert [(c.path, c.before, c.after) for c in diff_documents(before, after)] == walked
 
 
 def without_nulls(value: Any) -> Any:
