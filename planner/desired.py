@@ -10,12 +10,14 @@ with the jobs that use it.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from trainform.planner.errors import PlannerError
 from trainform.planner.normalize import normalize_document, spec_hash
+from trainform.planner.split_work import map_halves
 from trainform.planner.state import digest
 from trainform.specs import SpecSet
 from trainform.specs.resource import Resource
@@ -180,8 +182,11 @@ def build_desired(specs: SpecSet) -> dict[str, DesiredItem]:
         raise AssignmentError(problems)
     desired = {}
     relative: dict[str, str] = {}
-    for address, resource in specs.resources.items():
-        document = placed_document(resource, specs)
+    documents = [placed_document(resource, specs) for resource in specs.resources.values()]
+    hashes = [h for part in map_halves(_hashes, documents) for h in part]
+    for (address, resource), document, hashed in zip(
+        specs.resources.items(), documents, hashes, strict=True
+    ):
         desired[address] = DesiredItem(
             address=address,
             kind=resource.kind,
@@ -189,7 +194,7 @@ def build_desired(specs: SpecSet) -> dict[str, DesiredItem]:
             project=resource.project,
             providers=where[address],
             document=document,
-            spec_hash=spec_hash(document),
+            spec_hash=hashed,
             dependencies=sorted({d.address for d in resource.dependencies}),
             prevent_destroy=resource.document.lifecycle.prevent_destroy,
             location=_relative(resource, specs, relative),
@@ -203,6 +208,10 @@ def build_desired(specs: SpecSet) -> dict[str, DesiredItem]:
             ],
         )
     return desired
+
+
+def _hashes(documents: Sequence[dict[str, Any]]) -> list[str]:
+    return [spec_hash(document) for document in documents]
 
 
 def spec_digest(desired: dict[str, DesiredItem], config: dict[str, Any]) -> str:

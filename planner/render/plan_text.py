@@ -6,12 +6,15 @@ the whole text is redacted (`specs.secrets.redact`) before it is returned.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from trainform.planner.diff import FieldChange
 from trainform.planner.normalize import humanize
 from trainform.planner.plan_model import Action, Plan, ResourceChange
 from trainform.planner.render.style import paint
+from trainform.planner.split_work import map_halves
 from trainform.specs.secrets import redact
 
 _VERB = {
@@ -119,12 +122,13 @@ def header_line(plan: Plan) -> str:
 
 def render_plan_text(plan: Plan, color: bool = False) -> str:
     lines: list[str] = [paint(header_line(plan), "dim", color), ""]
+    changes = ""
     if plan.has_changes:
         lines.append("trainform will perform the following actions:")
         lines.append("")
-        for change in plan.actionable:
-            lines += render_change(change, color)
-            lines.append("")
+        changes = "".join(map_halves(partial(_render_changes, color=color), plan.actionable))
+    head = redact("\n".join(lines) + "\n")
+    lines = []
     if plan.findings:
         lines.append(paint("Findings:", "yellow", color))
         for finding in plan.findings:
@@ -133,4 +137,13 @@ def render_plan_text(plan: Plan, color: bool = False) -> str:
             )
         lines.append("")
     lines.append(paint(summary_line(plan), "bold", color))
-    return redact("\n".join(lines) + "\n")
+    return head + changes + redact("\n".join(lines) + "\n")
+
+
+def _render_changes(changes: Sequence[ResourceChange], color: bool) -> str:
+    """The blocks of `changes`, each followed by an empty line, redacted."""
+    lines: list[str] = []
+    for change in changes:
+        lines += render_change(change, color)
+        lines.append("")
+    return redact("\n".join(lines) + "\n") if lines else ""
