@@ -6,4 +6,6 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/services.sh
 .venv/bin/ruff check .
-.venv/bin/python -m pytest "$@"
+# Two workers (pytest-xdist); tests of the one real Slurm cluster share a worker (tests/conftest.py).
+# Arguments given here come last, so `-n 0` runs everything in this process.
+.venv/bin/python -m pytest -n 2 --dist loadgroup "$@"

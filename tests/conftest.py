@@ -14,6 +14,19 @@ from tests.services.s3 import S3Server, credentials_env, serve
 from tests.services.slurm import SlurmCluster, serve_slurm
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Keep every test of the real Slurm cluster on one xdist worker.
+
+    The cluster is one set of daemons for the machine (fixed ports, one slurm.conf), so two
+    workers must not each start it; `--dist loadgroup` sends a group to a single worker.
+    This runs before xdist reads the markers.
+    """
+    for item in items:
+        if "slurm_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("slurm_cluster"))
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--update-golden",
