@@ -17,10 +17,10 @@ from typing import Any
 
 from trainform.planner.errors import PlannerError
 from trainform.planner.normalize import normalize_document, spec_hash
-from trainform.planner.split_work import map_halves
 from trainform.planner.state import digest
 from trainform.specs import SpecSet
 from trainform.specs.resource import Resource
+from trainform.specs.split_work import map_halves
 
 COMPUTE_TYPES = ("local", "kubernetes", "slurm")
 GLOBAL_FOLDER = "_global"

@@ -33,6 +33,7 @@ from trainform.specs.models.config import RootConfig
 from trainform.specs.models.kinds import DOCUMENT_ADAPTER, KINDS
 from trainform.specs.references import Declared, cycle_diagnostic, find_cycles, resolve_references
 from trainform.specs.resource import Resource, SpecSet, TemplatedDocument
+from trainform.specs.split_work import both
 from trainform.specs.suggest import closest_name
 from trainform.specs.templating import NestingTooDeep, RenderBudget, has_template, render_document
 from trainform.specs.validation import diagnostics_from_errors, format_path, number_warnings
@@ -230,9 +231,16 @@ def _load_specs(
         return sources.locate(resource.location.file, resource.document_index, path, False)
 
     if config is not None:
-        diagnostics += resolve_references(resources, Declared(frozenset(declared)), config, locate)
-        diagnostics += check_code_sources(resources, config, root, locate)
-        diagnostics += check_data_sources(resources, config, root, locate)
+        checked = config  # for the closures: mypy does not narrow `config` inside them
+        references, sources_found = both(
+            lambda: resolve_references(resources, Declared(frozenset(declared)), checked, locate),
+            lambda: (
+                check_code_sources(resources, checked, root, locate)
+                + check_data_sources(resources, checked, root, locate)
+            ),
+            len(resources),
+        )
+        diagnostics += references + sources_found
         diagnostics += [
             cycle_diagnostic(cycle, resources, locate) for cycle in find_cycles(resources)
         ]

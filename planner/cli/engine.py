@@ -25,7 +25,7 @@ from trainform.planner.cli.options import (
 )
 from trainform.planner.cli.output import open_or_exit
 from trainform.planner.cli.policies import (
-    check_policies,
+    checked_and_rendered,
     exit_if_denied,
     policies_option,
     render_plan_with_policies,
@@ -224,8 +224,9 @@ def plan(
     finally:
         workspace.providers.close()
     acknowledge_plan(workspace, result, policies_path)
-    report = check_policies(workspace, result, policies_path)
-    rendered = _render_plan(result, output_format, budget)
+    report, rendered = checked_and_rendered(
+        workspace, result, policies_path, lambda: _render_plan(result, output_format, budget)
+    )
     rendered = render_plan_with_policies(rendered, result, report.to_json(), output_format, budget)
     click.echo(rendered, nl=False, color=use_color())
     if out:
@@ -496,10 +497,10 @@ def apply(
         _plan_options(workspace, refresh, targets, False, allow_mass_delete, locked, replace),
         "plan",
     )
-    report = check_policies(workspace, fresh, policies_path)
-    rendered = render_plan_with_policies(
-        render_plan_text(fresh, use_color()), fresh, report.to_json(), "text"
+    report, rendered = checked_and_rendered(
+        workspace, fresh, policies_path, lambda: render_plan_text(fresh, use_color())
     )
+    rendered = render_plan_with_policies(rendered, fresh, report.to_json(), "text")
     click.echo(rendered, nl=False, color=use_color())
     if report.denied:
         workspace.providers.close()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,13 @@ from trainform.policies.engine import PolicyReport, evaluate_policies
 from trainform.policies.plan_file import saved_policy_report
 from trainform.policies.render import render_findings_markdown, render_findings_text
 from trainform.policies.trusted import PolicyConfigError, load_trusted
+from trainform.specs.split_work import alongside
 
 EXIT_POLICY_DENIED = 3
+
+
+POLICY_WEIGHT = 0.4
+"""Checking every policy costs about 0.4 of rendering the plan's text (10,000 resources)."""
 
 
 def check_policies(workspace: Workspace, plan: Plan, policies_path: Path | None) -> PolicyReport:
@@ -36,6 +42,21 @@ def check_policies(workspace: Workspace, plan: Plan, policies_path: Path | None)
     except PolicyConfigError as exc:
         raise click.ClickException(str(exc)) from None
     return evaluate_policies(workspace.specs, plan, trusted)
+
+
+def checked_and_rendered(
+    workspace: Workspace, plan: Plan, policies_path: Path | None, render: Callable[[], str]
+) -> tuple[PolicyReport, str]:
+    """The policy report of `plan` and `render()`, the policies checked by the second core
+    while a large plan renders (specs.split_work). The trusted policies are read first,
+    so a bad policy file fails before anything is rendered."""
+    try:
+        trusted = load_trusted(policies_path, workspace.config, workspace.root)
+    except PolicyConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    with alongside(lambda: evaluate_policies(workspace.specs, plan, trusted), POLICY_WEIGHT) as job:
+        rendered = render()
+    return job.result(), rendered
 
 
 def adoption_waivers(workspace: Workspace, addresses: list[str]) -> str:

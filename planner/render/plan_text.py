@@ -14,8 +14,8 @@ from trainform.planner.diff import FieldChange
 from trainform.planner.normalize import humanize
 from trainform.planner.plan_model import Action, Plan, ResourceChange
 from trainform.planner.render.style import paint
-from trainform.planner.split_work import map_halves
 from trainform.specs.secrets import redact
+from trainform.specs.split_work import map_halves
 
 _VERB = {
     Action.CREATE: "will be created",

@@ -7,6 +7,15 @@ back pickled through a pipe while the parent computes it of the first half, so t
 core does half the work. It returns [function(first half), function(second half)], or
 [function(items)] when it does not split; the caller joins the parts.
 
+`both(first, second, size)` runs two independent jobs at once, `second` in the child, when
+`size` (the number of resources they cover) makes it pay: the loader checks data sources
+while it resolves references.
+
+`alongside(job, weight)` hands one more independent job (checking policies while the plan
+renders) to the child of the next split made inside the `with` block: the child takes
+fewer items to make room for it (`weight`: the job's cost as a share of the split work's),
+and `result()` returns its value, computed in the parent when no split carried it.
+
 Decisions:
 - Only where it is safe and pays: os.fork exists, the process runs a single thread (a
   fork copies only the calling thread; a lock another thread held would stay held in the
@@ -26,15 +35,47 @@ import os
 import pickle
 import signal
 import threading
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Generic, TypeVar
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
+Other = TypeVar("Other")
 
 MINIMUM_ITEMS = 2_000
 DISABLE_VARIABLE = "TRAINFORM_NO_FORK"
 """Set to 1 to compute everything in one process (debugging, profiling)."""
+
+
+class SideJob(Generic[Result]):
+    """A job for the child of the next split; its value once computed, wherever it ran."""
+
+    def __init__(self, job: Callable[[], Result], weight: float) -> None:
+        self.job = job
+        self.weight = min(max(weight, 0.0), 0.8)
+        self.done = False
+        self.value: Result | None = None
+
+    def result(self) -> Result:
+        if not self.done:
+            self.value, self.done = self.job(), True
+        return self.value  # type: ignore[return-value]
+
+
+_pending: list[SideJob[Any]] = []
+
+
+@contextmanager
+def alongside(job: Callable[[], Result], weight: float) -> Iterator[SideJob[Result]]:
+    """`job` goes with the child of the next split made inside the block (if any)."""
+    side = SideJob(job, weight)
+    _pending.append(side)
+    try:
+        yield side
+    finally:
+        if side in _pending:
+            _pending.remove(side)
 
 
 def can_split(count: int, minimum: int = MINIMUM_ITEMS) -> bool:
@@ -46,6 +87,31 @@ def can_split(count: int, minimum: int = MINIMUM_ITEMS) -> bool:
     )
 
 
+def both(
+    first: Callable[[], Result], second: Callable[[], Other], size: int
+) -> tuple[Result, Other]:
+    """(first(), second()); `second` computed in a forked child when `size` is at least
+    MINIMUM_ITEMS and splitting is safe. `first` runs in this process, so it may change
+    what it reads; `second` must only read. A split pending `alongside` is left for the
+    next caller."""
+    if not can_split(size):
+        return first(), second()
+    reader, writer = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(reader)
+        os.close(writer)
+        return first(), second()
+    if pid == 0:  # the child
+        os.close(reader)
+        _child(lambda _: second(), (), None, writer)
+    os.close(writer)
+    mine = _in_parent(first, reader, pid)
+    found, theirs = _receive(reader, pid)
+    return mine, (theirs[0] if found else second())
+
+
 def map_halves(
     function: Callable[[Sequence[Item]], Result],
     items: Sequence[Item],
@@ -55,7 +121,9 @@ def map_halves(
     child; [function(items)] when splitting is not safe or does not pay."""
     if not can_split(len(items), minimum):
         return [function(items)]
-    half = len(items) // 2
+    side = _pending.pop() if _pending else None
+    share = 0.5 if side is None else (1 + side.weight) / 2
+    half = round(len(items) * share)
     first, second = items[:half], items[half:]
     reader, writer = os.pipe()
     try:
@@ -66,21 +134,30 @@ def map_halves(
         return [function(items)]
     if pid == 0:  # the child
         os.close(reader)
-        _child(function, second, writer)
+        _child(function, second, side, writer)
     os.close(writer)
-    mine = function(first)
+    mine = _in_parent(lambda: function(first), reader, pid)
     found, theirs = _receive(reader, pid)
-    return [mine, theirs if found else function(second)]
+    if not found:
+        return [mine, function(second)]
+    theirs, side_value = theirs
+    if side is not None:
+        side.value, side.done = side_value, True
+    return [mine, theirs]
 
 
 def _child(
-    function: Callable[[Sequence[Item]], Result], items: Sequence[Item], writer: int
+    function: Callable[[Sequence[Item]], Result],
+    items: Sequence[Item],
+    side: SideJob[Any] | None,
+    writer: int,
 ) -> None:
     code = 1
     try:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        data = pickle.dumps(function(items), pickle.HIGHEST_PROTOCOL)
+        result = (function(items), None if side is None else side.job())
+        data = pickle.dumps(result, pickle.HIGHEST_PROTOCOL)
         view = memoryview(data)
         while view:
             view = view[os.write(writer, view) :]
@@ -89,6 +166,17 @@ def _child(
         code = 1
     finally:
         os._exit(code)
+
+
+def _in_parent(compute: Callable[[], Result], reader: int, pid: int) -> Result:
+    """compute(); if it raises, the child is stopped and reaped before the error goes on."""
+    try:
+        return compute()
+    except BaseException:
+        os.close(reader)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        raise
 
 
 def _receive(reader: int, pid: int) -> tuple[bool, Any]:
