@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ from trainform.specs.models.config import RootConfig
 from trainform.specs.models.kinds import DOCUMENT_ADAPTER, KINDS
 from trainform.specs.references import Declared, cycle_diagnostic, find_cycles, resolve_references
 from trainform.specs.resource import Resource, SpecSet, TemplatedDocument
-from trainform.specs.split_work import both
+from trainform.specs.split_work import both, can_split, in_background
 from trainform.specs.suggest import closest_name
 from trainform.specs.templating import NestingTooDeep, RenderBudget, has_template, render_document
 from trainform.specs.validation import diagnostics_from_errors, format_path, number_warnings
@@ -188,11 +188,8 @@ def _load_specs(
     declared: set[tuple[str, str | None, str]] = set()
     budget = RenderBudget()
     files = discover_files(root, diagnostics)
-    displays = []
-    for path in files:
-        display = _display(root_display, path, root)
-        displays.append(display)
-        parsed = parse_file(path, display, sources.scan)
+    displays = [_display(root_display, path, root) for path in files]
+    for display, parsed in zip(displays, _parsed_files(files, displays, sources.scan), strict=True):
         sources.add(parsed)
         first = len(diagnostics)
         diagnostics += parsed.diagnostics
@@ -250,6 +247,53 @@ def _load_specs(
         raise SpecLoadError(diagnostics)
     warnings = sorted(diagnostics, key=Diagnostic.sort_key)
     return SpecSet(root, config, env_name, resources, displays, warnings, base_config, templates)
+
+
+SPLIT_BYTES = 1 << 20
+"""Spec files of at least this many bytes in all are parsed on two cores."""
+
+
+def _parsed_files(
+    files: Sequence[Path], displays: Sequence[str], scan: EventBudget
+) -> Iterator[ParsedFile]:
+    """Every file parsed, in order. A large set has its second half parsed by a forked
+    child (specs.split_work) while the caller loads the first. The child's files are kept
+    only if it never needed the shared scan budget (a tag or number walk): then parsing
+    them here, after the first half, would have given the same result."""
+    half = len(files) // 2
+    if not half or not can_split(_total_size(files), SPLIT_BYTES):
+        for path, display in zip(files, displays, strict=True):
+            yield parse_file(path, display, scan)
+        return
+
+    rest = list(zip(files[half:], displays[half:], strict=True))
+
+    def second_half() -> tuple[list[ParsedFile], bool]:
+        own = EventBudget(scan.events)
+        parsed = [parse_file(path, display, own) for path, display in rest]
+        for item in parsed:
+            item.scan = None
+        return parsed, own.events != scan.events
+
+    with in_background(second_half, _total_size(files), SPLIT_BYTES) as theirs:
+        for path, display in zip(files[:half], displays[:half], strict=True):
+            yield parse_file(path, display, scan)
+        parsed, scanned = theirs()
+    if scanned:
+        parsed = [parse_file(path, display, scan) for path, display in rest]
+    for item in parsed:
+        item.scan = scan
+        yield item
+
+
+def _total_size(files: Sequence[Path]) -> int:
+    total = 0
+    for path in files:
+        try:
+            total += path.stat().st_size
+        except OSError:
+            continue  # parse_file reports it
+    return total
 
 
 def _load_config(

@@ -1,32 +1,38 @@
-"""Pure per-item work of a large plan shared with a forked copy of the process.
+"""Work of a large load or plan shared with a forked copy of the process.
 
 A plan of thousands of resources spends most of its time in work that reads nothing but
-its items (hashing documents, rendering changes). `map_halves(function, items)` forks
-once: the child computes `function` of the second half of the items and sends the result
-back pickled through a pipe while the parent computes it of the first half, so the second
-core does half the work. It returns [function(first half), function(second half)], or
-[function(items)] when it does not split; the caller joins the parts.
+its items (parsing files, hashing documents, rendering changes). The second core takes a
+share of it in a child made with os.fork, which sends its result back pickled through a
+pipe while the parent goes on:
 
-`both(first, second, size)` runs two independent jobs at once, `second` in the child, when
-`size` (the number of resources they cover) makes it pay: the loader checks data sources
-while it resolves references.
-
-`alongside(job, weight)` hands one more independent job (checking policies while the plan
-renders) to the child of the next split made inside the `with` block: the child takes
-fewer items to make room for it (`weight`: the job's cost as a share of the split work's),
-and `result()` returns its value, computed in the parent when no split carried it.
+- `map_halves(function, items)`: the child computes `function` of the second half of the
+  items while the parent computes it of the first half. It returns [function(first half),
+  function(second half)], or [function(items)] when it does not split; the caller joins
+  the parts.
+- `both(first, second, size)`: two independent jobs at once, `second` in the child (the
+  loader checks data sources while it resolves references).
+- `in_background(job, size)`: the child starts `job` now; the parent asks for its value
+  when it needs it (the loader parses the second half of the files while it loads the
+  first).
+- `alongside(job, weight)` hands one more independent job (checking policies while the
+  plan renders) to the child of the next `map_halves` inside the `with` block: the child
+  takes fewer items to make room for it (`weight`: the job's cost as a share of the split
+  work's), and `result()` returns its value, computed in the parent when no split carried
+  it.
 
 Decisions:
 - Only where it is safe and pays: os.fork exists, the process runs a single thread (a
   fork copies only the calling thread; a lock another thread held would stay held in the
   child), and there are at least `minimum` items (a fork of a large process costs a few
-  milliseconds).
+  milliseconds, and the parent then pays a page copy for each page it writes).
 - The child never runs the parent's exit path: it resets SIGINT and SIGTERM to their
   defaults, writes, and leaves with os._exit (no atexit handlers, no flush of inherited
   stdio buffers).
 - Any failure of the child (an exception, a signal, a short read) makes the parent compute
-  the second half itself: the results are the same, only slower, and an exception the
-  function raises surfaces in the parent as it would without the split.
+  that share itself: the results are the same, only slower, and an exception the function
+  raises surfaces in the parent as it would without the split.
+- A child whose result the parent no longer wants (the parent's own share raised) is
+  killed and reaped before the error goes on.
 """
 
 from __future__ import annotations
@@ -87,29 +93,72 @@ def can_split(count: int, minimum: int = MINIMUM_ITEMS) -> bool:
     )
 
 
+class _Child:
+    """A forked child computing `job`; `value()` waits for it (or computes `job` here)."""
+
+    def __init__(self, job: Callable[[], Any]) -> None:
+        self.job = job
+        self.pid = 0
+        self.reader = -1
+        self.received = False
+        self.result: Any = None
+
+    def start(self) -> bool:
+        reader, writer = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(reader)
+            os.close(writer)
+            return False
+        if pid == 0:
+            os.close(reader)
+            _run_child(self.job, writer)
+        os.close(writer)
+        self.pid, self.reader = pid, reader
+        return True
+
+    def value(self) -> Any:
+        if not self.received:
+            found, result = _receive(self.reader, self.pid) if self.pid else (False, None)
+            self.pid, self.received = 0, True
+            self.result = result if found else self.job()
+        return self.result
+
+    def stop(self) -> None:
+        """Kill and reap a child whose result is no longer wanted."""
+        if self.pid:
+            os.close(self.reader)
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+            self.pid = 0
+
+
+@contextmanager
+def in_background(
+    job: Callable[[], Result], size: int, minimum: int = MINIMUM_ITEMS
+) -> Iterator[Callable[[], Result]]:
+    """A function returning job(): started now in a forked child when `size` makes it pay
+    (else computed at the first call). `job` must only read what the parent may change
+    meanwhile. A child still running when the block ends is stopped."""
+    child = _Child(job)
+    if can_split(size, minimum):
+        child.start()
+    try:
+        yield child.value
+    finally:
+        child.stop()
+
+
 def both(
     first: Callable[[], Result], second: Callable[[], Other], size: int
 ) -> tuple[Result, Other]:
     """(first(), second()); `second` computed in a forked child when `size` is at least
     MINIMUM_ITEMS and splitting is safe. `first` runs in this process, so it may change
-    what it reads; `second` must only read. A split pending `alongside` is left for the
-    next caller."""
-    if not can_split(size):
-        return first(), second()
-    reader, writer = os.pipe()
-    try:
-        pid = os.fork()
-    except OSError:
-        os.close(reader)
-        os.close(writer)
-        return first(), second()
-    if pid == 0:  # the child
-        os.close(reader)
-        _child(lambda _: second(), (), None, writer)
-    os.close(writer)
-    mine = _in_parent(first, reader, pid)
-    found, theirs = _receive(reader, pid)
-    return mine, (theirs[0] if found else second())
+    what it reads; `second` must only read."""
+    with in_background(second, size) as theirs:
+        mine = first()
+        return mine, theirs()
 
 
 def map_halves(
@@ -125,58 +174,35 @@ def map_halves(
     share = 0.5 if side is None else (1 + side.weight) / 2
     half = round(len(items) * share)
     first, second = items[:half], items[half:]
-    reader, writer = os.pipe()
-    try:
-        pid = os.fork()
-    except OSError:
-        os.close(reader)
-        os.close(writer)
+    child = _Child(lambda: (function(second), None if side is None else side.job()))
+    if not child.start():
+        if side is not None:
+            _pending.append(side)
         return [function(items)]
-    if pid == 0:  # the child
-        os.close(reader)
-        _child(function, second, side, writer)
-    os.close(writer)
-    mine = _in_parent(lambda: function(first), reader, pid)
-    found, theirs = _receive(reader, pid)
-    if not found:
-        return [mine, function(second)]
-    theirs, side_value = theirs
-    if side is not None:
+    try:
+        mine = function(first)
+        theirs, side_value = child.value()
+    finally:
+        child.stop()
+    if side is not None and not side.done:
         side.value, side.done = side_value, True
     return [mine, theirs]
 
 
-def _child(
-    function: Callable[[Sequence[Item]], Result],
-    items: Sequence[Item],
-    side: SideJob[Any] | None,
-    writer: int,
-) -> None:
+def _run_child(job: Callable[[], Any], writer: int) -> None:
     code = 1
     try:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        result = (function(items), None if side is None else side.job())
-        data = pickle.dumps(result, pickle.HIGHEST_PROTOCOL)
+        data = pickle.dumps(job(), pickle.HIGHEST_PROTOCOL)
         view = memoryview(data)
         while view:
             view = view[os.write(writer, view) :]
         code = 0
-    except BaseException:  # noqa: BLE001 - the parent computes this half again
+    except BaseException:  # noqa: BLE001 - the parent computes this share again
         code = 1
     finally:
         os._exit(code)
-
-
-def _in_parent(compute: Callable[[], Result], reader: int, pid: int) -> Result:
-    """compute(); if it raises, the child is stopped and reaped before the error goes on."""
-    try:
-        return compute()
-    except BaseException:
-        os.close(reader)
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        raise
 
 
 def _receive(reader: int, pid: int) -> tuple[bool, Any]:

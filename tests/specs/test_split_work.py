@@ -7,13 +7,18 @@ and map_halves never forks a process with more than one thread.
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 import textwrap
 import threading
+from pathlib import Path
 
 import pytest
 from trainform.specs.split_work import alongside, can_split, map_halves
+
+from tests.helpers import REPO, write_tree
 
 
 def run_script(body: str) -> str:
@@ -174,3 +179,68 @@ def test_an_error_in_the_parent_stops_and_reaps_the_child() -> None:
         """
     )
     assert out.strip() == "reaped True"
+
+
+LOAD_BOTH_WAYS = """
+    import json, os, sys
+    import trainform.specs.loader as loader
+    from trainform.specs.errors import SpecLoadError
+    loader.SPLIT_BYTES = 1
+    forks = []
+    real_fork = os.fork
+    def counted_fork():
+        forks.append(1)
+        return real_fork()
+    os.fork = counted_fork
+    def outcome(folder):
+        try:
+            specs = loader.load_specs(folder)
+        except SpecLoadError as exc:
+            return ["error", [str(d) for d in exc.diagnostics]]
+        resources = [
+            [a, r.location.file, r.location.line, [d.address for d in r.dependencies]]
+            for a, r in specs.resources.items()
+        ]
+        return ["ok", resources, [str(w) for w in specs.warnings], specs.files]
+    print(json.dumps([outcome(sys.argv[1]), len(forks)]))
+"""
+
+
+def load_both_ways(folder: str) -> tuple[object, object, int]:
+    """The load of `folder` with every split forced, and with none; and the forks made."""
+    runs = []
+    for switch in ("0", "1"):
+        result = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(LOAD_BOTH_WAYS), folder],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            env={**os.environ, "TRAINFORM_NO_FORK": switch},
+        )
+        assert result.returncode == 0, result.stderr
+        runs.append(json.loads(result.stdout))
+    (split, forks), (serial, none) = runs
+    assert none == 0
+    return split, serial, forks
+
+
+def test_a_load_parsed_on_two_cores_equals_the_serial_load(tmp_path: Path) -> None:
+    split, serial, forks = load_both_ways(str(REPO / "examples" / "quickstart"))
+    assert forks >= 1 and split == serial and split[0] == "ok"
+
+
+def test_a_tag_in_the_childs_half_is_parsed_again_here_with_the_same_diagnostics(
+    tmp_path: Path,
+) -> None:
+    files = {
+        "trainform.yaml": "apiVersion: trainform.dev/v1\nkind: Config\nproviders: {}\n",
+        "a.yaml": "apiVersion: trainform.dev/v1\nkind: Project\nmetadata: {name: a}\nspec: {}\n",
+        "b.yaml": "apiVersion: trainform.dev/v1\nkind: Project\nmetadata: {name: b}\nspec: {}\n",
+        "c.yaml": "apiVersion: trainform.dev/v1\nkind: Project\nmetadata: !odd {name: c}\n",
+        "d.yaml": "apiVersion: trainform.dev/v1\nkind: Project\nmetadata: {name: 010}\n",
+    }
+    write_tree(tmp_path / "specs", files)
+    split, serial, forks = load_both_ways(str(tmp_path / "specs"))
+    assert forks >= 1 and split == serial and split[0] == "error"
+    assert any("tag" in line for line in split[1]), split
