@@ -261,7 +261,8 @@ def _parsed_files(
     only if it never needed the shared scan budget (a tag or number walk): then parsing
     them here, after the first half, would have given the same result."""
     half = len(files) // 2
-    if not half or not can_split(_total_size(files), SPLIT_BYTES):
+    size = _total_size(files) if half else 0
+    if not can_split(size, SPLIT_BYTES):
         for path, display in zip(files, displays, strict=True):
             yield parse_file(path, display, scan)
         return
@@ -275,7 +276,7 @@ def _parsed_files(
             item.scan = None
         return parsed, own.events != scan.events
 
-    with in_background(second_half, _total_size(files), SPLIT_BYTES) as theirs:
+    with in_background(second_half, size, SPLIT_BYTES) as theirs:
         for path, display in zip(files[:half], displays[:half], strict=True):
             yield parse_file(path, display, scan)
         parsed, scanned = theirs()

@@ -26,7 +26,7 @@ from trainform.planner.workspace import Workspace
 from trainform.policies.engine import PolicyReport, evaluate_policies
 from trainform.policies.plan_file import saved_policy_report
 from trainform.policies.render import render_findings_markdown, render_findings_text
-from trainform.policies.trusted import PolicyConfigError, load_trusted
+from trainform.policies.trusted import PolicyConfigError, TrustedPolicies, load_trusted
 from trainform.specs.split_work import alongside
 
 EXIT_POLICY_DENIED = 3
@@ -36,12 +36,16 @@ POLICY_WEIGHT = 0.4
 """Checking every policy costs about 0.4 of rendering the plan's text (10,000 resources)."""
 
 
-def check_policies(workspace: Workspace, plan: Plan, policies_path: Path | None) -> PolicyReport:
+def trusted_or_exit(workspace: Workspace, policies_path: Path | None) -> TrustedPolicies:
+    """The trusted policies (`--policies PATH`, else trainform.yaml's); a bad file exits."""
     try:
-        trusted = load_trusted(policies_path, workspace.config, workspace.root)
+        return load_trusted(policies_path, workspace.config, workspace.root)
     except PolicyConfigError as exc:
         raise click.ClickException(str(exc)) from None
-    return evaluate_policies(workspace.specs, plan, trusted)
+
+
+def check_policies(workspace: Workspace, plan: Plan, policies_path: Path | None) -> PolicyReport:
+    return evaluate_policies(workspace.specs, plan, trusted_or_exit(workspace, policies_path))
 
 
 def checked_and_rendered(
@@ -50,10 +54,7 @@ def checked_and_rendered(
     """The policy report of `plan` and `render()`, the policies checked by the second core
     while a large plan renders (specs.split_work). The trusted policies are read first,
     so a bad policy file fails before anything is rendered."""
-    try:
-        trusted = load_trusted(policies_path, workspace.config, workspace.root)
-    except PolicyConfigError as exc:
-        raise click.ClickException(str(exc)) from None
+    trusted = trusted_or_exit(workspace, policies_path)
     with alongside(lambda: evaluate_policies(workspace.specs, plan, trusted), POLICY_WEIGHT) as job:
         rendered = render()
     return job.result(), rendered
@@ -65,11 +66,7 @@ def adoption_waivers(workspace: Workspace, addresses: list[str]) -> str:
 
     from trainform.policies.waivers import suggest_waivers
 
-    try:
-        trusted = load_trusted(None, workspace.config, workspace.root)
-    except PolicyConfigError as exc:
-        raise click.ClickException(str(exc)) from None
-    report = evaluate_policies(workspace.specs, None, trusted)
+    report = evaluate_policies(workspace.specs, None, trusted_or_exit(workspace, None))
     return suggest_waivers(report.findings, addresses, date.today() + timedelta(days=90))
 
 
