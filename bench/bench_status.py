@@ -415,9 +415,9 @@ def status_problems(document: dict[str, Any], n: int, attempts: int) -> list[str
 
 def status_worker(spec_dir: Path, n: int, attempts: int, profile: Path | None) -> dict[str, Any]:
     """Open the workspace as the CLI does, then time job_status + render_status_json."""
-    gc.disable()  # as planner.entry does until the specs are loaded
-    from trainform.planner.cli.output import load_or_exit
-    from trainform.planner.render.status_text import render_status_json, render_status_text
+    gc.disable()  # as cli.entry does until the specs are loaded
+    from trainform.cli.output import load_or_exit
+    from trainform.cli.render.status_text import render_status_json, render_status_text
     from trainform.planner.status import job_status
     from trainform.planner.workspace import open_workspace
     from trainform.providers.local import checkpoints

@@ -2,7 +2,7 @@
 
 detect_drift (planner.drift) builds it, history (planner.drift_history) and
 acknowledgements (planner.drift_acknowledgements) annotate it, and every renderer (text,
-JSON, Markdown, HTML under planner.render) reads it; none of them derives anything the
+JSON, Markdown, HTML under cli.render) reads it; none of them derives anything the
 model does not hold. JSON field names are camelCase and stable (`formatVersion` 2).
 """
 

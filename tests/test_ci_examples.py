@@ -18,7 +18,7 @@ from typing import Any
 import click
 import pytest
 from ruamel.yaml import YAML
-from trainform.planner.cli import cli
+from trainform.cli import cli
 
 from tests.ci.gitlab_runner import Runner as GitLabRunner
 from tests.ci.gitlab_runner import flatten

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from trainform.planner.cli import cli
+from trainform.cli import cli
 
 from tests.helpers import run_cli
 

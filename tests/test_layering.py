@@ -19,14 +19,14 @@ import pytest
 
 from tests.helpers import REPO
 
-PACKAGES = ("specs", "providers", "planner", "policies")
+PACKAGES = ("specs", "providers", "planner", "policies", "cli")
 NAMESPACE = "trainform"
 
 
 def is_cli_module(module: str) -> bool:
-    """The command line sits on top of everything: the `planner.cli` package (the command
-    group, the command families, shared options and output) and `planner.entry`."""
-    return module.startswith("trainform.planner.cli") or module == "trainform.planner.entry"
+    """The command line sits on top of everything: the `cli` package (the command
+    group, the command families, shared options and output) and `cli.entry`."""
+    return module.startswith("trainform.cli") or module == "trainform.cli.entry"
 
 
 def module_name(path: Path) -> str:
@@ -133,10 +133,10 @@ def test_module_imports_only_downward(name: str) -> None:
 
 
 def test_layer_of_cli_modules_is_cli() -> None:
-    assert layer("trainform.planner.cli") == "cli"
-    assert layer("trainform.planner.cli.options") == "cli"
-    assert layer("trainform.planner.cli.main") == "cli"
-    assert layer("trainform.planner.entry") == "cli"
+    assert layer("trainform.cli") == "cli"
+    assert layer("trainform.cli.options") == "cli"
+    assert layer("trainform.cli.main") == "cli"
+    assert layer("trainform.cli.entry") == "cli"
     assert layer("trainform.planner.graph") == "planner"
     assert layer("trainform.providers.local") == "providers"
     assert layer("click") is None
@@ -146,11 +146,11 @@ def test_layer_of_cli_modules_is_cli() -> None:
 def test_relative_imports_are_resolved(tmp_path: Path) -> None:
     module = tmp_path / "fake.py"
     module.write_text("from ..graph import build_graph\nfrom . import style\n", encoding="utf-8")
-    assert imported_modules("trainform.planner.render.fake", module) == {
+    assert imported_modules("trainform.cli.render.fake", module) == {
         "trainform.planner.graph",
         "trainform.planner.graph.build_graph",
-        "trainform.planner.render",
-        "trainform.planner.render.style",
+        "trainform.cli.render",
+        "trainform.cli.render.style",
     }
     package = tmp_path / "__init__.py"
     package.write_text("from .graph import build_graph\n", encoding="utf-8")

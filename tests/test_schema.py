@@ -15,7 +15,7 @@ import pytest
 import yaml_rs
 from click.testing import CliRunner
 from jsonschema import Draft202012Validator
-from trainform.planner.cli import cli
+from trainform.cli import cli
 from trainform.specs import RootConfig
 from trainform.specs.loader import CONFIG_FILE, discover_files
 from trainform.specs.templating import render_document

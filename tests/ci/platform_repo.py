@@ -30,7 +30,7 @@ from ruamel.yaml import YAML
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "platform"
 KEPT = ("CODEOWNERS", ".policies/policies.yaml", "platform/projects.yaml")
-SOURCE = ("pyproject.toml", "README.md", "specs", "planner", "providers", "policies")
+SOURCE = ("pyproject.toml", "README.md", "specs", "planner", "providers", "policies", "cli")
 ACCELERATORS = 64
 
 

@@ -20,7 +20,7 @@ import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-SOURCE = ("pyproject.toml", "setup.py", "README.md", "specs", "planner", "providers", "policies")
+SOURCE = ("pyproject.toml", "setup.py", "README.md", "specs", "planner", "providers", "policies", "cli")
 
 
 def build_wheel(tmp_path: Path) -> Path:
@@ -61,7 +61,7 @@ def test_the_built_wheel_installs_and_runs_the_quickstart(
     wheel = build_wheel(tmp_path)
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
-    assert "trainform/planner/render/templates/" in "".join(names), "templates ship"
+    assert "trainform/cli/render/templates/" in "".join(names), "templates ship"
     outside = [n for n in names if not n.startswith(("trainform/", "trainform-0.1.0.dist-info/"))]
     assert outside == [], "the wheel installs only under the trainform namespace"
     top_level = archive_text(wheel, "trainform-0.1.0.dist-info/top_level.txt")
@@ -81,7 +81,7 @@ def test_the_built_wheel_installs_and_runs_the_quickstart(
     assert where.startswith(str(clean_python)), where
 
     impostors = tmp_path / "impostors"
-    for name in ("specs", "planner", "providers", "policies"):
+    for name in ("specs", "planner", "providers", "policies", "cli"):
         (impostors / name).mkdir(parents=True)
         (impostors / name / "__init__.py").write_text(
             f"raise ImportError('the unrelated package {name} was imported')\n"

@@ -33,5 +33,5 @@ def test_a_large_plan_is_cut_by_whole_resources_to_the_budget(tmp_path: Path) ->
 
 def test_a_budget_too_small_for_the_header_is_a_usage_error(tmp_path: Path) -> None:
     result = run_cli("plan", str(tmp_path), "--format", "markdown", "--max-chars", "100")
-    assert result.returncode == 1  # usage errors exit 1 (planner.entry)
+    assert result.returncode == 1  # usage errors exit 1 (cli.entry)
     assert "Invalid value for '--max-chars': 100 is not in the range x>=2000" in result.stderr

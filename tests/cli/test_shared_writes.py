@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from trainform.planner.cli.commands import cli
+from trainform.cli.commands import cli
 
 from tests.helpers import POOL, PROJECT, QUEUE, run_cli, training_job, write_tree
 

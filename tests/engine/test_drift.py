@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from trainform.planner.drift import DriftReport, detect_drift
-from trainform.planner.render.drift_text import render_drift_text
+from trainform.cli.render.drift_text import render_drift_text
 
 from tests.engine.support import SpecFolder, run_trainform, simulate_crash
 

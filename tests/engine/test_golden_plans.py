@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from trainform.planner.render.plan_json import render_plan_json
-from trainform.planner.render.plan_markdown import render_plan_markdown
-from trainform.planner.render.plan_text import render_plan_text
+from trainform.cli.render.plan_json import render_plan_json
+from trainform.cli.render.plan_markdown import render_plan_markdown
+from trainform.cli.render.plan_text import render_plan_text
 from trainform.planner.state import State
 
 from tests.engine.support import QUICKSTART, SpecFolder, copy_example

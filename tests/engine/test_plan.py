@@ -16,7 +16,7 @@ from trainform.planner.errors import PlannerError
 from trainform.planner.plan import PlanError
 from trainform.planner.plan_model import Action, Plan, PlanFileError, ResourceChange
 from trainform.planner.refresh import RefreshError
-from trainform.planner.render.plan_json import render_plan_json
+from trainform.cli.render.plan_json import render_plan_json
 from trainform.planner.state import State
 from trainform.providers.base import Observation, ObserveRequest
 from trainform.providers.errors import TransientProviderError

@@ -35,13 +35,13 @@ def record(self, state, entry):
         os.kill(os.getpid(), signal.SIGKILL)
 
 LocalBackend.record = record
-from trainform.planner.cli import main
+from trainform.cli import main
 main(["apply", sys.argv[1], "--auto-approve", "--parallelism", "2"])
 """
 
 APPLY = """
 import sys
-from trainform.planner.cli import main
+from trainform.cli import main
 main(["apply", sys.argv[1], "--auto-approve"])
 """
 

@@ -29,7 +29,7 @@ def slow_create(self, resource):
     return original(self, resource)
 
 LocalProvider.create = slow_create
-from trainform.planner.cli import main
+from trainform.cli import main
 main(["apply", sys.argv[1], "--auto-approve", "--parallelism", "2"])
 """
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from trainform.planner.diff import FieldChange
 from trainform.planner.plan_model import Action, Plan, ResourceChange
-from trainform.planner.render.plan_markdown import MIN_BUDGET, code_span, render_plan_markdown
+from trainform.cli.render.plan_markdown import MIN_BUDGET, code_span, render_plan_markdown
 
 HOSTILE = ["```", "````", "</details>", "<details>", "`", "| a |", "\n", "~~~"]
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from trainform.planner.diff import FieldChange
 from trainform.planner.drift_history import compact_run, compare_with_history
 from trainform.planner.drift_model import DriftFinding, DriftReport
-from trainform.planner.render.drift_report import render_drift_html, render_drift_markdown
+from trainform.cli.render.drift_report import render_drift_html, render_drift_markdown
 
 ADDRESSES = st.sets(
     st.tuples(

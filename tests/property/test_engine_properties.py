@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from trainform.planner.diff import _walk, diff_documents
 from trainform.planner.plan import order_changes
 from trainform.planner.plan_model import Action, Plan, ResourceChange
-from trainform.planner.render.plan_json import render_plan_json
+from trainform.cli.render.plan_json import render_plan_json
 
 from tests.engine.support import SpecFolder, write_folder
 

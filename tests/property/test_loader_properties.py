@@ -14,7 +14,7 @@ from typing import Any
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from trainform.planner.cli import cli
+from trainform.cli import cli
 from trainform.specs import SpecError, SpecLoadError, load_specs
 from trainform.specs.names import SLURM_RESERVED
 

@@ -14,15 +14,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from trainform.planner.cli.options import (
+from trainform.cli.options import (
     TemplateInputs,
     format_option,
     policies_option,
     spec_dir_argument,
     template_options,
 )
-from trainform.planner.cli.output import print_diagnostics
-from trainform.planner.render.diagnostics import render_diagnostics_text
+from trainform.cli.output import print_diagnostics
+from trainform.cli.render.diagnostics import render_diagnostics_text
 
 EXIT_ERROR, EXIT_DENIED = 1, 3
 

@@ -6,11 +6,11 @@ import json
 
 import click
 from trainform.planner.audit import audit_record, render_audit_text, since
-from trainform.planner.cli.options import TemplateInputs, spec_dir_argument, template_options
-from trainform.planner.cli.output import load_or_exit, open_or_exit
+from trainform.cli.options import TemplateInputs, spec_dir_argument, template_options
+from trainform.cli.output import load_or_exit, open_or_exit
 from trainform.planner.errors import PlannerError
 from trainform.planner.importing import import_resource
-from trainform.planner.render.words import plural
+from trainform.cli.render.words import plural
 from trainform.planner.state import State
 from trainform.planner.workspace import Workspace, make_backend
 from trainform.specs import load_specs
@@ -273,7 +273,7 @@ def _import_from(instance: str, spec_dir: str, out: str | None, inputs: Template
         f"Wrote {len(adopted)} specs to {path} and adopted them into state. "
         "Run plan: it should show no changes."
     )
-    from trainform.planner.cli.policies import adoption_waivers
+    from trainform.cli.policies import adoption_waivers
 
     suggestion = adoption_waivers(workspace, adopted)
     if suggestion:

@@ -13,7 +13,7 @@ import click
 from trainform.planner.audit import audit_record, spec_commit
 from trainform.planner.backends.base import LockInfo, StateBackend
 from trainform.planner.backends.identity import AcceptRequest
-from trainform.planner.cli.options import (
+from trainform.cli.options import (
     TemplateInputs,
     format_option,
     lock_timeout_option,
@@ -23,25 +23,25 @@ from trainform.planner.cli.options import (
     spec_dir_argument,
     template_options,
 )
-from trainform.planner.cli.output import open_or_exit
-from trainform.planner.cli.policies import (
+from trainform.cli.output import open_or_exit
+from trainform.cli.policies import (
     checked_and_rendered,
     exit_if_denied,
     policies_option,
     render_plan_with_policies,
     saved_report,
 )
-from trainform.planner.cli.refresh import apply_refresh_only_command, plan_refresh_only_command
+from trainform.cli.refresh import apply_refresh_only_command, plan_refresh_only_command
 from trainform.planner.drift_run import acknowledge_plan
 from trainform.planner.errors import PlannerError
 from trainform.planner.lockfile import LockFile
 from trainform.planner.plan import PlanOptions, make_plan
 from trainform.planner.plan_model import Plan, ResourceChange
-from trainform.planner.render.plan_json import render_plan_json
-from trainform.planner.render.plan_markdown import DEFAULT_BUDGET, render_plan_markdown
-from trainform.planner.render.plan_text import render_plan_text
-from trainform.planner.render.style import use_color
-from trainform.planner.render.words import plural
+from trainform.cli.render.plan_json import render_plan_json
+from trainform.cli.render.plan_markdown import DEFAULT_BUDGET, render_plan_markdown
+from trainform.cli.render.plan_text import render_plan_text
+from trainform.cli.render.style import use_color
+from trainform.cli.render.words import plural
 from trainform.planner.saved_plans import check_bindings, check_datasets, comparable_location
 from trainform.planner.session import ProviderSet, config_from_data
 from trainform.planner.signals import graceful_stop, received

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import click
-from trainform.planner.cli.options import (
+from trainform.cli.options import (
     TemplateInputs,
     format_option,
     no_color_option,
@@ -20,14 +20,14 @@ from trainform.planner.cli.options import (
     spec_dir_argument,
     template_options,
 )
-from trainform.planner.cli.output import open_or_exit
+from trainform.cli.output import open_or_exit
 from trainform.planner.drift_history import summarize_runs
 from trainform.planner.drift_model import DriftReport
 from trainform.planner.drift_run import check_drift
-from trainform.planner.render.drift_report import render_drift_html, render_drift_markdown
-from trainform.planner.render.drift_text import render_drift_json, render_drift_text
-from trainform.planner.render.drift_view import headline
-from trainform.planner.render.style import use_color
+from trainform.cli.render.drift_report import render_drift_html, render_drift_markdown
+from trainform.cli.render.drift_text import render_drift_json, render_drift_text
+from trainform.cli.render.drift_view import headline
+from trainform.cli.render.style import use_color
 
 EXIT_DRIFTED = 2
 

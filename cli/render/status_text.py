@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from trainform.planner.render.style import paint
-from trainform.planner.render.words import plural
+from trainform.cli.render.style import paint
+from trainform.cli.render.words import plural
 from trainform.planner.status import JobReport
 from trainform.planner.timeline import human_duration
 from trainform.specs.secrets import redact

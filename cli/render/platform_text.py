@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainform.planner.render.status_text import clock
-from trainform.planner.render.words import plural
+from trainform.cli.render.status_text import clock
+from trainform.cli.render.words import plural
 from trainform.planner.usage import PlatformView
 
 

@@ -3,7 +3,7 @@
 Terraform's single-dash spellings are accepted beside the double-dash ones (`-var`,
 `-var-file`, `-target`, `-replace`, `-out`, `-destroy`, `-detailed-exitcode`,
 `-auto-approve`, `-parallelism`, `-no-color`, `-lock-timeout`; some are declared with
-their commands in planner.cli.engine), so commands typed from Terraform habit work.
+their commands in cli.engine), so commands typed from Terraform habit work.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def policies_option(func: F) -> F:
 
 def markdown_budget_option(func: F) -> F:
     """--max-chars N: the size budget of Markdown output (plan, show)."""
-    from trainform.planner.render.plan_markdown import DEFAULT_BUDGET, MIN_BUDGET
+    from trainform.cli.render.plan_markdown import DEFAULT_BUDGET, MIN_BUDGET
 
     return click.option(
         "--max-chars",
@@ -117,7 +117,7 @@ def _no_color(context: click.Context, parameter: click.Parameter, value: bool) -
     if value:
         import os
 
-        os.environ["NO_COLOR"] = "1"  # planner.render.style.use_color reads it
+        os.environ["NO_COLOR"] = "1"  # cli.render.style.use_color reads it
 
 
 def no_color_option(func: F) -> F:

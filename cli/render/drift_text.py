@@ -1,5 +1,5 @@
 """Drift reports as text and JSON. A job's secret-looking values are shown masked
-(`specs.secrets.mask_value`, through planner.render.drift_view) and the whole output is
+(`specs.secrets.mask_value`, through cli.render.drift_view) and the whole output is
 redacted. The last line is always the summary (`No drift: ...` or `Drift: ...`)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 from trainform.planner.drift_model import DriftReport
-from trainform.planner.render.drift_view import build_view, shown
-from trainform.planner.render.style import paint
+from trainform.cli.render.drift_view import build_view, shown
+from trainform.cli.render.style import paint
 from trainform.specs.secrets import redact
 
 

@@ -6,7 +6,7 @@ import json
 
 import networkx as nx
 from trainform.planner.graph import creation_order, graph_as_data
-from trainform.planner.render.words import plural
+from trainform.cli.render.words import plural
 
 
 def render_graph_text(graph: nx.DiGraph) -> str:

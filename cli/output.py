@@ -7,9 +7,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
 import click
-from trainform.planner.cli.options import TemplateInputs
-from trainform.planner.render.diagnostics import render_diagnostics_json, render_diagnostics_text
-from trainform.planner.render.style import use_color
+from trainform.cli.options import TemplateInputs
+from trainform.cli.render.diagnostics import render_diagnostics_json, render_diagnostics_text
+from trainform.cli.render.style import use_color
 from trainform.specs import SpecLoadError
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ def load_or_exit(opener: Callable[[], T], output_format: str) -> T:
         print_diagnostics(error, output_format)
         raise SystemExit(EXIT_ERROR) from None
     # What was loaded lives until the command ends: keep the collector from rescanning it,
-    # and from here on collect rarely (planner.entry turned collection off for the load).
+    # and from here on collect rarely (cli.entry turned collection off for the load).
     gc.freeze()
     gc.set_threshold(50_000, 50, 100)
     gc.enable()

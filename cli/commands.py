@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import click
-from trainform.planner.cli.options import (
+from trainform.cli.options import (
     TemplateInputs,
     format_option,
     no_color_option,
@@ -21,11 +21,11 @@ from trainform.planner.cli.options import (
     spec_dir_argument,
     template_options,
 )
-from trainform.planner.cli.output import load_or_exit
+from trainform.cli.output import load_or_exit
 from trainform.planner.errors import PlannerError
-from trainform.planner.render.diagnostics import render_diagnostics_json, render_diagnostics_text
-from trainform.planner.render.style import use_color
-from trainform.planner.render.words import plural
+from trainform.cli.render.diagnostics import render_diagnostics_json, render_diagnostics_text
+from trainform.cli.render.style import use_color
+from trainform.cli.render.words import plural
 from trainform.planner.signals import exit_code_for
 from trainform.planner.signals import install as install_signal_handlers
 from trainform.providers.errors import ProviderError
@@ -52,22 +52,22 @@ class LazyGroup(click.Group):
     start-up to the spec language)."""
 
     lazy: dict[str, str] = {
-        "plan": "trainform.planner.cli.engine:plan",
-        "apply": "trainform.planner.cli.engine:apply",
-        "destroy": "trainform.planner.cli.engine:destroy",
-        "show": "trainform.planner.cli.engine:show",
-        "drift": "trainform.planner.cli.drift:drift",
-        "state": "trainform.planner.cli.state:state",
-        "force-unlock": "trainform.planner.cli.state:force_unlock",
-        "import": "trainform.planner.cli.state:import_command",
-        "lock": "trainform.planner.cli.jobs:lock",
-        "status": "trainform.planner.cli.jobs:status",
-        "logs": "trainform.planner.cli.runs:logs",
-        "lineage": "trainform.planner.cli.runs:lineage",
-        "usage": "trainform.planner.cli.runs:usage",
-        "review": "trainform.planner.cli.review:review",
-        "init": "trainform.planner.cli.project:init",
-        "fmt": "trainform.planner.cli.project:fmt",
+        "plan": "trainform.cli.engine:plan",
+        "apply": "trainform.cli.engine:apply",
+        "destroy": "trainform.cli.engine:destroy",
+        "show": "trainform.cli.engine:show",
+        "drift": "trainform.cli.drift:drift",
+        "state": "trainform.cli.state:state",
+        "force-unlock": "trainform.cli.state:force_unlock",
+        "import": "trainform.cli.state:import_command",
+        "lock": "trainform.cli.jobs:lock",
+        "status": "trainform.cli.jobs:status",
+        "logs": "trainform.cli.runs:logs",
+        "lineage": "trainform.cli.runs:lineage",
+        "usage": "trainform.cli.runs:usage",
+        "review": "trainform.cli.review:review",
+        "init": "trainform.cli.project:init",
+        "fmt": "trainform.cli.project:fmt",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -164,7 +164,7 @@ def graph(
 ) -> None:
     """Show what depends on what, in creation order (text, dot, mermaid or json)."""
     from trainform.planner.graph import build_graph
-    from trainform.planner.render.graph import GRAPH_RENDERERS
+    from trainform.cli.render.graph import GRAPH_RENDERERS
 
     diagnostics_format = "json" if output_format == "json" else "text"
     specs = _load(spec_dir, inputs, diagnostics_format)

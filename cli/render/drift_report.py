@@ -1,6 +1,6 @@
 """Drift reports as Markdown (to post) and as one self-contained HTML file (to attach,
-open offline and print), both rendered through jinja2 templates (planner/render/templates)
-from the view every drift renderer shares (planner.render.drift_view).
+open offline and print), both rendered through jinja2 templates (cli/render/templates)
+from the view every drift renderer shares (cli.render.drift_view).
 
 The HTML has no external assets (inline style, no scripts, no fonts or images fetched) and
 is autoescaped; Markdown cells escape `|`, `<` and line breaks. Both are redacted.
@@ -16,7 +16,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup, escape
 from trainform.planner.drift_model import DriftReport
-from trainform.planner.render.drift_view import build_view
+from trainform.cli.render.drift_view import build_view
 from trainform.specs.secrets import redact
 
 _TEMPLATES = Path(__file__).with_name("templates")

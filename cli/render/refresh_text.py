@@ -7,9 +7,9 @@ Read like a plan (`~` accept live values, `-` forget), with the field lines of
 from __future__ import annotations
 
 from trainform.planner.refresh_only import RefreshOnlyPlan
-from trainform.planner.render.plan_text import field_line
-from trainform.planner.render.style import paint
-from trainform.planner.render.words import plural
+from trainform.cli.render.plan_text import field_line
+from trainform.cli.render.style import paint
+from trainform.cli.render.words import plural
 from trainform.specs.secrets import redact
 
 

@@ -3,9 +3,9 @@
 Importing the spec models and loading a platform allocate millions of objects that live
 until the command ends; with the default thresholds the cyclic collector rescans them over
 and over (a fifth of a short command's time). So collection is off until the specs are
-loaded; `planner.cli.output.load_or_exit` then freezes what was loaded and turns
+loaded; `cli.output.load_or_exit` then freezes what was loaded and turns
 collection back on, rarely. This runs before anything heavy is imported, which is why it
-is not in planner.cli.
+is not in cli/__init__.
 """
 
 from __future__ import annotations
@@ -15,6 +15,6 @@ import gc
 
 def main() -> None:
     gc.disable()
-    from trainform.planner.cli import main as run_cli
+    from trainform.cli import main as run_cli
 
     run_cli()

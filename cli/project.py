@@ -11,8 +11,8 @@ from __future__ import annotations
 import sys
 
 import click
-from trainform.planner.render.diagnostics import render_diagnostics_text
-from trainform.planner.render.style import use_color
+from trainform.cli.render.diagnostics import render_diagnostics_text
+from trainform.cli.render.style import use_color
 from trainform.specs.formatting import format_folder, write_formatted
 from trainform.specs.scaffold import init_folder
 

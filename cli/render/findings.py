@@ -7,7 +7,7 @@ waived finding the waiver's reason.
 
 from __future__ import annotations
 
-from trainform.planner.render.style import paint
+from trainform.cli.render.style import paint
 from trainform.policies.engine import PolicyReport
 from trainform.policies.findings import PolicyFinding
 

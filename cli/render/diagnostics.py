@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from trainform.planner.render.style import paint
+from trainform.cli.render.style import paint
 from trainform.specs import Diagnostic, Severity
 
 DIAGNOSTICS_FORMAT_VERSION = 1

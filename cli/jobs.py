@@ -8,19 +8,19 @@ import time
 from pathlib import Path
 
 import click
-from trainform.planner.cli.options import (
+from trainform.cli.options import (
     TemplateInputs,
     format_option,
     spec_dir_argument,
     template_options,
 )
-from trainform.planner.cli.output import open_or_exit
+from trainform.cli.output import open_or_exit
 from trainform.planner.desired import build_desired
 from trainform.planner.lockfile import LOCK_FILE, resolve_pins
-from trainform.planner.render.platform_text import render_platform_text
-from trainform.planner.render.status_text import render_status_json, render_status_text
-from trainform.planner.render.style import use_color
-from trainform.planner.render.words import plural
+from trainform.cli.render.platform_text import render_platform_text
+from trainform.cli.render.status_text import render_status_json, render_status_text
+from trainform.cli.render.style import use_color
+from trainform.cli.render.words import plural
 from trainform.planner.status import job_status, matching_jobs
 from trainform.planner.usage import platform_view
 from trainform.planner.workspace import Workspace
