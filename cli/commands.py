@@ -22,10 +22,10 @@ from trainform.cli.options import (
     template_options,
 )
 from trainform.cli.output import load_or_exit
-from trainform.planner.errors import PlannerError
 from trainform.cli.render.diagnostics import render_diagnostics_json, render_diagnostics_text
 from trainform.cli.render.style import use_color
 from trainform.cli.render.words import plural
+from trainform.planner.errors import PlannerError
 from trainform.planner.signals import exit_code_for
 from trainform.planner.signals import install as install_signal_handlers
 from trainform.providers.errors import ProviderError
@@ -163,8 +163,8 @@ def graph(
     output_format: str,
 ) -> None:
     """Show what depends on what, in creation order (text, dot, mermaid or json)."""
-    from trainform.planner.graph import build_graph
     from trainform.cli.render.graph import GRAPH_RENDERERS
+    from trainform.planner.graph import build_graph
 
     diagnostics_format = "json" if output_format == "json" else "text"
     specs = _load(spec_dir, inputs, diagnostics_format)

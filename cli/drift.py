@@ -21,13 +21,13 @@ from trainform.cli.options import (
     template_options,
 )
 from trainform.cli.output import open_or_exit
-from trainform.planner.drift_history import summarize_runs
-from trainform.planner.drift_model import DriftReport
-from trainform.planner.drift_run import check_drift
 from trainform.cli.render.drift_report import render_drift_html, render_drift_markdown
 from trainform.cli.render.drift_text import render_drift_json, render_drift_text
 from trainform.cli.render.drift_view import headline
 from trainform.cli.render.style import use_color
+from trainform.planner.drift_history import summarize_runs
+from trainform.planner.drift_model import DriftReport
+from trainform.planner.drift_run import check_drift
 
 EXIT_DRIFTED = 2
 

@@ -10,9 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
-from trainform.planner.audit import audit_record, spec_commit
-from trainform.planner.backends.base import LockInfo, StateBackend
-from trainform.planner.backends.identity import AcceptRequest
 from trainform.cli.options import (
     TemplateInputs,
     format_option,
@@ -32,16 +29,19 @@ from trainform.cli.policies import (
     saved_report,
 )
 from trainform.cli.refresh import apply_refresh_only_command, plan_refresh_only_command
-from trainform.planner.drift_run import acknowledge_plan
-from trainform.planner.errors import PlannerError
-from trainform.planner.lockfile import LockFile
-from trainform.planner.plan import PlanOptions, make_plan
-from trainform.planner.plan_model import Plan, ResourceChange
 from trainform.cli.render.plan_json import render_plan_json
 from trainform.cli.render.plan_markdown import DEFAULT_BUDGET, render_plan_markdown
 from trainform.cli.render.plan_text import render_plan_text
 from trainform.cli.render.style import use_color
 from trainform.cli.render.words import plural
+from trainform.planner.audit import audit_record, spec_commit
+from trainform.planner.backends.base import LockInfo, StateBackend
+from trainform.planner.backends.identity import AcceptRequest
+from trainform.planner.drift_run import acknowledge_plan
+from trainform.planner.errors import PlannerError
+from trainform.planner.lockfile import LockFile
+from trainform.planner.plan import PlanOptions, make_plan
+from trainform.planner.plan_model import Plan, ResourceChange
 from trainform.planner.saved_plans import check_bindings, check_datasets, comparable_location
 from trainform.planner.session import ProviderSet, config_from_data
 from trainform.planner.signals import graceful_stop, received

@@ -15,12 +15,12 @@ from trainform.cli.options import (
     template_options,
 )
 from trainform.cli.output import open_or_exit
-from trainform.planner.desired import build_desired
-from trainform.planner.lockfile import LOCK_FILE, resolve_pins
 from trainform.cli.render.platform_text import render_platform_text
 from trainform.cli.render.status_text import render_status_json, render_status_text
 from trainform.cli.render.style import use_color
 from trainform.cli.render.words import plural
+from trainform.planner.desired import build_desired
+from trainform.planner.lockfile import LOCK_FILE, resolve_pins
 from trainform.planner.status import job_status, matching_jobs
 from trainform.planner.usage import platform_view
 from trainform.planner.workspace import Workspace

@@ -18,14 +18,14 @@ from typing import Any
 
 import click
 from trainform.cli.options import policies_option as policies_option  # re-exported
-from trainform.planner.plan_model import Plan
+from trainform.cli.render.findings import render_findings_markdown, render_findings_text
 from trainform.cli.render.plan_markdown import DEFAULT_BUDGET, render_plan_markdown
 from trainform.cli.render.style import use_color
 from trainform.cli.render.words import plural
+from trainform.planner.plan_model import Plan
 from trainform.planner.workspace import Workspace
 from trainform.policies.engine import PolicyReport, evaluate_policies
 from trainform.policies.plan_file import saved_policy_report
-from trainform.cli.render.findings import render_findings_markdown, render_findings_text
 from trainform.policies.trusted import PolicyConfigError, TrustedPolicies, load_trusted
 from trainform.specs.split_work import alongside
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 import sys
 
 import click
-from trainform.planner.audit import audit_record, spec_commit
-from trainform.planner.errors import PlannerError
-from trainform.planner.refresh_only import RefreshOnlyPlan, apply_refresh_only, plan_refresh_only
 from trainform.cli.render.refresh_text import render_refresh_only_text
 from trainform.cli.render.style import use_color
 from trainform.cli.render.words import plural
+from trainform.planner.audit import audit_record, spec_commit
+from trainform.planner.errors import PlannerError
+from trainform.planner.refresh_only import RefreshOnlyPlan, apply_refresh_only, plan_refresh_only
 from trainform.planner.state import canonical_json, digest
 from trainform.planner.workspace import Workspace
 

@@ -17,10 +17,10 @@ from typing import Any
 import click
 from trainform.cli.options import TemplateInputs, format_option, template_options
 from trainform.cli.output import open_or_exit
-from trainform.planner.desired import build_desired
-from trainform.planner.lineage import Lineage, LineageError, find_lineage
 from trainform.cli.render.status_text import clock
 from trainform.cli.render.words import plural
+from trainform.planner.desired import build_desired
+from trainform.planner.lineage import Lineage, LineageError, find_lineage
 from trainform.planner.state import State
 from trainform.planner.status import matching_jobs, observe_jobs, read_log_now
 from trainform.planner.usage import UsageReport, usage_report

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 
 import click
-from trainform.planner.audit import audit_record, render_audit_text, since
 from trainform.cli.options import TemplateInputs, spec_dir_argument, template_options
 from trainform.cli.output import load_or_exit, open_or_exit
+from trainform.cli.render.words import plural
+from trainform.planner.audit import audit_record, render_audit_text, since
 from trainform.planner.errors import PlannerError
 from trainform.planner.importing import import_resource
-from trainform.cli.render.words import plural
 from trainform.planner.state import State
 from trainform.planner.workspace import Workspace, make_backend
 from trainform.specs import load_specs

@@ -15,12 +15,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from trainform.cli.render.status_text import render_status_json, render_status_text
 from trainform.cli.runs import render_lineage_text, render_usage
 from trainform.planner.desired import DesiredItem
 from trainform.planner.jobs import JobContext
 from trainform.planner.lineage import Lineage
 from trainform.planner.lockfile import LockFile
-from trainform.cli.render.status_text import render_status_json, render_status_text
 from trainform.planner.status import _report
 from trainform.planner.timeline import attempt_timelines, delivery
 from trainform.planner.usage import compute_usage

@@ -15,8 +15,8 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup, escape
-from trainform.planner.drift_model import DriftReport
 from trainform.cli.render.drift_view import build_view
+from trainform.planner.drift_model import DriftReport
 from trainform.specs.secrets import redact
 
 _TEMPLATES = Path(__file__).with_name("templates")

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 
-from trainform.planner.drift_model import DriftReport
 from trainform.cli.render.drift_view import build_view, shown
 from trainform.cli.render.style import paint
+from trainform.planner.drift_model import DriftReport
 from trainform.specs.secrets import redact
 
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainform.cli.render.words import plural
 from trainform.planner.diff import is_missing
 from trainform.planner.drift_model import SEVERITIES, DriftFinding, DriftReport
 from trainform.planner.normalize import humanize
-from trainform.cli.render.words import plural
 from trainform.specs.secrets import JOB_KINDS, mask_value
 
 SYMBOL = {"modified": "~", "missing": "-", "data-missing": "-", "orphaned": "+", "pending": "~"}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import networkx as nx
-from trainform.planner.graph import creation_order, graph_as_data
 from trainform.cli.render.words import plural
+from trainform.planner.graph import creation_order, graph_as_data
 
 
 def render_graph_text(graph: nx.DiGraph) -> str:

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import re
 
-from trainform.planner.plan_model import Plan, ResourceChange
 from trainform.cli.render.plan_text import render_change, summary_line
+from trainform.planner.plan_model import Plan, ResourceChange
 from trainform.specs.secrets import redact
 
 DEFAULT_BUDGET = 60_000

@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
+from trainform.cli.render.style import paint
 from trainform.planner.diff import FieldChange
 from trainform.planner.normalize import humanize
 from trainform.planner.plan_model import Action, Plan, ResourceChange
-from trainform.cli.render.style import paint
 from trainform.specs.secrets import redact
 from trainform.specs.split_work import map_halves
 

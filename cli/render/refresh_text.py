@@ -6,10 +6,10 @@ Read like a plan (`~` accept live values, `-` forget), with the field lines of
 
 from __future__ import annotations
 
-from trainform.planner.refresh_only import RefreshOnlyPlan
 from trainform.cli.render.plan_text import field_line
 from trainform.cli.render.style import paint
 from trainform.cli.render.words import plural
+from trainform.planner.refresh_only import RefreshOnlyPlan
 from trainform.specs.secrets import redact
 
 

@@ -20,7 +20,9 @@ import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-SOURCE = ("pyproject.toml", "setup.py", "README.md", "specs", "planner", "providers", "policies", "cli")
+SOURCE = (
+    "pyproject.toml", "setup.py", "README.md", "specs", "planner", "providers", "policies", "cli"
+)
 
 
 def build_wheel(tmp_path: Path) -> Path:

@@ -13,8 +13,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from trainform.planner.drift import DriftReport, detect_drift
 from trainform.cli.render.drift_text import render_drift_text
+from trainform.planner.drift import DriftReport, detect_drift
 
 from tests.engine.support import SpecFolder, run_trainform, simulate_crash
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from trainform.planner.drift_run import check_drift
 from trainform.cli.render.drift_report import render_drift_html
+from trainform.planner.drift_run import check_drift
 from trainform.planner.workspace import open_workspace
 from trainform.providers.kubernetes.client import KubeClient, make_api_client
 from trainform.providers.kubernetes.kinds import CLUSTER_QUEUE

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from trainform.cli.render.drift_text import render_drift_json, render_drift_text
 from trainform.planner.diff import diff_documents
 from trainform.planner.drift import DriftFinding, DriftReport
-from trainform.cli.render.drift_text import render_drift_json, render_drift_text
 
 
 def test_an_unset_value_renders_as_unset_not_as_a_python_object() -> None:

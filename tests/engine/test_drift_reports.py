@@ -15,12 +15,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from trainform.cli.render.drift_report import render_drift_html, render_drift_markdown
+from trainform.cli.render.drift_text import render_drift_json, render_drift_text
 from trainform.planner.backends.drift_runs import FolderDriftRuns
 from trainform.planner.drift_acknowledgements import AcknowledgementError
 from trainform.planner.drift_model import DriftReport
 from trainform.planner.drift_run import check_drift
-from trainform.cli.render.drift_report import render_drift_html, render_drift_markdown
-from trainform.cli.render.drift_text import render_drift_json, render_drift_text
 from trainform.planner.workspace import Workspace, open_workspace
 
 from tests.engine.support import SpecFolder, run_trainform

@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from trainform.cli.render.plan_json import render_plan_json
 from trainform.planner.apply import StalePlanError, apply_plan
 from trainform.planner.errors import PlannerError
 from trainform.planner.plan import PlanError
 from trainform.planner.plan_model import Action, Plan, PlanFileError, ResourceChange
 from trainform.planner.refresh import RefreshError
-from trainform.cli.render.plan_json import render_plan_json
 from trainform.planner.state import State
 from trainform.providers.base import Observation, ObserveRequest
 from trainform.providers.errors import TransientProviderError

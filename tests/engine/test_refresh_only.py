@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from trainform.cli.render.refresh_text import render_refresh_only_text
 from trainform.planner.drift import detect_drift
 from trainform.planner.refresh_only import RefreshOnlyError, apply_refresh_only, plan_refresh_only
-from trainform.cli.render.refresh_text import render_refresh_only_text
 from trainform.planner.workspace import Workspace
 
 from tests.engine.support import SpecFolder, run_trainform

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import networkx as nx
 import pytest
+from trainform.cli.render.graph import GRAPH_RENDERERS
 from trainform.planner.errors import DependencyCycleError, GraphError, MissingReferenceError
 from trainform.planner.graph import build_graph, creation_order, graph_as_data
-from trainform.cli.render.graph import GRAPH_RENDERERS
 from trainform.specs import Dependency, Location, Resource, RootConfig, SpecSet, load_specs
 from trainform.specs.models.base import Reference
 from trainform.specs.models.kinds import DOCUMENT_ADAPTER

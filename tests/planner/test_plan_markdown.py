@@ -8,9 +8,9 @@ import re
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from trainform.cli.render.plan_markdown import MIN_BUDGET, code_span, render_plan_markdown
 from trainform.planner.diff import FieldChange
 from trainform.planner.plan_model import Action, Plan, ResourceChange
-from trainform.cli.render.plan_markdown import MIN_BUDGET, code_span, render_plan_markdown
 
 HOSTILE = ["```", "````", "</details>", "<details>", "`", "| a |", "\n", "~~~"]
 

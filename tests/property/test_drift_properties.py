@@ -9,10 +9,10 @@ from html.parser import HTMLParser
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from trainform.cli.render.drift_report import render_drift_html, render_drift_markdown
 from trainform.planner.diff import FieldChange
 from trainform.planner.drift_history import compact_run, compare_with_history
 from trainform.planner.drift_model import DriftFinding, DriftReport
-from trainform.cli.render.drift_report import render_drift_html, render_drift_markdown
 
 ADDRESSES = st.sets(
     st.tuples(

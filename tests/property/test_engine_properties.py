@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from trainform.cli.render.plan_json import render_plan_json
 from trainform.planner.diff import _walk, diff_documents
 from trainform.planner.plan import order_changes
 from trainform.planner.plan_model import Action, Plan, ResourceChange
-from trainform.cli.render.plan_json import render_plan_json
 
 from tests.engine.support import SpecFolder, write_folder
 
