@@ -140,18 +140,38 @@ def job_manifest(
     `max_seconds` the shortest of the job's, queue's and quota's time limits."""
     namespace = naming.namespace(launch.project or "")
     name = job_name(launch)
-    per_node = launch.gpus // max(launch.nodes, 1)
-    requests: dict[str, str] = {"cpu": str(launch.cpu), "memory": str(launch.memory)}
-    limits: dict[str, str] = {"memory": str(launch.memory)}
-    if per_node:
-        gpu_name = placement.resource_name or DEFAULT_GPU
-        requests[gpu_name] = limits[gpu_name] = str(per_node)
-    run_labels = {
+    run_labels = attempt_labels(launch)
+    template = pod_template(naming, launch, placement, name, namespace, run_labels)
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": job_metadata(
+            naming, launch, name, namespace, run_labels, priority_class, max_seconds
+        ),
+        "spec": job_spec(launch, template, max_seconds),
+    }
+
+
+def attempt_labels(launch: JobLaunch) -> dict[str, str]:
+    """The labels naming the run, attempt, launch kind and spec hash, on the Job and its pods."""
+    return {
         RUN_LABEL: label_safe(launch.run_id),
         ATTEMPT_LABEL: str(launch.attempt),
         LAUNCH_LABEL: launch.kind,
         SPEC_HASH_LABEL: short_hash(json.dumps(launch.to_json(), sort_keys=True)),
     }
+
+
+def job_metadata(
+    naming: Naming,
+    launch: JobLaunch,
+    name: str,
+    namespace: str,
+    run_labels: dict[str, str],
+    priority_class: str | None,
+    max_seconds: int | None,
+) -> dict[str, Any]:
+    """The Job's metadata: its owner, run, queue, priority and time-limit labels."""
     labels = {
         **naming.labels(launch.address, "TrainingJob"),
         **run_labels,
@@ -159,22 +179,49 @@ def job_manifest(
     }
     if priority_class:
         labels[PRIORITY_CLASS_LABEL] = priority_class
+    if max_seconds:
+        labels[pods.MAX_EXEC_TIME_LABEL] = str(max_seconds)
     annotations = naming.annotations(launch.address)
     if launch.suite:
         annotations[SUITE_ANNOTATION] = launch.suite
+    return {
+        "name": name,
+        "namespace": namespace,
+        "labels": labels,
+        "annotations": annotations,
+    }
+
+
+def job_spec(
+    launch: JobLaunch, template: dict[str, Any], max_seconds: int | None
+) -> dict[str, Any]:
+    """The suspended Indexed Job's spec: one pod per node, no Job-controller retries."""
+    spec: dict[str, Any] = {
+        "suspend": True,
+        "completionMode": "Indexed",
+        "completions": launch.nodes,
+        "parallelism": launch.nodes,
+        "backoffLimit": 0,
+        "podFailurePolicy": pods.DISRUPTIONS_IGNORED,
+        "template": template,
+    }
+    if max_seconds:
+        spec["activeDeadlineSeconds"] = max_seconds
+    return spec
+
+
+def pod_template(
+    naming: Naming,
+    launch: JobLaunch,
+    placement: Placement,
+    name: str,
+    namespace: str,
+    run_labels: dict[str, str],
+) -> dict[str, Any]:
+    """The pod template: labels, topology annotations, the container and its placement."""
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
-        "containers": [
-            {
-                "name": CONTAINER,
-                "image": launch.image,
-                "command": list(launch.command),
-                "env": [{"name": k, "value": v} for k, v in sorted(job_environment(launch).items())]
-                + [NODE_INDEX]
-                + pods.rendezvous_environment(name, namespace, launch.nodes),
-                "resources": {"requests": requests, "limits": limits},
-            }
-        ],
+        "containers": [main_container(launch, placement, name, namespace)],
     }
     if launch.nodes > 1:
         pod_spec["subdomain"] = name
@@ -187,29 +234,33 @@ def job_manifest(
     topology = pods.topology_annotations(placement, launch.nodes)
     if topology:
         template_metadata["annotations"] = topology
-    spec: dict[str, Any] = {
-        "suspend": True,
-        "completionMode": "Indexed",
-        "completions": launch.nodes,
-        "parallelism": launch.nodes,
-        "backoffLimit": 0,
-        "podFailurePolicy": pods.DISRUPTIONS_IGNORED,
-        "template": {"metadata": template_metadata, "spec": pod_spec},
-    }
-    if max_seconds:
-        spec["activeDeadlineSeconds"] = max_seconds
-        labels[pods.MAX_EXEC_TIME_LABEL] = str(max_seconds)
+    return {"metadata": template_metadata, "spec": pod_spec}
+
+
+def main_container(
+    launch: JobLaunch, placement: Placement, name: str, namespace: str
+) -> dict[str, Any]:
+    """The attempt's container: image, command, environment and resources."""
     return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": labels,
-            "annotations": annotations,
-        },
-        "spec": spec,
+        "name": CONTAINER,
+        "image": launch.image,
+        "command": list(launch.command),
+        "env": [{"name": k, "value": v} for k, v in sorted(job_environment(launch).items())]
+        + [NODE_INDEX]
+        + pods.rendezvous_environment(name, namespace, launch.nodes),
+        "resources": container_resources(launch, placement),
     }
+
+
+def container_resources(launch: JobLaunch, placement: Placement) -> dict[str, dict[str, str]]:
+    """Requests and limits per pod; the accelerator of the pools it fits, split per node."""
+    per_node = launch.gpus // max(launch.nodes, 1)
+    requests: dict[str, str] = {"cpu": str(launch.cpu), "memory": str(launch.memory)}
+    limits: dict[str, str] = {"memory": str(launch.memory)}
+    if per_node:
+        gpu_name = placement.resource_name or DEFAULT_GPU
+        requests[gpu_name] = limits[gpu_name] = str(per_node)
+    return {"requests": requests, "limits": limits}
 
 
 def ledger_entry(launch: JobLaunch, submitted_at: str) -> dict[str, Any]:
