@@ -115,108 +115,169 @@ def _tenants(projects: list[Entry], is_admin_file: Callable[[str], bool]) -> lis
     return tenants
 
 
+class _Tenancy:
+    """One run of the check: the admin paths, the tenants the Projects under them declare,
+    and what has been matched so far (each file once against the admin paths, once per
+    project it declares documents of)."""
+
+    def __init__(
+        self, declared: list[Entry], params: Mapping[str, Any], owners: CodeOwners
+    ) -> None:
+        self.params = params
+        self.owners = owners
+        self.admin_paths = [str(p) for p in params.get("adminPaths") or []]
+        self.admin_pattern = _compile(self.admin_paths)
+        self.admin_files: dict[str, bool] = {}
+        self.tenants = _tenants(declared, self.is_admin_file)
+        self.by_name = {tenant.name: tenant for tenant in self.tenants}
+        self.admin_kinds = set(params.get("adminKinds") or [])
+        if params.get("delegateQuotas"):
+            self.admin_kinds.discard("Quota")
+        self.global_is_admin = bool(params.get("globalResourcesAreAdmin"))
+        self.at_home: dict[tuple[str, str], bool] = {}
+        self.covering: dict[str, tuple[str, ...]] = {}
+        self.approval_of_admins = ""
+
+    def is_admin_file(self, file: str) -> bool:
+        if self.admin_pattern is None:
+            return True  # unconfigured: every file counts as the platform's own
+        if file not in self.admin_files:
+            self.admin_files[file] = self.admin_pattern.match(file) is not None
+        return self.admin_files[file]
+
+    def admin_approval(self) -> str:
+        if not self.approval_of_admins:
+            self.approval_of_admins = _admin_approval(self.params, self.owners, self.admin_paths)
+        return self.approval_of_admins
+
+    def is_admin_document(self, resource: Resource) -> bool:
+        return resource.kind in self.admin_kinds or (
+            resource.project is None and self.global_is_admin
+        )
+
+    def is_at_home(self, project: str, file: str) -> bool:
+        """Whether `file` is under the specPaths of `project` (matched once per pair)."""
+        home = (file, project)
+        if home not in self.at_home:
+            own = self.by_name.get(project)
+            self.at_home[home] = own is not None and own.pattern.match(file) is not None
+        return self.at_home[home]
+
+    def folders_holding(self, file: str) -> tuple[str, ...]:
+        """The projects whose specPaths cover `file` (matched once per file)."""
+        if file not in self.covering:
+            self.covering[file] = tuple(
+                t.name for t in self.tenants if t.pattern.match(file) is not None
+            )
+        return self.covering[file]
+
+
 def tenancy_violations(
     entries: Iterable[Entry], params: Mapping[str, Any], owners: CodeOwners
 ) -> Iterator[Violation]:
     """Every document declared where tenancy does not allow it (see the module docstring)."""
     entries = list(entries)
     declared = [entry for entry in entries if entry[1].kind == "Project"]
-    admin_paths = [str(p) for p in params.get("adminPaths") or []]
-    admin_pattern = _compile(admin_paths)
-    admin_files: dict[str, bool] = {}
-
-    def is_admin_file(file: str) -> bool:
-        if admin_pattern is None:
-            return True  # unconfigured: every file counts as the platform's own
-        if file not in admin_files:
-            admin_files[file] = admin_pattern.match(file) is not None
-        return admin_files[file]
-
-    tenants = _tenants(declared, is_admin_file)
-    if admin_pattern is None and not tenants:
+    tenancy = _Tenancy(declared, params, owners)
+    if tenancy.admin_pattern is None and not tenancy.tenants:
         return
-    admin_kinds = set(params.get("adminKinds") or [])
-    if params.get("delegateQuotas"):
-        admin_kinds.discard("Quota")
-    if admin_pattern is None:
-        first = next(t for t in tenants)
-        address = next(a for a, resource, _ in declared if resource.name == first.name)
-        yield Violation(
-            address,
-            ("spec", "specPaths"),
-            f"projects declare specPaths (tenancy is on) but project-isolation has no "
-            f"adminPaths, so nothing says where platform kinds ({', '.join(sorted(admin_kinds))})"
-            f" may come from and any team folder could declare them: {WHERE_TO_SET}",
-            key="admin-paths-unset",
-        )
-    by_name = {tenant.name: tenant for tenant in tenants}
+    if tenancy.admin_pattern is None:
+        yield _unset_admin_paths(tenancy, declared)
     projects = {
         resource.name: tuple(resource.document.spec.owners)  # type: ignore[attr-defined]
         for _, resource, _ in declared
     }
-    at_home: dict[tuple[str, str], bool] = {}
-    covering: dict[str, tuple[str, ...]] = {}
-    admin_approval = ""
-    global_is_admin = bool(params.get("globalResourcesAreAdmin"))
     for address, resource, file in entries:
-        kind, project = resource.kind, resource.project
-        admin_document = kind in admin_kinds or (project is None and global_is_admin)
-        if admin_document:
-            if admin_pattern is not None and not is_admin_file(file):
-                admin_approval = admin_approval or _admin_approval(params, owners, admin_paths)
-                what = (
-                    f"a {kind} is a platform kind"
-                    if kind in admin_kinds
-                    else f"a global {kind} (no metadata.project) is a platform resource"
-                )
-                yield Violation(
-                    address,
-                    ("kind",) if kind in admin_kinds else ("metadata",),
-                    f"{file} declares {address}, but {what} and may only be "
-                    f"declared under adminPaths ({', '.join(admin_paths)}): declare it there, "
-                    f"which {admin_approval}",
-                    key="admin-path",
-                )
-            continue
-        if project is None or (admin_pattern is not None and is_admin_file(file)):
-            continue
-        own = by_name.get(project)
-        home = (file, project)
-        if home not in at_home:
-            at_home[home] = own is not None and own.pattern.match(file) is not None
-        if at_home[home]:
-            continue
-        # A finding: which projects' folders hold the file (once per file, findings only).
-        if file not in covering:
-            covering[file] = tuple(t.name for t in tenants if t.pattern.match(file) is not None)
-        folder_of = covering[file]
-        if own is not None:
-            remedy = f"declare it under {project}'s specPaths ({', '.join(own.paths)})"
-            approval = _approval(f"project {project}'s owners", projects.get(project, ()))
+        if tenancy.is_admin_document(resource):
+            found = _platform_violation(tenancy, address, resource, file)
         else:
-            remedy = f"declare it under adminPaths (project {project} has no specPaths)"
-            admin_approval = admin_approval or _admin_approval(params, owners, admin_paths)
-            approval = admin_approval
-        if folder_of:
-            owner = by_name[folder_of[0]]
-            yield Violation(
-                address,
-                ("metadata", "project"),
-                f"{file} is in the folder of project {owner.name} (specPaths "
-                f"{', '.join(owner.paths)}) but {address} belongs to project "
-                f"{project}: a team folder declares nothing for another project; {remedy}, "
-                f"which {approval}",
-                key="cross-tenant",
-            )
-        elif admin_pattern is not None and tenants:
-            yield Violation(
-                address,
-                ("metadata", "project"),
-                f"{file} is covered by no project's specPaths and by no adminPaths "
-                f"({', '.join(admin_paths)}), yet declares {address} of project "
-                f"{project}; {remedy}, which {approval}",
-                key="project-path",
-            )
+            found = _project_violation(tenancy, projects, address, resource, file)
+        if found is not None:
+            yield found
+
+
+def _unset_admin_paths(tenancy: _Tenancy, declared: list[Entry]) -> Violation:
+    """Tenancy is on (a Project declares specPaths) but nothing says where platform kinds
+    may come from."""
+    first = next(t for t in tenancy.tenants)
+    address = next(a for a, resource, _ in declared if resource.name == first.name)
+    return Violation(
+        address,
+        ("spec", "specPaths"),
+        f"projects declare specPaths (tenancy is on) but project-isolation has no "
+        f"adminPaths, so nothing says where platform kinds "
+        f"({', '.join(sorted(tenancy.admin_kinds))})"
+        f" may come from and any team folder could declare them: {WHERE_TO_SET}",
+        key="admin-paths-unset",
+    )
+
+
+def _platform_violation(
+    tenancy: _Tenancy, address: str, resource: Resource, file: str
+) -> Violation | None:
+    """A platform kind or global resource declared outside the admin paths."""
+    if tenancy.admin_pattern is None or tenancy.is_admin_file(file):
+        return None
+    kind = resource.kind
+    admin_approval = tenancy.admin_approval()
+    what = (
+        f"a {kind} is a platform kind"
+        if kind in tenancy.admin_kinds
+        else f"a global {kind} (no metadata.project) is a platform resource"
+    )
+    return Violation(
+        address,
+        ("kind",) if kind in tenancy.admin_kinds else ("metadata",),
+        f"{file} declares {address}, but {what} and may only be "
+        f"declared under adminPaths ({', '.join(tenancy.admin_paths)}): declare it there, "
+        f"which {admin_approval}",
+        key="admin-path",
+    )
+
+
+def _project_violation(
+    tenancy: _Tenancy,
+    projects: Mapping[str, tuple[str, ...]],
+    address: str,
+    resource: Resource,
+    file: str,
+) -> Violation | None:
+    """A project's document outside its project's specPaths: in another team's folder, or
+    in a file no specPaths and no admin paths cover."""
+    project = resource.project
+    if project is None or (tenancy.admin_pattern is not None and tenancy.is_admin_file(file)):
+        return None
+    if tenancy.is_at_home(project, file):
+        return None
+    folder_of = tenancy.folders_holding(file)
+    own = tenancy.by_name.get(project)
+    if own is not None:
+        remedy = f"declare it under {project}'s specPaths ({', '.join(own.paths)})"
+        approval = _approval(f"project {project}'s owners", projects.get(project, ()))
+    else:
+        remedy = f"declare it under adminPaths (project {project} has no specPaths)"
+        approval = tenancy.admin_approval()
+    if folder_of:
+        owner = tenancy.by_name[folder_of[0]]
+        return Violation(
+            address,
+            ("metadata", "project"),
+            f"{file} is in the folder of project {owner.name} (specPaths "
+            f"{', '.join(owner.paths)}) but {address} belongs to project "
+            f"{project}: a team folder declares nothing for another project; {remedy}, "
+            f"which {approval}",
+            key="cross-tenant",
+        )
+    if tenancy.admin_pattern is not None and tenancy.tenants:
+        return Violation(
+            address,
+            ("metadata", "project"),
+            f"{file} is covered by no project's specPaths and by no adminPaths "
+            f"({', '.join(tenancy.admin_paths)}), yet declares {address} of project "
+            f"{project}; {remedy}, which {approval}",
+            key="project-path",
+        )
+    return None
 
 
 def check_isolation(context: PolicyContext, params: Mapping[str, Any]) -> Iterator[Violation]:
