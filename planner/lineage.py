@@ -19,7 +19,7 @@ from typing import Any
 
 from trainform.planner.desired import DesiredItem, build_desired
 from trainform.planner.gates import evaluate_gates, overall
-from trainform.planner.lockfile import _git
+from trainform.planner.lockfile import git_output
 from trainform.planner.state import State
 from trainform.planner.status import matching_jobs, observe_jobs
 from trainform.planner.workspace import Workspace
@@ -31,10 +31,10 @@ _RUN_ID = re.compile(r"\br-[0-9a-f]{12}\b")
 
 def spec_commit(root: Path) -> str:
     """The spec folder's Git commit, marked `+dirty` with uncommitted changes; "" outside Git."""
-    head = _git(["rev-parse", "--verify", "--quiet", "HEAD"], root)
+    head = git_output(["rev-parse", "--verify", "--quiet", "HEAD"], root)
     if not head:
         return ""
-    dirty = _git(["status", "--porcelain", "--", "."], root)
+    dirty = git_output(["status", "--porcelain", "--", "."], root)
     return head.strip() + ("+dirty" if dirty else "")
 
 

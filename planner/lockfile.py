@@ -104,7 +104,7 @@ def resolve_code(
     if source.remote:
         ref = code.get("ref") or "HEAD"
         # `--` ends options: the repository and the ref are positional, whatever they hold.
-        result = _git(["ls-remote", "--quiet", "--", repo, ref], spec_root, remote=True)
+        result = git_output(["ls-remote", "--quiet", "--", repo, ref], spec_root, remote=True)
         if result is None or not result.split():
             raise LockError(f"cannot resolve {repo} {ref}: git ls-remote found nothing")
         return {"commit": result.split()[0], "ref": ref}
@@ -200,7 +200,7 @@ def git_environment() -> dict[str, str]:
     return environment
 
 
-def _git(args: list[str], cwd: Path, *, remote: bool = False) -> str | None:
+def git_output(args: list[str], cwd: Path, *, remote: bool = False) -> str | None:
     """stdout of `git <args>` in `cwd` (an argv list, never a shell), None on failure."""
     try:
         result = subprocess.run(

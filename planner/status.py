@@ -101,7 +101,7 @@ def job_status(
         if state and job.address in state.resources:
             recorded = state.resources[job.address].outputs.get(job.providers[0], {})
         current = recorded.get("runId") or run_id_of(identity_inputs(job, context))
-        report = _report(job, current, runs.get(job.address, []), context, now)
+        report = job_report(job, current, runs.get(job.address, []), context, now)
         if report.phase == "failed" and report.attempts:
             report.last_lines = _last_lines(workspace, job, report)
         reports.append(report)
@@ -157,13 +157,14 @@ def timeline_json(
     return [t.to_json() for t in timelines], delivery(timelines).to_json()
 
 
-def _report(
+def job_report(
     job: DesiredItem,
     run_id: str,
     runs: list[dict[str, Any]],
     context: JobContext,
     now: datetime | None = None,
 ) -> JobReport:
+    """What one job's run `run_id` is doing, its evaluations and the runs before it."""
     run = next((r for r in runs if r["run_id"] == run_id), None)
     history = []
     for old in runs:

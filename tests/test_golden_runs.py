@@ -21,7 +21,7 @@ from trainform.planner.desired import DesiredItem
 from trainform.planner.jobs import JobContext
 from trainform.planner.lineage import Lineage
 from trainform.planner.lockfile import LockFile
-from trainform.planner.status import _report
+from trainform.planner.status import job_report
 from trainform.planner.timeline import attempt_timelines, delivery
 from trainform.planner.usage import compute_usage
 from trainform.providers.jobs import (
@@ -195,7 +195,7 @@ def _status_report():
     items = _items()
     runs = [_run_json(history_run()), _run_json(current_run())]
     context = JobContext(items, LockFile(), Path("."), lambda _: runs)
-    return _report(items[JOB], "r-00000000000a", runs, context, NOW)
+    return job_report(items[JOB], "r-00000000000a", runs, context, NOW)
 
 
 @pytest.mark.parametrize("name", ["status.txt", "status.json", "lineage.txt", "lineage.json"])
