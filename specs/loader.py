@@ -28,6 +28,7 @@ from trainform.specs.errors import (
     SpecUsageError,
     cap_per_file,
 )
+from trainform.specs.event_budget import EventBudget
 from trainform.specs.models.base import Scope
 from trainform.specs.models.config import RootConfig
 from trainform.specs.models.kinds import DOCUMENT_ADAPTER, KINDS
@@ -39,7 +40,6 @@ from trainform.specs.templating import NestingTooDeep, RenderBudget, has_templat
 from trainform.specs.validation import diagnostics_from_errors, format_path, number_warnings
 from trainform.specs.yamlio import (
     MAX_DOCUMENT_VALUES,
-    EventBudget,
     ParsedFile,
     count_values,
     nesting_error,

@@ -19,7 +19,7 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError
-from trainform.specs.yamlio import EventBudget
+from trainform.specs.event_budget import EventBudget
 
 LARGE_TEXT = 16 * 1024
 """Texts larger than this are not composed by ruamel (too slow): their events are walked."""

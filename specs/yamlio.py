@@ -6,23 +6,26 @@ this path; `specs.positions` re-reads only the files that have diagnostics, with
 round-trip loader, to point at line and column.
 
 yaml-rs ignores most tags it does not know (`!!python/object/new:x [..]` loads as a plain
-list), so tags are checked here: only when the text holds a `!` where a tag could start is
-the document walked with ruamel to find real tags (not `!` in quotes, comments or block
-text), each one outside the standard set an error `yaml-tag` at its line and column. A
-file with a duplicate key or a refused tag still has its documents validated (last value
-wins), but they are never loaded (`ParsedFile.salvaged`).
+list), so tags are checked (specs.yaml_tags): only when the text holds a `!` where a tag
+could start is the document walked with ruamel to find real tags (not `!` in quotes,
+comments or block text), each one outside the standard set an error `yaml-tag` at its
+line and column. A file with a duplicate key or a refused tag still has its documents
+validated (last value wins), but they are never loaded (`ParsedFile.salvaged`).
+Documents are split where specs.document_starts finds them.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml_rs
+from trainform.specs.document_starts import document_starts
 from trainform.specs.errors import Diagnostic, Location, Severity
+from trainform.specs.yaml_tags import invalid_tag_errors, tag_errors
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_DEPTH = 32
@@ -31,26 +34,12 @@ MAX_ALIAS_EVENTS = 100_000
 _ALIAS_LIMITS = yaml_rs.AliasLimits(
     max_total_replayed_events=MAX_ALIAS_EVENTS, max_replay_stack_depth=MAX_DEPTH
 )
-_MARKER_LINE = re.compile(r"^(---|\.\.\.)(?=[ \t]|$)(.*)$", re.MULTILINE)
-_CONTENT_LINE = re.compile(r"^(?![ \t]*(?:#|$))", re.MULTILINE)
 _TEMPLATE_MARKER = re.compile(r"\{[{%#]")
 _POSITION = re.compile(r"line (\d+), column (\d+)")
-# A `!` where a node (so a tag) may start: at a line's first content, after `- `, `? `,
-# `: `, a flow `[ { ,` or an anchor. Over-approximate: quotes and comments are not seen.
-_TAG_CANDIDATE = re.compile(r"(?:^|[-?:\[{,]|&[^\s,\[\]{}]+)[ \t]*!", re.MULTILINE)
-_INVALID_TAG = re.compile(r"Invalid tag: '([^'\n]*)'")
 _LARGE_TEXT = 16 * 1024
 """Texts larger than this are never composed by ruamel (too slow); see positions."""
 MAX_DOCUMENT_VALUES = 50_000
 """Values (scalars and containers) a document may hold; larger ones are not validated whole."""
-
-
-class EventBudget:
-    """Parser events that walks sharing this budget may still read (one per load for the
-    scans of tags and numbers, so many files cannot add up to a long run)."""
-
-    def __init__(self, events: int) -> None:
-        self.events = events
 
 
 @dataclass
@@ -70,7 +59,7 @@ class ParsedFile:
     """True when the documents were recovered from a file with an error (a duplicate key,
     last value wins, or a refused tag): validated for their own errors, never loaded."""
     scan: Any = None
-    """The load's specs.positions.EventBudget for walks of this file (None: its own)."""
+    """The load's specs.event_budget.EventBudget for walks of this file (None: its own)."""
 
 
 def _error(
@@ -83,50 +72,6 @@ def _error(
         Location(display, line, column),
         **extra,  # type: ignore[arg-type]
     )
-
-
-def _document_starts(text: str) -> list[tuple[int, int]]:
-    """(1-based line, offset) of each document's first content, counting documents as YAML does.
-
-    `---` opens a document (content may follow on the same line), `...` closes one, and
-    content outside any document opens a bare one. A document with no content (it loads
-    as null) is placed on its marker line, so the list stays aligned with what the parser
-    returns. Regular-expression scans from marker to marker keep this linear in the text.
-    """
-    starts: list[tuple[int, int]] = []
-    counted = [0, 1]  # a position and its line, advanced monotonically
-
-    def at(position: int) -> tuple[int, int]:
-        counted[1] += text.count("\n", counted[0], position)
-        counted[0] = position
-        return counted[1], position
-
-    def first_content(begin: int, end: int) -> int | None:
-        following = begin + 1  # the line after a marker, in the usual layout
-        if following < end and text[begin] == "\n" and text[following] not in " \t\r\n#%":
-            return following
-        for match in _CONTENT_LINE.finditer(text, begin, end):
-            if text.startswith("%", match.start()):
-                continue  # a directive, before a document's `---`
-            return match.start()
-        return None
-
-    markers = list(_MARKER_LINE.finditer(text))
-    bounds = [m.start() for m in markers] + [len(text)]
-    bare = first_content(0, bounds[0])
-    if bare is not None:
-        starts.append(at(bare))
-    for index, marker in enumerate(markers):
-        here = at(marker.start())
-        after = first_content(marker.end(), bounds[index + 1])
-        rest = marker[2].strip()
-        if marker[1] == "---" and rest and not rest.startswith("#"):
-            starts.append(here)
-        elif marker[1] == "---":
-            starts.append(here if after is None else at(after))
-        elif after is not None:
-            starts.append(at(after))
-    return starts or [(1, 0)]
 
 
 def too_deep(value: Any, budget: int = MAX_DEPTH) -> bool:
@@ -166,145 +111,6 @@ def _duplicate_position(text: str, key: str) -> tuple[int, int, str]:
     if len(lines) > 1:
         return text.count("\n", 0, lines[1]) + 1, 1, ""
     return 1, 1, ""
-
-
-def _short_tag(tag: str) -> str:
-    shown = tag.replace("tag:yaml.org,2002:", "!!", 1)
-    return shown if len(shown) <= 80 else shown[:77] + "..."
-
-
-def _tag_error(display: str, tag: str, line: int, column: int) -> Diagnostic:
-    return _error(
-        display,
-        "yaml-tag",
-        f"YAML tag `{_short_tag(tag)}` is not allowed in trainform files",
-        line,
-        column,
-        expected="plain YAML values (at most the standard tags !!str, !!int, !!float, "
-        "!!bool, !!null, !!map, !!seq); quote the value if the `!` is part of it",
-        found=_short_tag(tag),
-    )
-
-
-def _tag_errors(parsed: ParsedFile) -> list[Diagnostic]:
-    """Every tag outside the standard set, with its real position.
-
-    Cheap first: only `!` where a tag could start makes a document worth walking, and the
-    walk stops past its last such `!`. Where ruamel cannot tell (the event budget of the
-    load ran out, or it cannot parse the document alone), the `!` is reported as a tag.
-    """
-    from trainform.specs.positions import STANDARD_TAGS, Walk
-
-    text = parsed.text
-    candidates = [
-        m.end() - 1
-        for m in _TAG_CANDIDATE.finditer(text)
-        if not _quoted_or_comment(text, text.rfind("\n", 0, m.end() - 1) + 1, m.end() - 1)
-    ]
-    if not candidates:
-        return []
-    # Runs of consecutive documents holding candidates, each walked once: a walk costs
-    # a parser set-up, and files of thousands of small documents are common.
-    starts = _document_starts(text)
-    bounds = [offset for _, offset in starts] + [len(text)]
-    runs: list[tuple[int, int, int, list[int]]] = []  # start line, begin, end, candidates
-    position = 0
-    for number, (start_line, begin) in enumerate(starts):
-        end = bounds[number + 1]
-        group = []
-        while position < len(candidates) and candidates[position] < end:
-            if candidates[position] >= begin:
-                group.append(candidates[position])
-            position += 1
-        if not group:
-            continue
-        if runs and runs[-1][2] == begin:
-            runs[-1] = (runs[-1][0], runs[-1][1], end, runs[-1][3] + group)
-        else:
-            runs.append((start_line, begin, end, group))
-    found: list[Diagnostic] = []
-    counted = [0, 1]  # an offset and its line, advanced monotonically (candidates ascend)
-    for start_line, begin, end, group in runs:
-        walk = Walk(text[begin:end], parsed.scan)
-        walked = -1
-        for node in walk:
-            if node.offset > group[-1] - begin:
-                break
-            walked = node.offset
-            if node.tag is not None and node.tag not in STANDARD_TAGS:
-                found.append(
-                    _tag_error(parsed.display, node.tag, start_line + node.line - 1, node.column)
-                )
-        else:
-            if not walk.complete:
-                for offset in (c for c in group if c - begin > walked):
-                    counted[1] += text.count("\n", counted[0], offset)
-                    counted[0] = offset
-                    found.append(
-                        _candidate_tag_error(parsed, offset, certain=False, line=counted[1])
-                    )
-    return found
-
-
-def _quoted_or_comment(text: str, begin: int, end: int) -> bool:
-    """True if text[end] sits inside a quoted scalar or a comment opened earlier on its
-    line text[begin:end]; spares the walk for `"- !x"` and `# !x`. Quotes open only where
-    a node starts (so the apostrophe of `it's` opens nothing); anything spanning lines is
-    left to the walk."""
-    quote = ""
-    previous = ""  # last character outside quotes that is not a space
-    index = begin
-    while index < end:
-        char = text[index]
-        if quote == '"':
-            if char == "\\":
-                index += 1
-            elif char == '"':
-                quote, previous = "", '"'
-        elif quote == "'":
-            if char == "'":
-                if index + 1 < end and text[index + 1] == "'":
-                    index += 1
-                else:
-                    quote, previous = "", "'"
-        elif char in "\"'" and previous in ("", ":", "-", "?", "[", "{", ","):
-            quote = char
-        elif char == "#" and (index == begin or text[index - 1] in " \t"):
-            return True
-        elif char not in " \t":
-            previous = char
-        index += 1
-    return quote != ""
-
-
-def _candidate_tag_error(
-    parsed: ParsedFile, offset: int, certain: bool = True, line: int = 0
-) -> Diagnostic:
-    text = parsed.text
-    match = re.match(r"![^\s,\[\]{}]*", text[offset : offset + 200])
-    line = line or text.count("\n", 0, offset) + 1
-    column = offset - (text.rfind("\n", 0, offset) + 1) + 1
-    error = _tag_error(parsed.display, match[0] if match else "!", line, column)
-    if certain:
-        return error
-    return replace(
-        error,
-        summary=f"`{error.found}` may be a YAML tag, and this file is too large to tell: "
-        "quote the value if the `!` is part of it",
-    )
-
-
-def _invalid_tag_errors(parsed: ParsedFile, message: str) -> list[Diagnostic]:
-    """yaml-rs refused a tag (it says which, not where): find it, and any others."""
-    found = _tag_errors(parsed) if "!" in parsed.text else []
-    if found:
-        return found
-    match = _INVALID_TAG.search(message)
-    tag = match[1] if match else "!"
-    offset = parsed.text.find(tag)
-    if offset < 0:
-        return [_tag_error(parsed.display, tag, 1, 1)]
-    return [_candidate_tag_error(parsed, offset)]
 
 
 def _bad_tagged_value(parsed: ParsedFile, message: str) -> list[Diagnostic]:
@@ -485,7 +291,7 @@ def nesting_error(display: str, line: int) -> Diagnostic:
 def parse_file(path: Path, display: str, scan: Any = None) -> ParsedFile:
     """Parse one YAML file into documents; problems become diagnostics, never exceptions.
 
-    `scan` (a specs.positions.EventBudget) bounds the walks of the tag check across files.
+    `scan` (a specs.event_budget.EventBudget) bounds the walks of the tag check across files.
     """
     parsed = ParsedFile(path, display, scan=scan)
     try:
@@ -540,10 +346,10 @@ def parse_text(parsed: ParsedFile) -> None:
     except yaml_rs.YAMLDecodeError as exc:
         message = str(exc)
         if "Invalid tag" in message:
-            parsed.diagnostics += _invalid_tag_errors(parsed, message)
+            parsed.diagnostics += invalid_tag_errors(parsed, message)
             return
         if "tag" in message and "!" in text:
-            tags = _tag_errors(parsed) or _bad_tagged_value(parsed, message)
+            tags = tag_errors(parsed) or _bad_tagged_value(parsed, message)
             if tags:
                 parsed.diagnostics += tags
                 return
@@ -554,13 +360,13 @@ def parse_text(parsed: ParsedFile) -> None:
             result = _loads(text, yaml_rs.DuplicateKeyPolicy.LastWins)
         except yaml_rs.YAMLDecodeError as again:
             if "Invalid tag" in str(again):
-                parsed.diagnostics += _invalid_tag_errors(parsed, str(again))
+                parsed.diagnostics += invalid_tag_errors(parsed, str(again))
             return
         except (RecursionError, OverflowError, ValueError, TypeError):
             return
         parsed.salvaged = True
     except TypeError:
-        tags = _tag_errors(parsed) if "!" in text else []
+        tags = tag_errors(parsed) if "!" in text else []
         if tags:  # `!!set` and friends build values yaml-rs cannot use as keys
             parsed.diagnostics += tags
             return
@@ -578,17 +384,17 @@ def parse_text(parsed: ParsedFile) -> None:
         )
         return
     except (RecursionError, OverflowError, ValueError) as exc:
-        tags = _tag_errors(parsed) if "!" in text else []
+        tags = tag_errors(parsed) if "!" in text else []
         parsed.diagnostics += tags or [
             _error(parsed.display, "yaml-syntax", f"invalid YAML: {exc}")
         ]
         return
     if "!" in text:
-        tags = _tag_errors(parsed)
+        tags = tag_errors(parsed)
         if tags:
             parsed.diagnostics += tags
             parsed.salvaged = True
-    found = _document_starts(text)
+    found = document_starts(text)
     documents = result if len(found) > 1 and isinstance(result, list) else [result]
     if len(found) != len(documents):
         found = (found + [found[-1]] * len(documents))[: len(documents)]
