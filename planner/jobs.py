@@ -238,74 +238,115 @@ def _suites(item: DesiredItem, ctx: JobContext) -> list[DesiredItem]:
     return [ctx.desired[a] for _, a, _ in _refs(item, "spec.evaluations")]
 
 
-def plan_job(
-    item: DesiredItem, previous: ResourceState | None, ctx: JobContext, refreshed: bool
-) -> tuple[ResourceChange, list[PlanFinding]]:
-    """The next step for one job, with its reasons, and what the plan should point out."""
-    provider = item.providers[0]
-    recorded = previous.outputs.get(provider, {}) if previous else {}
-    current = recorded.get("runId")
-    inputs = identity_inputs(item, ctx)
-    # A run asked for with --replace counts as one more input (`rerun`), kept in state so
-    # the plans after it keep the new run's id.
-    rerun = (recorded.get("inputs") or {}).get("rerun", 0)
-    if current is not None and item.address in ctx.replace:
-        rerun += 1
-    if rerun:
-        inputs["rerun"] = rerun
-    run_id = run_id_of(inputs)
-    history = list(recorded.get("history", []))
-    findings: list[PlanFinding] = []
-    blocked = _blocked(item, ctx)
+@dataclass(slots=True)
+class JobStep:
+    """One job being planned: what the decisions about its next step share."""
+
+    item: DesiredItem
+    previous: ResourceState | None
+    ctx: JobContext
+    recorded: dict[str, Any]
+    """The job's outputs in state (from its first provider)."""
+    inputs: dict[str, Any]
+    run_id: str
+    history: list[str]
+    blocked: list[str]
+    """Why nothing may be submitted (mutated data), empty when it may."""
+    findings: list[PlanFinding] = field(default_factory=list)
 
     def change(
-        action: Action, reasons: list[str], job: dict[str, Any] | None = None, **extra: Any
+        self, action: Action, reasons: list[str], job: dict[str, Any] | None = None, **extra: Any
     ) -> ResourceChange:
+        previous = self.previous
         return ResourceChange(
-            item.address,
-            item.kind,
+            self.item.address,
+            self.item.kind,
             action,
-            item.providers,
+            self.item.providers,
             reasons,
             before=previous.spec if previous else None,
-            after=item.document,
-            after_hash=item.spec_hash,
-            dependencies=item.dependencies,
+            after=self.item.document,
+            after_hash=self.item.spec_hash,
+            dependencies=self.item.dependencies,
             previous_dependencies=previous.dependencies if previous else [],
-            location=item.location,
+            location=self.item.location,
             job=job or {},
             **extra,
         )
 
-    def base_job(attempt: int, **more: Any) -> dict[str, Any]:
-        return {"runId": run_id, "inputs": inputs, "attempt": attempt, "history": history, **more}
+    def base_job(self, attempt: int, **more: Any) -> dict[str, Any]:
+        return {
+            "runId": self.run_id,
+            "inputs": self.inputs,
+            "attempt": attempt,
+            "history": self.history,
+            **more,
+        }
 
-    def hold(why: list[str]) -> tuple[ResourceChange, list[PlanFinding]]:
-        for reason in why:
-            findings.append(
-                PlanFinding(item.address, "not-submitted", "warning", f"not submitted: {reason}")
-            )
-        return change(Action.NOOP, why), findings
+    def note(self, kind: str, severity: str, message: str) -> None:
+        self.findings.append(PlanFinding(self.item.address, kind, severity, message))
 
+    def hold(self) -> ResourceChange:
+        """A no-op that says why nothing is submitted (`blocked`)."""
+        for reason in self.blocked:
+            self.note("not-submitted", "warning", f"not submitted: {reason}")
+        return self.change(Action.NOOP, self.blocked)
+
+
+def plan_job(
+    item: DesiredItem, previous: ResourceState | None, ctx: JobContext, refreshed: bool
+) -> tuple[ResourceChange, list[PlanFinding]]:
+    """The next step for one job, with its reasons, and what the plan should point out."""
+    step = identify_run(item, previous, ctx)
+    current = step.recorded.get("runId")
+    if current is None or current != step.run_id:
+        return start_run(step, current), step.findings
+    return follow_run(step, refreshed), step.findings
+
+
+def identify_run(item: DesiredItem, previous: ResourceState | None, ctx: JobContext) -> JobStep:
+    """The run the job's inputs identify now, with what its next step is decided from."""
+    recorded = previous.outputs.get(item.providers[0], {}) if previous else {}
+    inputs = identity_inputs(item, ctx)
+    # A run asked for with --replace counts as one more input (`rerun`), kept in state so
+    # the plans after it keep the new run's id.
+    rerun = (recorded.get("inputs") or {}).get("rerun", 0)
+    if recorded.get("runId") is not None and item.address in ctx.replace:
+        rerun += 1
+    if rerun:
+        inputs["rerun"] = rerun
+    return JobStep(
+        item,
+        previous,
+        ctx,
+        recorded,
+        inputs,
+        run_id_of(inputs),
+        list(recorded.get("history", [])),
+        _blocked(item, ctx),
+    )
+
+
+def start_run(step: JobStep, current: str | None) -> ResourceChange:
+    """Submit the identified run: the first one (create) or a new one (replace `current`)."""
+    if step.blocked:
+        return step.hold()
+    run_id, item = step.run_id, step.item
+    launch = training_launch(item, step.ctx, run_id, 1, None).to_json()
     if current is None:
-        if blocked:
-            return hold(blocked)
-        launch = training_launch(item, ctx, run_id, 1, None)
-        return change(
-            Action.CREATE, [f"submit run {run_id}"], base_job(1, launch=launch.to_json())
-        ), findings
-    if current != run_id:
-        if blocked:
-            return hold(blocked)
-        reasons = _input_changes(recorded.get("inputs"), inputs)
-        reasons = [f"{r}: a reproducibility input changed, so this is a new run" for r in reasons]
-        if item.address in ctx.replace:
-            reasons = ["a new run requested with --replace"]
-        reasons.append(f"run {current} and its checkpoints stay in history")
-        launch = training_launch(item, ctx, run_id, 1, None)
-        job = base_job(1, launch=launch.to_json(), cancel=current, history=history + [current])
-        return change(Action.REPLACE, reasons, job), findings
+        return step.change(Action.CREATE, [f"submit run {run_id}"], step.base_job(1, launch=launch))
+    reasons = _input_changes(step.recorded.get("inputs"), step.inputs)
+    reasons = [f"{r}: a reproducibility input changed, so this is a new run" for r in reasons]
+    if item.address in step.ctx.replace:
+        reasons = ["a new run requested with --replace"]
+    reasons.append(f"run {current} and its checkpoints stay in history")
+    job = step.base_job(1, launch=launch, cancel=current, history=step.history + [current])
+    return step.change(Action.REPLACE, reasons, job)
 
+
+def follow_run(step: JobStep, refreshed: bool) -> ResourceChange:
+    """The next step of the current run, from what the provider reports of it."""
+    item, previous, run_id = step.item, step.previous, step.run_id
     spec_changed = previous is not None and previous.spec_hash != item.spec_hash
     masked_document = mask_document(item.document)
     in_place = (
@@ -313,128 +354,143 @@ def plan_job(
         if spec_changed
         else []
     )
-    runs = ctx.runs_of(item.address) if refreshed else None
+    runs = step.ctx.runs_of(item.address) if refreshed else None
     run = next((r for r in runs or [] if r["run_id"] == run_id), None)
     if run is None or not run["attempts"]:
         if refreshed:
-            launch = training_launch(item, ctx, run_id, 1, None)
-            return change(
+            launch = training_launch(item, step.ctx, run_id, 1, None)
+            return step.change(
                 Action.CREATE,
                 [f"run {run_id} is unknown to the provider: submit it"],
-                base_job(1, launch=launch.to_json()),
-            ), findings
-        return _in_place(change, in_place, recorded), findings
-    findings += _checkpoint_findings(item.address, run)
+                step.base_job(1, launch=launch.to_json()),
+            )
+        return _in_place(step, in_place)
+    step.findings += _checkpoint_findings(item.address, run)
+    latest = run["attempts"][-1]
+    phase = latest["phase"]
+    if phase in ("queued", "running"):
+        waiting = _backoff_until(latest, step.ctx.now)
+        if waiting:
+            step.note(
+                "retry-backoff",
+                "info",
+                f"run {run_id}: attempt {latest['attempt']} waits for its retry backoff "
+                f"until {waiting}; the provider starts it then",
+            )
+        return _in_place(step, in_place)
+    if phase in ("failed", "cancelled"):
+        return retry_run(step, run, in_place)
+    return evaluate_run(step, run, in_place)
+
+
+def retry_run(step: JobStep, run: dict[str, Any], in_place: list[str]) -> ResourceChange:
+    """A failed or cancelled run: resume it while retries remain and its backoff is over."""
+    item, run_id = step.item, step.run_id
     latest = run["attempts"][-1]
     phase = latest["phase"]
     attempts = len(run["attempts"])
-    if phase in ("queued", "running"):
-        waiting = _backoff_until(latest, ctx.now)
-        if waiting:
-            findings.append(
-                PlanFinding(
-                    item.address,
-                    "retry-backoff",
-                    "info",
-                    f"run {run_id}: attempt {latest['attempt']} waits for its retry backoff "
-                    f"until {waiting}; the provider starts it then",
-                )
-            )
-        return _in_place(change, in_place, recorded), findings
-    if phase in ("failed", "cancelled"):
-        limit = item.document["spec"]["retries"]["limit"]
-        if attempts > limit:
-            findings.append(
-                PlanFinding(
-                    item.address,
-                    "retries-exhausted",
-                    "warning",
-                    f"run {run_id}: retries exhausted ({attempts} attempts, "
-                    f"retries.limit {limit}); last attempt {phase}: "
-                    f"{latest.get('reason') or 'no reason recorded'}",
-                )
-            )
-            return _in_place(change, in_place, recorded), findings
-        if blocked:
-            return hold(blocked)
-        due = _retry_due(item, latest, attempts, ctx.now) if phase == "failed" else None
-        if due is not None:
-            findings.append(
-                PlanFinding(
-                    item.address,
-                    "retry-backoff",
-                    "info",
-                    f"run {run_id}: attempt {attempts} failed "
-                    f"({latest.get('reason') or 'no reason recorded'}); attempt {attempts + 1} "
-                    f"resumes after its retry backoff, at {due}",
-                )
-            )
-            return _in_place(change, in_place, recorded), findings
-        checkpoint = _resume_point(item, run)
-        reasons = [f"attempt {attempts} {phase}: {latest.get('reason') or 'no reason recorded'}"]
-        if checkpoint:
-            reasons.append(
-                f"resume from the latest valid checkpoint {checkpoint['id']} "
-                f"(step {checkpoint['step']})"
-            )
-        else:
-            reasons.append("no valid checkpoint to resume from: start the run over")
-        launch = training_launch(
-            item, ctx, run_id, attempts + 1, checkpoint["id"] if checkpoint else None
+    limit = item.document["spec"]["retries"]["limit"]
+    if attempts > limit:
+        step.note(
+            "retries-exhausted",
+            "warning",
+            f"run {run_id}: retries exhausted ({attempts} attempts, "
+            f"retries.limit {limit}); last attempt {phase}: "
+            f"{latest.get('reason') or 'no reason recorded'}",
         )
-        if phase == "failed":
-            launch = replace(launch, eligible_at=_retry_time(item, latest, attempts))
-        job = base_job(
-            attempts + 1,
-            launch=launch.to_json(),
-            resumeFrom=checkpoint["id"] if checkpoint else None,
+        return _in_place(step, in_place)
+    if step.blocked:
+        return step.hold()
+    due = _retry_due(item, latest, attempts, step.ctx.now) if phase == "failed" else None
+    if due is not None:
+        step.note(
+            "retry-backoff",
+            "info",
+            f"run {run_id}: attempt {attempts} failed "
+            f"({latest.get('reason') or 'no reason recorded'}); attempt {attempts + 1} "
+            f"resumes after its retry backoff, at {due}",
         )
-        return change(Action.RESUME, reasons, job), findings
-    # succeeded: evaluate, then judge the gates
+        return _in_place(step, in_place)
+    return resume_run(step, run)
+
+
+def resume_run(step: JobStep, run: dict[str, Any]) -> ResourceChange:
+    """The next attempt of the run, from its latest valid checkpoint if it has one."""
+    item = step.item
+    latest = run["attempts"][-1]
+    phase = latest["phase"]
+    attempts = len(run["attempts"])
+    checkpoint = _resume_point(item, run)
+    reasons = [f"attempt {attempts} {phase}: {latest.get('reason') or 'no reason recorded'}"]
+    if checkpoint:
+        reasons.append(
+            f"resume from the latest valid checkpoint {checkpoint['id']} "
+            f"(step {checkpoint['step']})"
+        )
+    else:
+        reasons.append("no valid checkpoint to resume from: start the run over")
+    launch = training_launch(
+        item, step.ctx, step.run_id, attempts + 1, checkpoint["id"] if checkpoint else None
+    )
+    if phase == "failed":
+        launch = replace(launch, eligible_at=_retry_time(item, latest, attempts))
+    job = step.base_job(
+        attempts + 1,
+        launch=launch.to_json(),
+        resumeFrom=checkpoint["id"] if checkpoint else None,
+    )
+    return step.change(Action.RESUME, reasons, job)
+
+
+def evaluate_run(step: JobStep, run: dict[str, Any], in_place: list[str]) -> ResourceChange:
+    """A succeeded run: evaluate it with the suites not yet (successfully) run on it."""
+    item, run_id = step.item, step.run_id
     launches = []
     reasons = []
-    for suite in _suites(item, ctx):
+    for suite in _suites(item, step.ctx):
         tried = [e for e in run.get("evaluations", []) if e["suite"] == suite.address]
         last = tried[-1] if tried else None
         if last is None or (
             last["phase"] in ("failed", "cancelled")
             and len(tried) <= item.document["spec"]["retries"]["limit"]
         ):
-            launches.append(evaluation_launch(item, suite, ctx, run_id, len(tried) + 1).to_json())
+            launch = evaluation_launch(item, suite, step.ctx, run_id, len(tried) + 1)
+            launches.append(launch.to_json())
             reasons.append(
                 f"run {run_id} succeeded: evaluate with {suite.address}"
                 + (f" (attempt {len(tried) + 1})" if tried else "")
             )
             continue
-        if last["phase"] == "succeeded":
-            results = evaluate_gates(
-                suite.document["spec"]["gates"],
-                last.get("metrics"),
-                _baseline_lookup(item, ctx, suite),
-            )
-            verdict = overall(results)
-            if verdict != "pass":
-                findings.append(
-                    PlanFinding(
-                        item.address,
-                        f"gate-{verdict}",
-                        "warning",
-                        f"{suite.address} on run {run_id}: "
-                        + "; ".join(r.describe() for r in results if r.status != "pass"),
-                    )
-                )
-        elif last["phase"] in ("failed", "cancelled"):
-            findings.append(
-                PlanFinding(
-                    item.address,
-                    "evaluation-failed",
-                    "warning",
-                    f"{suite.address} on run {run_id} {last['phase']}: {last.get('reason', '')}",
-                )
-            )
+        judge_evaluation(step, suite, last)
     if launches:
-        return change(Action.EVALUATE, reasons, base_job(attempts, evaluations=launches)), findings
-    return _in_place(change, in_place, recorded), findings
+        job = step.base_job(len(run["attempts"]), evaluations=launches)
+        return step.change(Action.EVALUATE, reasons, job)
+    return _in_place(step, in_place)
+
+
+def judge_evaluation(step: JobStep, suite: DesiredItem, last: dict[str, Any]) -> None:
+    """Findings for a suite's last evaluation of the run: failing gates, or its failure."""
+    run_id = step.run_id
+    if last["phase"] == "succeeded":
+        results = evaluate_gates(
+            suite.document["spec"]["gates"],
+            last.get("metrics"),
+            _baseline_lookup(step.item, step.ctx, suite),
+        )
+        verdict = overall(results)
+        if verdict != "pass":
+            step.note(
+                f"gate-{verdict}",
+                "warning",
+                f"{suite.address} on run {run_id}: "
+                + "; ".join(r.describe() for r in results if r.status != "pass"),
+            )
+    elif last["phase"] in ("failed", "cancelled"):
+        step.note(
+            "evaluation-failed",
+            "warning",
+            f"{suite.address} on run {run_id} {last['phase']}: {last.get('reason', '')}",
+        )
 
 
 def _backoff_until(attempt: dict[str, Any], now: datetime) -> str | None:
@@ -460,13 +516,13 @@ def _retry_due(item: DesiredItem, latest: dict[str, Any], failed: int, now: date
     return iso(due) if due is not None and due > now else None
 
 
-def _in_place(
-    change: Callable[..., ResourceChange], paths: list[str], recorded: dict[str, Any]
-) -> ResourceChange:
+def _in_place(step: JobStep, paths: list[str]) -> ResourceChange:
+    """The run continues: a no-op, or an update of the fields that changed in place."""
     if not paths:
-        return change(Action.NOOP, [])
-    job = {k: v for k, v in recorded.items()}
-    return change(Action.UPDATE, [f"{p} changed (in place: the run continues)" for p in paths], job)
+        return step.change(Action.NOOP, [])
+    job = {k: v for k, v in step.recorded.items()}
+    reasons = [f"{p} changed (in place: the run continues)" for p in paths]
+    return step.change(Action.UPDATE, reasons, job)
 
 
 def _resume_point(item: DesiredItem, run: dict[str, Any]) -> dict[str, Any] | None:
