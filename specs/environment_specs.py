@@ -21,7 +21,8 @@ from trainform.specs.errors import Diagnostic, Location, Severity, SpecLoadError
 from trainform.specs.loader import template_context
 from trainform.specs.models.kinds import DOCUMENT_ADAPTER
 from trainform.specs.resource import Resource, SpecSet, TemplatedDocument
-from trainform.specs.templating import NestingTooDeep, RenderBudget, render_document
+from trainform.specs.template_rendering import render_document
+from trainform.specs.templating import NestingTooDeep, RenderBudget
 
 
 def environment_specs(

@@ -36,7 +36,8 @@ from trainform.specs.references import Declared, cycle_diagnostic, find_cycles, 
 from trainform.specs.resource import Resource, SpecSet, TemplatedDocument
 from trainform.specs.split_work import both, can_split, in_background
 from trainform.specs.suggest import closest_name
-from trainform.specs.templating import NestingTooDeep, RenderBudget, has_template, render_document
+from trainform.specs.template_rendering import render_document
+from trainform.specs.templating import NestingTooDeep, RenderBudget, has_template
 from trainform.specs.validation import diagnostics_from_errors, format_path, number_warnings
 from trainform.specs.yamlio import (
     MAX_DOCUMENT_VALUES,

@@ -18,7 +18,7 @@ from jsonschema import Draft202012Validator
 from trainform.cli import cli
 from trainform.specs import RootConfig
 from trainform.specs.loader import CONFIG_FILE, discover_files
-from trainform.specs.templating import render_document
+from trainform.specs.template_rendering import render_document
 
 from tests.helpers import REPO, run_cli
 

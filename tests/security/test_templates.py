@@ -13,7 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from trainform.specs import SpecError, load_specs, templating
-from trainform.specs.templating import RenderBudget, render_document
+from trainform.specs.template_rendering import render_document
+from trainform.specs.templating import RenderBudget
 
 from tests.helpers import run_cli, training_job
 from tests.security.support import canary_payloads, write_platform
