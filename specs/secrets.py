@@ -3,11 +3,15 @@
 Lowest layer, so every package can use it. Three jobs:
 
 - `redact(text)` removes credentials from text before it reaches output, logs, state or
-  plans: Authorization header values, Bearer/Basic tokens, `user:password@` in URLs, AWS
-  access key ids and secret keys next to their names, private key blocks,
-  `password=`-style pairs, JWTs, well-known token formats, and the value of every
-  credential the process holds: credential-named environment variables and values
-  providers `register_secret` when they read one (a registry password, a kubeconfig token).
+  plans. First by value: every credential the process holds (credential-named environment
+  variables, values providers `register_secret` when they read one, user name and password
+  pairs they `register_credential`) in each form a server may echo it, plain, escaped,
+  base64 (also of `user:password`), hex and percent-encoded (`specs.secret_encodings`).
+  Then by shapes that only credentials have: Authorization header values, Bearer and Basic
+  tokens, `user:password@` in URLs, AWS access key ids and secret keys next to their names,
+  private key blocks, JWTs, well-known token formats, and `password=`-style assignments
+  whose value is not a plain word. A word in prose is never redacted for following a
+  name like "signature", "token" or "key": `signature: only` stays as it is.
 - `looks_secret(value)` says why a single value looks like a credential (or None); the
   `secret-in-spec` policy and the maskers use it. Digests (`sha256:<hex>`), commit ids,
   UUIDs, paths, plain URLs and model names do not look secret.
@@ -25,7 +29,6 @@ import bisect
 import functools
 import hashlib
 import itertools
-import json
 import math
 import os
 import re
@@ -33,6 +36,8 @@ import threading
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
+
+from trainform.specs.secret_encodings import known_values
 
 REDACTED = "[REDACTED]"
 MASK_PREFIX = "(sensitive:"
@@ -46,6 +51,7 @@ CREDENTIAL_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSI
 _CREDENTIAL_NAME_PARTS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "CREDENTIAL")
 
 _registered: set[str] = set()
+_credentials: set[tuple[str, str]] = set()
 _registered_lock = threading.Lock()
 
 # -- recognising ------------------------------------------------------------------------------
@@ -79,8 +85,11 @@ _PAIR_NAMES = (
 _SEPARATOR = r"(?:[\"']\s*[=:]\s*[\"']|\s*[=:]\s*[\"']?)"
 """`=` or `:` after a name; a quoted name (JSON, a repr) needs a quoted value, so a number
 or an object after a JSON key is left alone and JSON text stays JSON."""
+_ASSIGNMENT = r"(?:[\"']\s*[=:]\s*[\"']|\s*=\s*[\"']?)"
+"""A pair's separator: `=` (a query string, a flag, an environment listing) or a quoted
+name and value (JSON, a repr); `name: value` is how prose runs on, and is left alone."""
 _PAIR = re.compile(
-    r"(?<![A-Za-z0-9])((?:" + _PAIR_NAMES + r")" + _SEPARATOR + r")([^\s\"'\\&,;<>)}\]]+)",
+    r"(?<![A-Za-z0-9])((?:" + _PAIR_NAMES + r")" + _ASSIGNMENT + r")([^\s\"'\\&,;<>)}\]]+)",
     re.IGNORECASE,
 )
 _AWS_SECRET = re.compile(
@@ -90,8 +99,10 @@ _AWS_SECRET = re.compile(
     re.IGNORECASE,
 )
 _AUTHORIZATION = re.compile(
-    r"((?:proxy-)?authorization" + _SEPARATOR + r")"
-    r"((?:(?:bearer|basic|digest|negotiate|token|aws4-hmac-sha256)\s+)?[^\r\n\"'\\]+)",
+    r"((?:proxy-)?authorization" + _SEPARATOR + r")(?:"
+    r"((?:digest|aws4-hmac-sha256)\s+)[^\r\n\"'\\]+"  # parameters: to the end of the line
+    r"|((?:bearer|basic|negotiate|token)\s+)([A-Za-z0-9._~+/=-]+)"  # one token after a scheme
+    r"|([A-Za-z0-9._~+/=-]+))",  # a token alone
     re.IGNORECASE,
 )
 _SCHEME_TOKEN = re.compile(r"(?<![A-Za-z0-9])(bearer|basic)(\s+)([A-Za-z0-9._~+/=-]{8,})", re.I)
@@ -114,6 +125,11 @@ _TOKEN_CHARS = re.compile(r"[A-Za-z0-9+/=_.~-]+")
 _WORD_SPLIT = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
 _REFERENCE = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|[A-Z_][A-Z0-9_]*|(?:env|secret)[:/].+")
 _HARMLESS = {"", "true", "false", "yes", "no", "none", "null", "auto", "required", "optional"}
+_WORD = r"(?:[A-Z]?[a-z]+(?:[A-Z][a-z]{2,})*|[A-Z]+)"
+_PLAIN_WORDS = re.compile(rf"{_WORD}(?:[-_.']{_WORD})*[.,:;!?]*|[a-z]+=")
+"""Words of prose or an identifier made of them (`sign-key`, `not_yet`, `usernameEnv`,
+`Realm`), and a parameter name (`realm=`): not a credential's value."""
+_NUMBER = re.compile(r"[vV]?[0-9]+(?:[-._:/][0-9]+)*[A-Za-z]?")
 
 
 def shannon_entropy(text: str) -> float:
@@ -180,8 +196,8 @@ def looks_secret(value: Any) -> str | None:
     match = _URL_USERINFO.search(text)
     if match and match.group(3) and len(match.group(3)) > 1:
         return "credentials in a URL"
-    pair = _PAIR.search(text)
-    if pair and not _harmless(pair.group(2)) and not pair.group(2).isdigit():
+    pair = next((p for p in _PAIR.finditer(text) if credential_like(p.group(2))), None)
+    if pair is not None:
         return f"a `{pair.group(1).rstrip(' =:' + chr(34) + chr(39))}=` pair"
     if any(_high_entropy(part) for part in re.split(r"[\s=:,;@]+", text)):
         return "a high-entropy token"
@@ -189,10 +205,15 @@ def looks_secret(value: Any) -> str | None:
 
 
 def _basic_or_bearer(text: str) -> bool:
-    for match in _SCHEME_TOKEN.finditer(text):
-        if match.group(1).lower() == "bearer" or _is_basic_pair(match.group(3)):
-            return True
-    return False
+    return any(_scheme_credential(*match.group(1, 3)) for match in _SCHEME_TOKEN.finditer(text))
+
+
+def _scheme_credential(scheme: str, token: str) -> bool:
+    """A Basic token that decodes to `user:password`, a Bearer token that is not a word
+    ("bearer authentication")."""
+    if scheme.lower() == "basic":
+        return _is_basic_pair(token)
+    return credential_like(token)
 
 
 def _is_basic_pair(token: str) -> bool:
@@ -205,6 +226,17 @@ def _is_basic_pair(token: str) -> bool:
 
 def _harmless(value: str) -> bool:
     return value.lower() in _HARMLESS or bool(_REFERENCE.fullmatch(value))
+
+
+def credential_like(value: str) -> bool:
+    """Whether the value after a credential's name can be the credential: 6+ characters and
+    not a word or words, a number, a version, a flag, a path, a URL, a digest, a UUID, a
+    reference to a variable or a mark of redaction."""
+    if len(value) < MINIMUM_REGISTERED or _harmless(value):
+        return False
+    if value.startswith(("-", "/", "./", "~", "$", REDACTED[:-1], MASK_PREFIX)) or "://" in value:
+        return False
+    return not any(pattern.fullmatch(value) for pattern in (_PLAIN_WORDS, _NUMBER, _DIGEST, _UUID))
 
 
 def name_words(name: str) -> list[str]:
@@ -294,16 +326,34 @@ def same_secret(left: Any, right: Any) -> bool:
 
 
 def register_secret(value: str | None) -> None:
-    """Redact `value` from everything from now on (a credential a provider read)."""
+    """Redact `value`, in every encoding, from everything from now on (a credential a
+    provider read)."""
     if value and len(value) >= MINIMUM_REGISTERED:
         with _registered_lock:
             _registered.add(value)
 
 
+def register_credential(username: str | None, password: str | None) -> None:
+    """Redact `password` and the `username:password` pair a Basic credential encodes (so
+    its base64 and hex without the `Basic` keyword too) from everything from now on. The
+    user name alone is no secret and stays readable."""
+    register_secret(password)
+    if password and len(password) >= MINIMUM_REGISTERED:
+        with _registered_lock:
+            _credentials.add((username or "", password))
+
+
 def forget_secrets() -> None:
-    """Forget registered values (tests)."""
+    """Forget registered values and credentials (tests)."""
     with _registered_lock:
         _registered.clear()
+        _credentials.clear()
+
+
+def known_credentials() -> frozenset[tuple[str, str]]:
+    """The (user name, password) pairs providers registered."""
+    with _registered_lock:
+        return frozenset(_credentials)
 
 
 def credential_variable(name: str) -> bool:
@@ -336,33 +386,43 @@ def _userinfo(match: re.Match[str]) -> str:
 
 def _scheme_token(match: re.Match[str]) -> str:
     scheme, space, token = match.groups()
-    if scheme.lower() == "basic" and not _is_basic_pair(token):
+    if not _scheme_credential(scheme, token):
         return match.group(0)
     return f"{scheme}{space}{REDACTED}"
 
 
 def _pair(match: re.Match[str]) -> str:
-    value = match.group(2)
-    if _harmless(value) or value.startswith((REDACTED[:-1], MASK_PREFIX)) or value.isdigit():
-        return match.group(0)
-    return match.group(1) + REDACTED
+    return match.group(1) + REDACTED if credential_like(match.group(2)) else match.group(0)
+
+
+def _authorization(match: re.Match[str]) -> str:
+    """An Authorization value: the parameters of Digest and AWS4, the token after Bearer,
+    Basic or Negotiate; after `token` (GitHub's scheme) or no scheme, a token not a word."""
+    name, parameters, scheme, token, alone = match.groups()
+    if parameters:
+        return name + parameters + REDACTED
+    if scheme and (scheme.split()[0].lower() != "token" or credential_like(token)):
+        return name + scheme + REDACTED
+    return name + REDACTED if alone and credential_like(alone) else match.group(0)
 
 
 class Redactor:
-    """`redact` with the literal secrets fixed once: for redacting many strings in a row."""
+    """`redact` with the known secrets fixed once: for redacting many strings in a row.
+    Without arguments the secrets and credentials are those the process knows now."""
 
-    def __init__(self, secrets: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        secrets: list[str] | None = None,
+        credentials: Iterable[tuple[str, str]] | None = None,
+    ) -> None:
         self.secrets = known_secrets() if secrets is None else secrets
+        pairs = known_credentials() if credentials is None else frozenset(credentials)
+        self.known = known_values(tuple(self.secrets), pairs)
 
     def __call__(self, text: str) -> str:
         if not text:
             return text
-        for secret in self.secrets:
-            escaped = json.dumps(secret)[1:-1]  # as it appears inside JSON text
-            if escaped != secret and escaped in text:
-                text = text.replace(escaped, REDACTED)
-            if secret in text:
-                text = text.replace(secret, REDACTED)
+        text = self.known.replace(text, REDACTED)
         if "-----BEGIN" in text:
             text = _PRIVATE_KEY.sub(REDACTED, text)
         lowered = text.lower()
@@ -386,10 +446,10 @@ class Redactor:
 
 def _line_patterns(text: str) -> str:
     """The patterns that match within a line (all but private key blocks)."""
-    text = _AUTHORIZATION.sub(lambda m: m.group(1) + REDACTED, text)
+    text = _AUTHORIZATION.sub(_authorization, text)
     text = _SCHEME_TOKEN.sub(_scheme_token, text)
     text = _URL_USERINFO.sub(_userinfo, text)
-    text = _AWS_SECRET.sub(lambda m: m.group(1) + REDACTED, text)
+    text = _AWS_SECRET.sub(_pair, text)
     text = _PAIR.sub(_pair, text)
     text = _AWS_KEY_ID.sub(REDACTED, text)
     text = _KNOWN_TOKEN.sub(REDACTED, text)
