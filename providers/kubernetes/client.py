@@ -28,7 +28,7 @@ from trainform.providers.errors import (
     TransientProviderError,
 )
 from trainform.providers.kubernetes.kinds import BY_KIND, MINIMUM_KUEUE, ApiKind
-from trainform.specs.secrets import redact, register_secret
+from trainform.specs.secrets import redact, register_credential, register_secret
 
 TIMEOUT = 30.0
 
@@ -60,12 +60,16 @@ def make_api_client(kubeconfig: str, context: str, spec_root: Path | None = None
 
 
 def _registered(api_client: Any) -> Any:
-    """Register the credentials a kubeconfig gave (token, password) for redaction."""
+    """Register the credentials a kubeconfig gave (token, user name and password) for
+    redaction, so a server's echo of them is redacted in any encoding."""
     configuration = getattr(api_client, "configuration", None)
     for value in (getattr(configuration, "api_key", None) or {}).values():
         if isinstance(value, str):
             register_secret(value.split(" ", 1)[-1])  # "Bearer <token>" or the token alone
-    register_secret(getattr(configuration, "password", None) or None)
+    register_credential(
+        getattr(configuration, "username", None) or None,
+        getattr(configuration, "password", None) or None,
+    )
     return api_client
 
 

@@ -1,9 +1,10 @@
 """An S3 client built from an `objectstore` connection, and S3 errors as provider errors.
 
 Credentials never come from specs or state: boto3's own chain reads them (environment,
-shared files, a named `profile`, instance metadata). A read that fails is an error, never
-"missing": only a 404 for the very object asked about means absent, and callers decide that
-themselves from `is_not_found`.
+shared files, a named `profile`, instance metadata), and the client registers what it read
+(`register_credential`) so an endpoint's echo of the secret key is redacted in any encoding.
+A read that fails is an error, never "missing": only a 404 for the very object asked about
+means absent, and callers decide that themselves from `is_not_found`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from trainform.providers.errors import (
     ProviderError,
     TransientProviderError,
 )
+from trainform.specs.secrets import register_credential, register_secret
 
 NOT_FOUND_CODES = {"404", "NoSuchKey", "NoSuchBucket", "NotFound", "NoSuchVersion"}
 PRECONDITION_CODES = {"412", "PreconditionFailed", "ConditionalRequestConflict"}
@@ -74,11 +76,29 @@ def make_client(
     )
     try:
         session = boto3.session.Session(profile_name=profile, region_name=region)
-        return session.client("s3", endpoint_url=endpoint, config=config)
+        client = session.client("s3", endpoint_url=endpoint, config=config)
+        _register_credentials(session)
+        return client
     except ProfileNotFound:
         raise ProviderConfigError(f"credentials profile `{profile}` is not configured") from None
     except BotoCoreError as exc:
         raise ProviderConfigError(f"cannot create an S3 client: {exc}") from None
+
+
+def _register_credentials(session: Any) -> None:
+    """Register the keys the session resolved (creating the client resolved them: no new
+    lookup) for redaction: the secret key with its access key id, and a session token."""
+    from botocore.exceptions import BotoCoreError
+
+    try:
+        credentials = session.get_credentials()
+        frozen = credentials.get_frozen_credentials() if credentials is not None else None
+    except BotoCoreError:  # a refresh that fails fails the first request, in its own words
+        return
+    if frozen is None:
+        return
+    register_credential(frozen.access_key, frozen.secret_key)
+    register_secret(frozen.token)
 
 
 def _setting(connection: Any, name: str) -> str:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainform.providers.errors import PermanentProviderError, ProviderConfigError
-from trainform.specs.secrets import register_secret
+from trainform.specs.secrets import register_credential, register_secret
 
 TOKEN_MARGIN_SECONDS = 10.0
 DEFAULT_TOKEN_LIFETIME = 60.0
@@ -29,6 +29,10 @@ _PARAMETER = re.compile(r'(\w+)\s*=\s*(?:"([^"]*)"|([^\s,]+))')
 class Credentials:
     username: str
     password: str = field(repr=False)
+
+    def __post_init__(self) -> None:
+        # a server or token service that echoes them, in any encoding, gets redacted
+        register_credential(self.username, self.password)
 
     def __repr__(self) -> str:
         return f"Credentials(username={self.username!r}, password=<hidden>)"
@@ -50,8 +54,6 @@ def credentials_from_env(username_env: str | None, password_env: str | None) -> 
         )
     username = os.environ[username_env] if username_env else ""
     password = os.environ[password_env] if password_env else ""
-    for value in (password, username):
-        register_secret(value)  # a server that echoes them gets redacted
     return Credentials(username, password)
 
 
