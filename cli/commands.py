@@ -26,7 +26,7 @@ from trainform.cli.render.diagnostics import render_diagnostics_json, render_dia
 from trainform.cli.render.style import use_color
 from trainform.cli.render.words import plural
 from trainform.planner.errors import PlannerError
-from trainform.planner.signals import exit_code_for
+from trainform.planner.signals import exit_code_for, release_held
 from trainform.planner.signals import install as install_signal_handlers
 from trainform.providers.errors import ProviderError
 from trainform.specs import Diagnostic, Severity, SpecError, SpecSet, SpecUsageError, load_specs
@@ -250,6 +250,8 @@ def run(argv: list[str] | None = None) -> int:
             err=True,
         )
         return EXIT_ERROR
+    finally:
+        release_held()  # a lock still taken on a way out nobody foresaw
     return EXIT_OK
 
 

@@ -144,6 +144,23 @@ def _accept_state(context: click.Context, parameter: click.Parameter, value: boo
         AcceptRequest.reason = f"--accept-state on `trainform {context.info_name}`"
 
 
+def _plan_holding_lock(
+    workspace: Workspace, options: PlanOptions, operation: str
+) -> tuple[Plan, LockInfo]:
+    """Plan under the lock and keep it for the apply that follows: no other run can change
+    state between the plan shown and its apply (a run waiting with --lock-timeout waits for
+    both)."""
+    info = workspace.backend.lock(operation)
+    try:
+        return (
+            make_plan(workspace.specs, workspace.backend.read(), workspace.providers, options),
+            info,
+        )
+    except BaseException:
+        workspace.backend.unlock(info)
+        raise
+
+
 def _locked_plan(
     workspace: Workspace, options: PlanOptions, operation: str, take_lock: bool = True
 ) -> Plan:
@@ -311,10 +328,11 @@ def _run_apply(
     parallelism: int,
     location: str,
     audit: AuditContext,
+    held: LockInfo | None = None,
 ) -> None:
     from trainform.planner.apply import apply_plan
 
-    info = backend.lock(audit.operation)
+    info = held or backend.lock(audit.operation)
     before = (plan_to_apply.lineage, plan_to_apply.serial)
     try:
         with graceful_stop(lambda: backend.unlock(info)) as stop:
@@ -492,20 +510,26 @@ def apply(
         _apply_saved(target, inputs, parallelism)
         return
     workspace = open_or_exit(target, inputs, "text")
-    fresh = _locked_plan(
+    fresh, info = _plan_holding_lock(
         workspace,
         _plan_options(workspace, refresh, targets, False, allow_mass_delete, locked, replace),
-        "plan",
+        "apply",
     )
-    report, rendered = checked_and_rendered(
-        workspace, fresh, policies_path, lambda: render_plan_text(fresh, use_color())
+    try:
+        report, rendered = checked_and_rendered(
+            workspace, fresh, policies_path, lambda: render_plan_text(fresh, use_color())
+        )
+        rendered = render_plan_with_policies(rendered, fresh, report.to_json(), "text")
+        click.echo(rendered, nl=False, color=use_color())
+        if report.denied:
+            workspace.providers.close()
+            exit_if_denied(report)
+    except BaseException:
+        workspace.backend.unlock(info)
+        raise
+    _confirm_and_apply(
+        workspace, fresh, "apply", "apply these changes", auto_approve, parallelism, info
     )
-    rendered = render_plan_with_policies(rendered, fresh, report.to_json(), "text")
-    click.echo(rendered, nl=False, color=use_color())
-    if report.denied:
-        workspace.providers.close()
-        exit_if_denied(report)
-    _confirm_and_apply(workspace, fresh, "apply", "apply these changes", auto_approve, parallelism)
 
 
 @click.command()
@@ -525,10 +549,16 @@ def destroy(
 ) -> None:
     """Delete everything trainform manages for SPEC_DIR (data is kept unless asked)."""
     workspace = open_or_exit(spec_dir, inputs, "text")
-    doomed = _locked_plan(workspace, _plan_options(workspace, True, (), True, True), "plan")
-    click.echo(render_plan_text(doomed, use_color()), nl=False, color=use_color())
+    doomed, info = _plan_holding_lock(
+        workspace, _plan_options(workspace, True, (), True, True), "destroy"
+    )
+    try:
+        click.echo(render_plan_text(doomed, use_color()), nl=False, color=use_color())
+    except BaseException:
+        workspace.backend.unlock(info)
+        raise
     _confirm_and_apply(
-        workspace, doomed, "destroy", "destroy these resources", auto_approve, parallelism
+        workspace, doomed, "destroy", "destroy these resources", auto_approve, parallelism, info
     )
 
 
@@ -539,17 +569,25 @@ def _confirm_and_apply(
     verb: str,
     auto_approve: bool,
     parallelism: int,
+    info: LockInfo,
 ) -> None:
-    """Apply a plan just made from the spec folder, once confirmed; nothing when it has no
-    changes."""
+    """Apply a plan just made from the spec folder under the lock `info`, once confirmed;
+    nothing when it has no changes. The lock is released either way."""
     if not plan.has_changes:
+        workspace.backend.unlock(info)
         workspace.providers.close()
         return
-    _confirm(auto_approve, verb)
+    try:
+        _confirm(auto_approve, verb)
+    except BaseException:
+        workspace.backend.unlock(info)
+        raise
     audit = AuditContext(
         operation, workspace.root, workspace.specs.environment, digest(plan.to_json())
     )
-    _run_apply(plan, workspace.backend, workspace.providers, parallelism, "the plan", audit)
+    _run_apply(
+        plan, workspace.backend, workspace.providers, parallelism, "the plan", audit, info
+    )
 
 
 @click.command()

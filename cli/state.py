@@ -156,11 +156,16 @@ def state_audit(start: str | None, output_format: str, spec_dir: str) -> None:
 
 @click.command("force-unlock")
 @click.argument("lock_id")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Also when the holder still runs on this host (its next state write then fails).",
+)
 @spec_dir_argument
-def force_unlock(lock_id: str, spec_dir: str) -> None:
+def force_unlock(lock_id: str, force: bool, spec_dir: str) -> None:
     """Release a state lock left by a process that is gone."""
     backend = _backend(spec_dir)
-    held = backend.force_unlock(lock_id)
+    held = backend.force_unlock(lock_id, force=force)
     backend.append_audit(audit_record("force-unlock", lock=held.to_json()))
     click.echo(
         f"Released lock {held.id} held by {held.holder}@{held.host} pid {held.pid} "

@@ -4,6 +4,13 @@ A backend reads the state (replaying its journal), records journal entries durab
 a time, compacts the journal into the state document atomically, and holds an exclusive
 lock that names its holder. `record` must be durable when it returns: apply calls it
 before and after every mutating provider call.
+
+Locks are fenced: every lock has a token (the lock file's identity, or the lock object's
+version on S3), and every state write first proves the lock it was taken under is still
+the one in place. A holder whose lock was force-unlocked (and maybe
+taken by another run) fails its next write with `LockLostError` and stops; it never
+overwrites what the newer holder wrote. From the moment a lock exists until it is
+released it is `held` with planner.signals, so no signal, however timed, leaves it behind.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from trainform.planner import signals
 from trainform.planner.backends.drift_runs import DriftRuns
 from trainform.planner.backends.identity import Identity
 from trainform.planner.state import State, StateError
@@ -49,6 +57,20 @@ class LockInfo:
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def from_json(cls, data: Any) -> LockInfo:
+        """A lock record as written; an unreadable one is held by `unknown`."""
+        try:
+            return cls(**data)
+        except TypeError:
+            return cls("unknown", "unknown", "unknown", 0, "unknown", "unknown")
+
+    def describe(self) -> str:
+        return (
+            f"{self.holder}@{self.host} pid {self.pid} for `{self.operation}` since "
+            f"{self.time} (lock id {self.id})"
+        )
+
     def process_alive(self) -> bool | None:
         """Whether the holding process still runs; None when it is on another host."""
         if self.host != socket.gethostname():
@@ -71,6 +93,31 @@ class StateLockedError(StateError):
             f"cannot lock state: held by {info.holder}@{info.host} pid {info.pid}{liveness} "
             f"for `{info.operation}` since {info.time} (lock id {info.id}). Wait for it to "
             f"finish, or if it is gone run `trainform force-unlock {info.id}`"
+        )
+
+
+class LockLostError(StateError):
+    """This run's lock was released or taken over by another: it must write nothing more."""
+
+    def __init__(self, location: str, ours: LockInfo, now: LockInfo | None) -> None:
+        self.ours = ours
+        self.now = now
+        held = f"it is now held by {now.describe()}" if now else "the state is not locked now"
+        super().__init__(
+            f"cannot write state {location}: this run's lock {ours.id} was force-unlocked "
+            f"and {held}. This run stops and writes nothing more; every change it finished "
+            "is in its journal or the newer state. Run `trainform plan` once the other run "
+            "is done"
+        )
+
+
+def refuse_live_holder(held: LockInfo, lock_id: str, force: bool) -> None:
+    """force-unlock of a process still running on this host needs `--force`."""
+    if held.process_alive() is True and not force:
+        raise StateError(
+            f"cannot force-unlock {lock_id}: its holder {held.describe()} is still running "
+            "on this host. Stop that process, or pass --force to take the lock away from it "
+            "(its next state write then fails and it stops)"
         )
 
 
@@ -102,7 +149,10 @@ class StateBackend(ABC):
         pause = 0.1
         while True:
             try:
-                return self.take_lock(operation)
+                with signals.deferred():
+                    info = self.take_lock(operation)
+                    self.hold_until_released(info)
+                return info
             except StateLockedError:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -114,12 +164,24 @@ class StateBackend(ABC):
     def take_lock(self, operation: str) -> LockInfo:
         """Take the exclusive lock at once or raise StateLockedError naming the holder."""
 
-    @abstractmethod
-    def unlock(self, info: LockInfo) -> None: ...
+    def hold_until_released(self, info: LockInfo) -> None:
+        signals.hold(f"{self.location} {info.id}", lambda: self.release_lock(info))
+
+    def unlock(self, info: LockInfo) -> None:
+        """Release the lock `info` if it is still ours (and never anybody else's)."""
+        with signals.deferred():
+            try:
+                self.release_lock(info)
+            finally:
+                signals.let_go(f"{self.location} {info.id}")
 
     @abstractmethod
-    def force_unlock(self, lock_id: str) -> LockInfo:
-        """Remove the lock if its id is `lock_id`; returns what was removed."""
+    def release_lock(self, info: LockInfo) -> None: ...
+
+    @abstractmethod
+    def force_unlock(self, lock_id: str, force: bool = False) -> LockInfo:
+        """Remove the lock if its id is `lock_id` (a live holder on this host only with
+        `force`, see refuse_live_holder); returns what was removed."""
 
     @abstractmethod
     def append_audit(self, record: dict[str, Any]) -> None:

@@ -11,6 +11,11 @@ rename and truncation) is already contained in the document and is discarded.
 `state.json.identity` records the lineage and serial last written (planner.backends.identity):
 a document of another lineage, one that went backwards, or a missing one while backups or
 a journal exist is refused on read.
+
+The lock is `state.json.lock`, created exclusively; its fencing token is the lock file
+itself (its id, inode and change time). Before every write (journal entry, compaction,
+restore) the holder checks that the lock file is still the one it created; a lock that was
+force-unlocked (and perhaps taken by another run) fails the write with LockLostError.
 """
 
 from __future__ import annotations
@@ -21,7 +26,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trainform.planner.backends.base import LockInfo, StateBackend, StateLockedError
+from trainform.planner.backends.base import (
+    LockInfo,
+    LockLostError,
+    StateBackend,
+    StateLockedError,
+    refuse_live_holder,
+)
 from trainform.planner.backends.drift_runs import DriftRuns, FolderDriftRuns
 from trainform.planner.backends.identity import (
     AcceptRequest,
@@ -47,6 +58,7 @@ class LocalBackend(StateBackend):
         self.location = str(self.path)
         self.journal_path = self.path.with_name(self.path.name + ".journal")
         self.lock_path = self.path.with_name(self.path.name + ".lock")
+        self._lock_file: tuple[int, int] | None = None  # (inode, ctime) of the lock we made
         self.identity_path = self.path.with_name(self.path.name + ".identity")
         self.audit_path = self.path.with_name(self.path.name + ".audit.jsonl")
         self.accept_state = False
@@ -171,6 +183,7 @@ class LocalBackend(StateBackend):
                 f"(backups kept: {known})"
             )
         restored = State.from_json(json.loads(source.read_bytes()), str(source))
+        self.check_fence()
         kept = None
         if self.path.exists():
             kept = self.path.with_name(
@@ -235,7 +248,23 @@ class LocalBackend(StateBackend):
             self._journal = handle
         return self._journal
 
+    def check_fence(self) -> None:
+        """Raise LockLostError when the lock this instance holds is no longer in place."""
+        if self._held is None:
+            return
+        try:
+            status = os.stat(self.lock_path)
+        except FileNotFoundError:
+            raise LockLostError(self.location, self._held, None) from None
+        if (status.st_ino, status.st_ctime_ns) == self._lock_file:
+            return
+        now = self._read_lock()
+        if now is None or now.id != self._held.id:
+            raise LockLostError(self.location, self._held, now)
+        self._lock_file = (status.st_ino, status.st_ctime_ns)
+
     def record(self, state: State, entry: dict[str, Any]) -> None:
+        self.check_fence()
         handle = self._open_journal(state)
         handle.write(canonical_json(entry).encode("utf-8") + b"\n")
         handle.flush()
@@ -274,6 +303,11 @@ class LocalBackend(StateBackend):
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
+        try:
+            self.check_fence()
+        except LockLostError:
+            temporary.unlink(missing_ok=True)
+            raise
         if not self._rotated:
             self._rotate_backups()  # once per operation: keep the state it started from
             self._rotated = True
@@ -320,10 +354,10 @@ class LocalBackend(StateBackend):
 
     def _read_lock(self) -> LockInfo | None:
         try:
-            return LockInfo(**json.loads(self.lock_path.read_text()))
+            return LockInfo.from_json(json.loads(self.lock_path.read_text()))
         except FileNotFoundError:
             return None
-        except (json.JSONDecodeError, TypeError, UnicodeDecodeError):
+        except (json.JSONDecodeError, UnicodeDecodeError):
             return LockInfo("unknown", "unknown", "unknown", 0, "unknown", "unknown")
 
     def take_lock(self, operation: str) -> LockInfo:
@@ -336,11 +370,16 @@ class LocalBackend(StateBackend):
             if held is None:
                 return self.take_lock(operation)
             raise StateLockedError(held) from None
-        with os.fdopen(fd, "w") as handle:
-            handle.write(json.dumps(info.to_json()))
-            handle.flush()
-            os.fsync(handle.fileno())
-        self._held = info
+        try:
+            with os.fdopen(fd, "w") as handle:
+                handle.write(json.dumps(info.to_json()))
+                handle.flush()
+                os.fsync(handle.fileno())
+        except OSError as exc:
+            self.lock_path.unlink(missing_ok=True)
+            raise StateError(f"cannot lock state {self.path}: {exc.strerror}") from None
+        status = os.stat(self.lock_path)
+        self._held, self._lock_file = info, (status.st_ino, status.st_ctime_ns)
         return info
 
     def close(self) -> None:
@@ -349,9 +388,9 @@ class LocalBackend(StateBackend):
             self._journal.close()
             self._journal = None
 
-    def unlock(self, info: LockInfo) -> None:
+    def release_lock(self, info: LockInfo) -> None:
         self._rotated = False
-        self._held = None
+        self._held, self._lock_file = None, None
         held = self._read_lock()
         if held is not None and held.id == info.id:
             self.lock_path.unlink(missing_ok=True)
@@ -359,7 +398,7 @@ class LocalBackend(StateBackend):
             self._journal.close()
             self._journal = None
 
-    def force_unlock(self, lock_id: str) -> LockInfo:
+    def force_unlock(self, lock_id: str, force: bool = False) -> LockInfo:
         held = self._read_lock()
         if held is None:
             raise StateError(f"cannot force-unlock {lock_id}: the state is not locked")
@@ -368,5 +407,6 @@ class LocalBackend(StateBackend):
                 f"cannot force-unlock {lock_id}: the lock is held under id {held.id} "
                 f"by {held.holder}@{held.host}"
             )
+        refuse_live_holder(held, lock_id, force)
         self.lock_path.unlink(missing_ok=True)
         return held

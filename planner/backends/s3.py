@@ -21,7 +21,12 @@ Invariants:
   deleted at the next compaction. Compaction writes the document first, then deletes the
   journal's object versions (a crash in between is harmless).
 - The lock is taken with If-None-Match: * and released by deleting exactly the version this
-  instance wrote, so a release can never remove somebody else's lock.
+  instance wrote, so a release can never remove somebody else's lock. A lock PUT whose
+  response was lost meets its own object on the retry (or on the look after a timeout):
+  that lock is ours, never "held by" ourselves.
+- Fencing: the lock object's version is the token. Every journal entry and document write
+  first reads the lock object and proceeds only if it is still the version this instance
+  wrote; otherwise LockLostError, and the document's If-Match refuses a late write anyway.
 - Before its first lock or write an instance proves the bucket is versioned and the endpoint
   enforces conditional writes (planner.backends.s3_objects); otherwise it refuses to run.
 - A failed read (endpoint down, access denied, 5xx, missing bucket) is an error, never "no
@@ -36,7 +41,13 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from trainform.planner.backends.base import LockInfo, StateBackend, StateLockedError
+from trainform.planner.backends.base import (
+    LockInfo,
+    LockLostError,
+    StateBackend,
+    StateLockedError,
+    refuse_live_holder,
+)
 from trainform.planner.backends.drift_runs import DriftRuns, PrefixDriftRuns
 from trainform.planner.backends.identity import (
     AcceptRequest,
@@ -272,8 +283,22 @@ class S3Backend(StateBackend):
 
     # writing -----------------------------------------------------------------------------
 
+    def check_fence(self) -> None:
+        """Raise LockLostError when a lock this instance holds is no longer in place."""
+        if not self._locks:
+            return
+        lock_id, ours = next(iter(self._locks.items()))
+        held = self._read_lock()
+        if held is None or held[1].version_id != ours.version_id:
+            mine = LockInfo(lock_id, "this run", "", 0, "", "")
+            raise LockLostError(self.location, mine, held[0] if held else None)
+
     def record(self, state: State, entry: dict[str, Any]) -> None:
         self._check_endpoint()
+        try:
+            self.check_fence()
+        except S3StateError as exc:
+            raise self._while_locked(exc) from None
         if self._journal is None:
             if self._unfolded:
                 self.compact(state)  # fold a crashed run's entries in before starting anew
@@ -315,6 +340,10 @@ class S3Backend(StateBackend):
                 self._stale = garbage
 
     def _write_document(self, state: State) -> None:
+        try:
+            self.check_fence()
+        except S3StateError as exc:
+            raise self._while_locked(exc) from None
         body = json.dumps(state.to_json(), separators=(",", ":")).encode("utf-8") + b"\n"
         condition = {"IfMatch": self._etag} if self._etag else {"IfNoneMatch": "*"}
         try:
@@ -398,31 +427,46 @@ class S3Backend(StateBackend):
             return None
         raw, version = found
         try:
-            return LockInfo(**json.loads(raw)), version
-        except (json.JSONDecodeError, TypeError, UnicodeDecodeError):
+            return LockInfo.from_json(json.loads(raw)), version
+        except (json.JSONDecodeError, UnicodeDecodeError):
             return LockInfo("unknown", "unknown", "unknown", 0, "unknown", "unknown"), version
+
+    def _put_lock(self, body: bytes) -> Version | None:
+        """Write the lock object if absent; its version, or None when another holds it.
+
+        A lost response (the client retried and met its own write, or gave up) leaves
+        our lock in place: the object then holds exactly `body`, and it is ours."""
+        doing = f"cannot lock state {self.location}"
+        try:
+            return self.bucket.put(self.lock_key, body, doing, IfNoneMatch="*")
+        except PreconditionFailed:
+            found = self.bucket.get(self.lock_key, doing)
+        except S3StateError:
+            found = self.bucket.get(self.lock_key, doing)
+            if found is None or found[0] != body:
+                raise
+        if found is not None and found[0] == body:
+            return found[1]
+        return None
 
     def take_lock(self, operation: str) -> LockInfo:
         self._check_endpoint()
         info = LockInfo.create(operation)
         body = json.dumps(info.to_json()).encode("utf-8")
         for _ in range(5):
-            try:
-                written = self.bucket.put(
-                    self.lock_key, body, f"cannot lock state {self.location}", IfNoneMatch="*"
-                )
-            except PreconditionFailed:
+            written = self._put_lock(body)
+            if written is None:
                 held = self._read_lock()
                 if held is None:
                     continue  # released between our write and our read: try again
-                raise StateLockedError(held[0]) from None
+                raise StateLockedError(held[0])
             self._locks[info.id] = written
             return info
         raise S3StateError(
             f"cannot lock state {self.location}: the lock object keeps being taken and released"
         )
 
-    def unlock(self, info: LockInfo) -> None:
+    def release_lock(self, info: LockInfo) -> None:
         version = self._locks.pop(info.id, None)
         if version is None:
             held = self._read_lock()
@@ -449,7 +493,7 @@ class S3Backend(StateBackend):
             return False
         return True
 
-    def force_unlock(self, lock_id: str) -> LockInfo:
+    def force_unlock(self, lock_id: str, force: bool = False) -> LockInfo:
         self._check_endpoint()
         held = self._read_lock()
         if held is None:
@@ -460,6 +504,7 @@ class S3Backend(StateBackend):
                 f"cannot force-unlock {lock_id}: the lock is held under id {info.id} "
                 f"by {info.holder}@{info.host}"
             )
+        refuse_live_holder(info, lock_id, force)
         if not self._remove_lock(version, f"cannot force-unlock state {self.location}"):
             raise S3StateError(f"cannot force-unlock {lock_id}: the lock changed meanwhile")
         return info

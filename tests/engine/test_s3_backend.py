@@ -254,9 +254,11 @@ def test_force_unlock_needs_the_lock_id(s3_env: S3Server, bucket: str) -> None:
     rescuer = open_backend(s3_env, bucket)
     with pytest.raises(S3StateError, match=f"held under id {info.id}"):
         rescuer.force_unlock("not-the-id")
-    assert rescuer.force_unlock(info.id) == info
+    with pytest.raises(StateError, match="is still running on this host"):
+        rescuer.force_unlock(info.id)  # the holder is this very process
+    assert rescuer.force_unlock(info.id, force=True) == info
     with pytest.raises(S3StateError, match="not locked"):
-        rescuer.force_unlock(info.id)
+        rescuer.force_unlock(info.id, force=True)
 
     # The old holder's late unlock must not release the lock somebody took since.
     taken = rescuer.lock("apply")
@@ -509,7 +511,10 @@ def test_force_unlock_from_the_command_line(s3_env: S3Server, bucket: str, tmp_p
     info = open_backend(s3_env, bucket).lock("apply")
     wrong = run_trainform("force-unlock", "not-the-id", ".", cwd=folder)
     assert wrong.returncode == 1 and f"held under id {info.id}" in wrong.stderr
-    released = run_trainform("force-unlock", info.id, ".", cwd=folder)
+    refused = run_trainform("force-unlock", info.id, ".", cwd=folder)
+    assert refused.returncode == 1 and f"pid {info.pid}" in refused.stderr
+    assert "is still running on this host" in refused.stderr and "--force" in refused.stderr
+    released = run_trainform("force-unlock", info.id, ".", "--force", cwd=folder)
     assert released.returncode == 0, released.stderr
     assert f"Released lock {info.id} held by {info.holder}@{info.host}" in released.stdout
     assert object_versions(s3_env, bucket, f"{KEY}.lock") == []

@@ -453,10 +453,14 @@ def test_force_unlock_with_the_wrong_id_fails_and_keeps_the_lock(path: Path) -> 
     assert backend.lock_path.exists()
 
 
-def test_force_unlock_with_the_right_id_removes_the_lock(path: Path) -> None:
-    held = LocalBackend(path).lock("apply")
+def test_force_unlock_of_a_live_holder_is_refused_unless_forced(path: Path) -> None:
+    held = LocalBackend(path).lock("apply")  # held by this process, which runs
 
-    removed = LocalBackend(path).force_unlock(held.id)
+    with pytest.raises(StateError, match=f"pid {held.pid} .* is still running on this host"):
+        LocalBackend(path).force_unlock(held.id)
+    assert LocalBackend(path).lock_path.exists()
+
+    removed = LocalBackend(path).force_unlock(held.id, force=True)
 
     assert removed == held
     assert LocalBackend(path).lock("plan").id != held.id

@@ -96,4 +96,4 @@ def test_an_outage_while_the_lock_is_held_names_the_lock_and_the_next_step(
     with pytest.raises(S3StateError, match=f"force-unlock {info.id}"):
         backend.unlock(info)
     proxy.mode = "forward"
-    backend_through(proxy, bucket).force_unlock(info.id)
+    backend_through(proxy, bucket).force_unlock(info.id, force=True)  # held by this process
