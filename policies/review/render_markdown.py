@@ -12,8 +12,9 @@ request that changes no queue policy and brings no finding gets one line.
 
 from __future__ import annotations
 
+from trainform.policies.review.cells import Section
 from trainform.policies.review.report import ReviewReport
-from trainform.policies.review.sections import Section, review_sections
+from trainform.policies.review.sections import review_sections
 from trainform.policies.review.summary import one_line, verdict
 from trainform.specs.secrets import redact
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from trainform.policies.review.cells import Section
 from trainform.policies.review.report import ReviewReport
-from trainform.policies.review.sections import Section, review_sections
+from trainform.policies.review.sections import review_sections
 from trainform.policies.review.summary import verdict
 
 

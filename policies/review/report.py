@@ -39,6 +39,7 @@ from trainform.policies.review.trace_names import match_trace_names, parse_mappi
 
 if TYPE_CHECKING:
     from trainform.policies.findings import PolicyFinding
+    from trainform.policies.trusted import TrustedPolicies
     from trainform.specs import SpecSet
 
 FORMAT_VERSION = 1
@@ -157,83 +158,101 @@ def _changed_files(changes: Sequence[SemanticChange], base: SpecSet, head: SpecS
 
 def make_review(request: ReviewRequest) -> ReviewReport:
     """Review the change from `request.base` to `request.head` (None: the working tree)."""
+    base_side = open_side("base", request.spec_dir, request.base)
+    try:
+        head_side = open_side("head", request.spec_dir, request.head)
+        try:
+            return _review_sides(request, base_side, head_side)
+        finally:
+            head_side.close()
+    finally:
+        base_side.close()
+
+
+def _review_sides(request: ReviewRequest, base_side: SpecSide, head_side: SpecSide) -> ReviewReport:
+    """The review of two opened sides: their specs, diff, findings, approvals, simulation."""
     from trainform.policies.engine import evaluate_policies
-    from trainform.policies.trusted import PolicyConfigError, load_trusted
 
     inputs = {
         "environment": request.environment,
         "variables": request.variables,
         "var_files": request.var_files,
     }
-    base_side = open_side("base", request.spec_dir, request.base)
+    base_specs = load_side(base_side, **inputs)  # type: ignore[arg-type]
+    head_specs = load_side(head_side, **inputs)  # type: ignore[arg-type]
+    changes = diff_queue_policy(base_specs, head_specs, base_side.relabel, head_side.relabel)
+    trusted = _trusted_policies(request, base_specs, base_side)
+    policy_report = evaluate_policies(head_specs, None, trusted, before=base_specs)
+    findings = _relabel_findings(head_side, policy_report.findings)
+    base_report = evaluate_policies(base_specs, None, trusted)
+    base_findings = _relabel_findings(base_side, base_report.findings)
+    approvals = approvals_needed(
+        _changed_files(changes, base_specs, head_specs),
+        base_specs,
+        trusted.parameters_of("project-isolation"),
+        trusted.code_owners,
+    )
+    simulation = _simulate_trace(request, base_specs, head_specs)
+    source = (
+        str(request.policies)
+        if request.policies
+        else f"trainform.yaml of the base, {base_side.label}"
+    )
+    return ReviewReport(
+        base=base_side.label,
+        head=head_side.label,
+        spec_dir=base_side.display,
+        changes=changes,
+        before=compute_capacity(base_specs),
+        after=compute_capacity(head_specs),
+        findings=findings,
+        policies_source=source,
+        simulation=simulation,
+        base_findings=base_findings,
+        approvals=approvals,
+    )
+
+
+def _trusted_policies(
+    request: ReviewRequest, base_specs: SpecSet, base_side: SpecSide
+) -> TrustedPolicies:
+    """Policies and their settings: the trusted path, else the base's trainform.yaml."""
+    from trainform.policies.trusted import PolicyConfigError, load_trusted
+
     try:
-        head_side = open_side("head", request.spec_dir, request.head)
-        try:
-            base_specs = load_side(base_side, **inputs)  # type: ignore[arg-type]
-            head_specs = load_side(head_side, **inputs)  # type: ignore[arg-type]
-            changes = diff_queue_policy(
-                base_specs, head_specs, base_side.relabel, head_side.relabel
-            )
-            # Policies and their settings: the trusted path, else the base's trainform.yaml.
-            try:
-                trusted = load_trusted(request.policies, base_specs.config, base_side.folder)
-            except PolicyConfigError as exc:
-                raise ReviewError(f"cannot read the trusted policies: {exc}") from None
-            policy_report = evaluate_policies(head_specs, None, trusted, before=base_specs)
-            findings = _relabel_findings(head_side, policy_report.findings)
-            base_report = evaluate_policies(base_specs, None, trusted)
-            base_findings = _relabel_findings(base_side, base_report.findings)
-            approvals = approvals_needed(
-                _changed_files(changes, base_specs, head_specs),
-                base_specs,
-                trusted.parameters_of("project-isolation"),
-                trusted.code_owners,
-            )
-            simulation = None
-            if request.trace is not None or request.trace_from is not None:
-                window = (
-                    AccountingWindow(request.trace_from, request.since, request.until)
-                    if request.trace_from
-                    else None
-                )
-                jobs = read_jobs(request.trace, window, base_specs.config)
-                trace = (
-                    str(request.trace)
-                    if request.trace
-                    else f"{request.trace_from} accounting {request.since} to {request.until}"
-                )
-                jobs = match_trace_names(
-                    jobs,
-                    base_specs,
-                    head_specs,
-                    trace,
-                    parse_mapping(request.queue_map, "--map-queue"),
-                    parse_mapping(request.project_map, "--map-project"),
-                )
-                scheduler = None
-                if window is not None:
-                    instance = slurm_instance(window.source, base_specs.config)
-                    scheduler = read_scheduler_settings(instance)
-                simulation = compare_simulations(base_specs, head_specs, jobs, trace, scheduler)
-            source = (
-                str(request.policies)
-                if request.policies
-                else f"trainform.yaml of the base, {base_side.label}"
-            )
-            return ReviewReport(
-                base=base_side.label,
-                head=head_side.label,
-                spec_dir=base_side.display,
-                changes=changes,
-                before=compute_capacity(base_specs),
-                after=compute_capacity(head_specs),
-                findings=findings,
-                policies_source=source,
-                simulation=simulation,
-                base_findings=base_findings,
-                approvals=approvals,
-            )
-        finally:
-            head_side.close()
-    finally:
-        base_side.close()
+        return load_trusted(request.policies, base_specs.config, base_side.folder)
+    except PolicyConfigError as exc:
+        raise ReviewError(f"cannot read the trusted policies: {exc}") from None
+
+
+def _simulate_trace(
+    request: ReviewRequest, base_specs: SpecSet, head_specs: SpecSet
+) -> SimulationComparison | None:
+    """The trace (a file, or a Slurm instance's accounting) simulated under both sides;
+    None without a trace."""
+    if request.trace is None and request.trace_from is None:
+        return None
+    window = (
+        AccountingWindow(request.trace_from, request.since, request.until)
+        if request.trace_from
+        else None
+    )
+    jobs = read_jobs(request.trace, window, base_specs.config)
+    trace = (
+        str(request.trace)
+        if request.trace
+        else f"{request.trace_from} accounting {request.since} to {request.until}"
+    )
+    jobs = match_trace_names(
+        jobs,
+        base_specs,
+        head_specs,
+        trace,
+        parse_mapping(request.queue_map, "--map-queue"),
+        parse_mapping(request.project_map, "--map-project"),
+    )
+    scheduler = None
+    if window is not None:
+        instance = slurm_instance(window.source, base_specs.config)
+        scheduler = read_scheduler_settings(instance)
+    return compare_simulations(base_specs, head_specs, jobs, trace, scheduler)

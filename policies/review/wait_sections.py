@@ -1,14 +1,14 @@
 """The simulation's sections of a review: waits per project and queue, what held jobs back,
 the actual waits of an accounting window beside the simulated base, totals, and the jobs
-never admitted. Called by sections.review_sections; cells are formatted as there.
+never admitted. Called by sections.review_sections; cells are formatted by cells.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from trainform.policies.review.cells import ARROW, Section, duration, duration_delta, pairs
 from trainform.policies.review.report import ReviewReport
-from trainform.policies.review.sections import ARROW, Section, duration, duration_delta, pairs
 from trainform.policies.review.simulation import WaitRow
 
 

@@ -6,11 +6,11 @@ import json
 from decimal import Decimal
 
 from trainform.policies.review.capacity import Capacity, ProjectFigures
+from trainform.policies.review.cells import duration, duration_delta
 from trainform.policies.review.render_json import render_review_json
 from trainform.policies.review.render_markdown import render_review_markdown
 from trainform.policies.review.render_text import render_review_text
 from trainform.policies.review.report import ReviewReport
-from trainform.policies.review.sections import duration, duration_delta
 from trainform.policies.review.semantic import ChangeAction, FieldChange, SemanticChange
 
 
