@@ -3,8 +3,9 @@
 For each address in the specs or in state: no-op, create, update in place, replace (a
 field that forces replacement changed), or delete. A refreshed plan compares against what
 providers report, so changes made by hand are corrected and vanished objects recreated.
-Every change carries its reasons. Changes are ordered so dependencies are created first
-and deleted last (see `order_changes`).
+Every change carries its reasons (a resource's change is decided in
+planner.resource_changes, a job's next step in planner.jobs). Changes are ordered so
+dependencies are created first and deleted last (see `order_changes`).
 """
 
 from __future__ import annotations
@@ -12,14 +13,13 @@ from __future__ import annotations
 import heapq
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 from trainform.planner.delete_guards import delete_guard_problems
 from trainform.planner.desired import DesiredItem, build_desired, spec_digest
-from trainform.planner.diff import FieldChange, diff_documents
 from trainform.planner.errors import PlannerError
 from trainform.planner.jobs import JobContext, plan_job
 from trainform.planner.lockfile import (
@@ -29,11 +29,11 @@ from trainform.planner.lockfile import (
     resolve_pins,
     stale_entries,
 )
-from trainform.planner.normalize import humanize
 from trainform.planner.orphans import orphan_findings
 from trainform.planner.plan_model import Action, Plan, PlanFinding, ResourceChange
 from trainform.planner.provider_checks import change_impacts, provider_problems
 from trainform.planner.refresh import Target, observe_all
+from trainform.planner.resource_changes import change_for, forced_replace
 from trainform.planner.session import ProviderSet, config_as_data
 from trainform.planner.state import ResourceState, State
 from trainform.providers.base import DesiredResource, KindSchema, Observation, ObserveRequest
@@ -91,6 +91,18 @@ def _with_dependencies(
     return selected
 
 
+@dataclass(slots=True)
+class PlanScope:
+    """The resources a plan covers, with the findings and problems met on the way."""
+
+    desired: dict[str, DesiredItem]
+    recorded: dict[str, ResourceState]
+    protected: dict[str, str]
+    """The spec location of each resource with lifecycle.preventDestroy, by address."""
+    findings: list[PlanFinding] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
 def make_plan(
     specs: SpecSet | None,
     state: State | None,
@@ -98,26 +110,57 @@ def make_plan(
     options: PlanOptions = PlanOptions(),  # noqa: B008 - frozen value
 ) -> Plan:
     """The plan that makes the platform match `specs` (or removes everything: destroy)."""
-    problems: list[str] = []
-    findings: list[PlanFinding] = []
+    scope = gather_resources(specs, state, providers, options)
+    observations: dict[tuple[str, str], Observation] = {}
+    if options.refresh:
+        targets = _observe_targets(scope.desired, scope.recorded, providers)
+        observations = observe_all(providers, targets)
+        scope.findings += _observation_findings(observations)
+    jobs = _job_context(specs, scope.desired, scope.recorded, providers, observations, options)
+    changes = diff_resources(scope, providers, observations, jobs, options)
+    check_changes(scope, changes, providers, options)
+    return order_plan(specs, state, providers, scope, changes, jobs, options)
+
+
+def gather_resources(
+    specs: SpecSet | None, state: State | None, providers: ProviderSet, options: PlanOptions
+) -> PlanScope:
+    """The desired and recorded resources the plan covers; PlanError for a bad request."""
     desired: dict[str, DesiredItem] = {} if specs is None else build_desired(specs)
     protected = {a: d.location for a, d in desired.items() if d.prevent_destroy}
     if options.locked and specs is not None and not options.destroy:
-        stale = stale_entries(options.lock, resolve_pins(desired, providers, specs.root))
-        if stale:
-            raise PlanError(
-                [f"--locked: {LOCK_FILE} is stale: {entry}" for entry in stale]
-                + [f"run `trainform lock` and commit {LOCK_FILE}"]
-            )
+        check_lock(desired, providers, specs, options.lock)
     if options.destroy:
         desired = {}
-    recorded = dict(state.resources) if state else {}
+    scope = PlanScope(desired, dict(state.resources) if state else {}, protected)
+    drop_unsupported(scope, providers)
+    if options.targets:
+        select_targets(scope, options.targets)
+    check_requests(scope, specs, providers, options.replace)
+    return scope
 
+
+def check_lock(
+    desired: dict[str, DesiredItem], providers: ProviderSet, specs: SpecSet, lock: LockFile | None
+) -> None:
+    """--locked: PlanError unless the lock file pins what the specs resolve to now."""
+    stale = stale_entries(lock, resolve_pins(desired, providers, specs.root))
+    if stale:
+        raise PlanError(
+            [f"--locked: {LOCK_FILE} is stale: {entry}" for entry in stale]
+            + [f"run `trainform lock` and commit {LOCK_FILE}"]
+        )
+
+
+def drop_unsupported(scope: PlanScope, providers: ProviderSet) -> None:
+    """Leave out (with a finding) the resources no provider of theirs reconciles."""
     unsupported = [
-        item for item in desired.values() if _schema(providers, item.providers, item.kind) is None
+        item
+        for item in scope.desired.values()
+        if _schema(providers, item.providers, item.kind) is None
     ]
     for item in unsupported:
-        findings.append(
+        scope.findings.append(
             PlanFinding(
                 item.address,
                 "not-reconciled",
@@ -126,35 +169,51 @@ def make_plan(
                 "resources in this release; it is validated but not applied",
             )
         )
-        del desired[item.address]
+        del scope.desired[item.address]
 
-    if options.targets:
-        unknown = [t for t in options.targets if t not in desired and t not in recorded]
-        if unknown:
-            raise PlanError([f"--target {t}: no such resource in specs or state" for t in unknown])
-        edges = {a: d.dependencies for a, d in desired.items()}
-        keep = _with_dependencies(options.targets, edges, set(desired))
-        keep |= {t for t in options.targets if t in recorded}
-        desired = {a: d for a, d in desired.items() if a in keep}
-        recorded = {a: r for a, r in recorded.items() if a in keep}
 
-    for address in options.replace:
+def select_targets(scope: PlanScope, targets: tuple[str, ...]) -> None:
+    """Keep only the --target resources and what they depend on."""
+    desired, recorded = scope.desired, scope.recorded
+    unknown = [t for t in targets if t not in desired and t not in recorded]
+    if unknown:
+        raise PlanError([f"--target {t}: no such resource in specs or state" for t in unknown])
+    edges = {a: d.dependencies for a, d in desired.items()}
+    keep = _with_dependencies(targets, edges, set(desired))
+    keep |= {t for t in targets if t in recorded}
+    scope.desired = {a: d for a, d in desired.items() if a in keep}
+    scope.recorded = {a: r for a, r in recorded.items() if a in keep}
+
+
+def check_requests(
+    scope: PlanScope, specs: SpecSet | None, providers: ProviderSet, replace: tuple[str, ...]
+) -> None:
+    """PlanError for a --replace of nothing, or what the providers refuse to plan."""
+    desired, recorded = scope.desired, scope.recorded
+    for address in replace:
         if address not in desired:
-            problems.append(f"--replace {address}: no such resource in the specs")
+            scope.problems.append(f"--replace {address}: no such resource in the specs")
         elif address not in recorded:
-            problems.append(f"--replace {address}: not created yet, so there is nothing to replace")
-    problems += provider_problems(
+            scope.problems.append(
+                f"--replace {address}: not created yet, so there is nothing to replace"
+            )
+    scope.problems += provider_problems(
         specs, desired, providers, lambda item: _desired_resource(item, recorded)
     )
-    if problems:
-        raise PlanError(problems)
+    if scope.problems:
+        raise PlanError(scope.problems)
 
-    observations: dict[tuple[str, str], Observation] = {}
-    if options.refresh:
-        observations = observe_all(providers, _observe_targets(desired, recorded, providers))
-        findings += _observation_findings(observations)
 
-    jobs = _job_context(specs, desired, recorded, providers, observations, options)
+def diff_resources(
+    scope: PlanScope,
+    providers: ProviderSet,
+    observations: dict[tuple[str, str], Observation],
+    jobs: JobContext | None,
+    options: PlanOptions,
+) -> list[ResourceChange]:
+    """One change for each address in the specs or in state, in address order."""
+    desired, recorded, protected = scope.desired, scope.recorded, scope.protected
+    findings = scope.findings
     changes = []
     for address in sorted(set(desired) | set(recorded)):
         item = desired.get(address)
@@ -167,45 +226,61 @@ def make_plan(
             change, job_findings = plan_job(item, previous, jobs, options.refresh)
             findings += job_findings
         else:
-            change = _change_for(
+            change = change_for(
                 address, item, previous, schema, seen, options.refresh, options.destroy
             )
             if item is not None and previous is not None and address in options.replace:
-                change = _forced_replace(change, item, previous, schema)
+                change = forced_replace(change, item, previous, schema)
             if item is not None and change.action is Action.UPDATE and options.refresh:
                 impacts = change_impacts(providers, names, _desired_resource(item, recorded), seen)
                 change.reasons.extend(impacts)
                 findings += [PlanFinding(address, "running-work", "warning", i) for i in impacts]
         if change.action in (Action.DELETE, Action.REPLACE) and address in protected:
-            problems.append(
+            scope.problems.append(
                 f"{address} ({protected[address]}): lifecycle.preventDestroy is set, "
                 f"but the plan would {change.action.value} it: " + "; ".join(change.reasons)
             )
         changes.append(change)
+    return changes
 
+
+def check_changes(
+    scope: PlanScope, changes: list[ResourceChange], providers: ProviderSet, options: PlanOptions
+) -> None:
+    """Orphans as findings; PlanError for a protected or too large delete."""
     if options.refresh and not options.destroy and not options.targets:
-        findings += orphan_findings(providers, desired, recorded)
-
+        scope.findings += orphan_findings(providers, scope.desired, scope.recorded)
     if not options.destroy and not options.allow_mass_delete:
-        problems += delete_guard_problems(
-            changes, recorded, options.mass_delete_share, options.mass_delete_minimum
+        scope.problems += delete_guard_problems(
+            changes, scope.recorded, options.mass_delete_share, options.mass_delete_minimum
         )
-    if problems:
-        raise PlanError(problems)
+    if scope.problems:
+        raise PlanError(scope.problems)
 
+
+def order_plan(
+    specs: SpecSet | None,
+    state: State | None,
+    providers: ProviderSet,
+    scope: PlanScope,
+    changes: list[ResourceChange],
+    jobs: JobContext | None,
+    options: PlanOptions,
+) -> Plan:
+    """The plan: its changes in apply order, its findings sorted, what it was made from."""
     config = config_as_data(providers.config)
     return Plan(
         tool_version=tool_version(),
         lineage=state.lineage if state else None,
         serial=state.serial if state else 0,
-        spec_digest=spec_digest(desired, config),
+        spec_digest=spec_digest(scope.desired, config),
         lock_digest=options.lock_digest,
         config=config,
         refresh=options.refresh,
         destroy=options.destroy,
         targets=list(options.targets),
         changes=order_changes(changes),
-        findings=sorted(findings, key=lambda f: (f.address, f.kind, f.message)),
+        findings=sorted(scope.findings, key=lambda f: (f.address, f.kind, f.message)),
         environment=specs.environment if specs else None,
         spec_folder=os.path.normpath(str(specs.root)) if specs else "",
         state_location=state_location(specs.config, specs.root) if specs else "",
@@ -299,171 +374,6 @@ def _observation_findings(observations: dict[tuple[str, str], Observation]) -> l
         for (address, provider), observation in sorted(observations.items())
         for finding in observation.findings
     ]
-
-
-def _reason_for(change: FieldChange) -> str:
-    from trainform.planner.diff import is_missing
-
-    if is_missing(change.before):
-        text = f"{change.path}: (unset) -> {humanize(change.after)}"
-    elif is_missing(change.after):
-        text = f"{change.path}: {humanize(change.before)} -> (unset)"
-    else:
-        text = f"{change.path}: {humanize(change.before)} -> {humanize(change.after)}"
-    return text + (" (forces replacement)" if change.forces_replacement else "")
-
-
-def _change_for(
-    address: str,
-    item: DesiredItem | None,
-    previous: ResourceState | None,
-    schema: KindSchema,
-    seen: list[Observation | None],
-    refreshed: bool,
-    destroying: bool = False,
-) -> ResourceChange:
-    kind = schema.kind
-    if item is None:
-        assert previous is not None
-        keeps_data = (
-            schema.data_bearing
-            and previous.spec.get("spec", {}).get("deletionPolicy", "Abandon") != "Delete"
-        )
-        reasons = ["destroy requested" if destroying else "no longer in the specs"]
-        if keeps_data:
-            reasons.append("deletionPolicy Abandon: the data itself is kept")
-        if previous.pending:
-            reasons.append(f"an earlier {previous.pending} was interrupted")
-        return ResourceChange(
-            address,
-            kind,
-            Action.DELETE,
-            previous.providers,
-            reasons,
-            before=previous.spec,
-            previous_dependencies=previous.dependencies,
-            data_kept=keeps_data,
-        )
-    common: dict[str, Any] = {
-        "after": item.document,
-        "after_hash": item.spec_hash,
-        "dependencies": item.dependencies,
-        "location": item.location,
-        "replace_order": schema.replace_order.value,
-    }
-    if previous is None or (not previous.spec and previous.pending):
-        exists = refreshed and any(o is not None and o.exists for o in seen)
-        reasons = ["not yet created"]
-        if previous is not None:
-            reasons = [f"an earlier {previous.pending} was interrupted; converging"]
-        elif exists:
-            reasons = ["exists on the provider but not in state: adopting it"]
-        return ResourceChange(
-            address,
-            kind,
-            Action.CREATE,
-            item.providers,
-            reasons,
-            known_after_apply=list(schema.computed),
-            **common,
-        )
-    common["previous_dependencies"] = previous.dependencies
-    base = previous.spec
-    reasons: list[str] = []
-    if refreshed:
-        missing = [
-            name for name, o in zip(item.providers, seen, strict=False) if o is None or not o.exists
-        ]
-        if missing:
-            recorded = [name for name in missing if name in previous.outputs]
-            reason = (
-                "missing on the provider: deleted outside trainform"
-                if recorded or not previous.outputs
-                else f"not on {', '.join(missing)} yet (never created there)"
-            )
-            return ResourceChange(
-                address,
-                kind,
-                Action.CREATE,
-                item.providers,
-                [reason],
-                before=previous.spec,
-                known_after_apply=list(schema.computed),
-                **common,
-            )
-        live = next((o.live for o in seen if o is not None and o.live is not None), None)
-        if live is not None:
-            drift = diff_documents(previous.spec, live, schema.ignored)
-            if drift:
-                base = live
-                common["applied"] = previous.spec
-                reasons.append(
-                    "modified outside trainform: " + ", ".join(c.path for c in drift[:5])
-                )
-    changes = diff_documents(base, item.document, schema.ignored, schema.forces_replacement)
-    if sorted(item.providers) != sorted(previous.providers):
-        changes.append(
-            FieldChange("providers", previous.providers, item.providers, forces_replacement=True)
-        )
-    if previous.pending:
-        reasons.append(f"an earlier {previous.pending} was interrupted; converging")
-    if not changes:
-        if previous.pending or previous.spec_hash != item.spec_hash:
-            return ResourceChange(
-                address,
-                kind,
-                Action.UPDATE,
-                item.providers,
-                reasons or ["state is out of date"],
-                before=previous.spec,
-                **common,
-            )
-        return ResourceChange(
-            address,
-            kind,
-            Action.NOOP,
-            item.providers,
-            **{k: v for k, v in common.items() if k in ("after_hash", "dependencies", "location")},
-        )
-    reasons += [_reason_for(change) for change in changes]
-    action = Action.REPLACE if any(c.forces_replacement for c in changes) else Action.UPDATE
-    return ResourceChange(
-        address,
-        kind,
-        action,
-        item.providers,
-        reasons,
-        changes,
-        before=base,
-        **common,
-    )
-
-
-def _forced_replace(
-    change: ResourceChange, item: DesiredItem, previous: ResourceState, schema: KindSchema
-) -> ResourceChange:
-    """`change` turned into a replace because --replace named its address."""
-    reason = "replacement requested with --replace"
-    if change.action in (Action.REPLACE, Action.CREATE):
-        change.reasons.append(reason)
-        return change
-    return ResourceChange(
-        change.address,
-        change.kind,
-        Action.REPLACE,
-        item.providers,
-        [*change.reasons, reason],
-        change.changes,
-        before=change.before if change.before is not None else previous.spec,
-        after=item.document,
-        after_hash=item.spec_hash,
-        dependencies=item.dependencies,
-        previous_dependencies=previous.dependencies,
-        replace_order=schema.replace_order.value,
-        known_after_apply=list(schema.computed),
-        location=item.location,
-        applied=change.applied,
-    )
 
 
 def order_changes(changes: list[ResourceChange]) -> list[ResourceChange]:
