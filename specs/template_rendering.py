@@ -1,6 +1,6 @@
 """Rendering the templates of one spec document: `render_document`.
 
-Called by the loader (specs.documents) for each templated document and by
+Called by the loader (specs.document_loading) for each templated document and by
 specs.environment_specs to render a document for another environment. Each templated
 string is rendered once, within the bounds of specs.templating: a plain `{{ name }}`
 substitution here, anything else by jinja2's sandbox (specs.template_sandbox, imported on
