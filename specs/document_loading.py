@@ -129,7 +129,7 @@ def _not_a_mapping(document: Any, display: str, start: int) -> Diagnostic:
 
 def _apply_templates(
     state: LoadState, document: dict[str, Any], display: str, start: int, locate: Locate
-) -> Any:
+) -> dict[str, Any] | None:
     """The document with its templates rendered, or None when rendering failed (each
     problem a diagnostic; the rendered name still counts as declared)."""
     try:
