@@ -34,7 +34,7 @@ from trainform.cli.render.plan_markdown import DEFAULT_BUDGET, render_plan_markd
 from trainform.cli.render.plan_text import render_plan_text
 from trainform.cli.render.style import use_color
 from trainform.cli.render.words import plural
-from trainform.planner.audit import audit_record, spec_commit
+from trainform.planner.audit import spec_commit
 from trainform.planner.backends.base import LockInfo, StateBackend
 from trainform.planner.backends.identity import AcceptRequest
 from trainform.planner.drift_run import acknowledge_plan
@@ -366,19 +366,19 @@ def _append_audit(
     counts: dict[str, int] = {}
     for outcome in result.outcomes:
         counts[outcome.status.value] = counts.get(outcome.status.value, 0) + 1
-    record = audit_record(
-        audit.operation,
+    fields = dict(
+        spec_root=audit.spec_root,
         environment=audit.environment,
         specCommit=spec_commit(audit.spec_root),
         planDigest=audit.plan_digest,
         planFile=audit.plan_file,
-        lock={"id": info.id, "operation": info.operation},
         state={
             "location": backend.location,
             "lineage": result.lineage or before[0],
             "serialBefore": before[1],
             "serialAfter": result.serial if result.lineage else before[1],
         },
+        outcome="interrupted" if result.interrupted else "failed" if result.failed else "succeeded",
         interrupted=result.interrupted or None,
         summary=counts,
         changes=[
@@ -392,7 +392,7 @@ def _append_audit(
         ],
     )
     try:
-        backend.append_audit(record)
+        backend.finish_audit(info, operation=audit.operation, **fields)
     except PlannerError as exc:
         click.echo(
             f"warning: the audit record of this {audit.operation} was not written: {exc}",

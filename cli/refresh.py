@@ -13,7 +13,8 @@ import click
 from trainform.cli.render.refresh_text import render_refresh_only_text
 from trainform.cli.render.style import use_color
 from trainform.cli.render.words import plural
-from trainform.planner.audit import audit_record, spec_commit
+from trainform.planner.audit import spec_commit
+from trainform.planner.backends.base import LockInfo
 from trainform.planner.errors import PlannerError
 from trainform.planner.refresh_only import RefreshOnlyPlan, apply_refresh_only, plan_refresh_only
 from trainform.planner.state import canonical_json, digest
@@ -55,7 +56,7 @@ def apply_refresh_only_command(workspace: Workspace, auto_approve: bool, confirm
             return
         confirm(auto_approve, "record these live values in state")  # type: ignore[operator]
         state = apply_refresh_only(workspace, plan)
-        _audit(workspace, plan, info.id, state.serial)
+        _audit(workspace, plan, info, state.serial)
     except PlannerError as exc:
         raise click.ClickException(str(exc)) from None
     finally:
@@ -66,22 +67,23 @@ def apply_refresh_only_command(workspace: Workspace, auto_approve: bool, confirm
     )
 
 
-def _audit(workspace: Workspace, plan: RefreshOnlyPlan, lock_id: str, serial: int) -> None:
-    record = audit_record(
-        "apply-refresh-only",
-        environment=workspace.specs.environment,
-        specCommit=spec_commit(workspace.root),
-        planDigest=digest(plan.to_json()),
-        lock={"id": lock_id, "operation": "apply"},
-        state={
-            "location": workspace.backend.location,
-            "lineage": plan.lineage,
-            "serialBefore": plan.serial,
-            "serialAfter": serial,
-        },
-        changes=[{"address": u.address, "action": u.action} for u in plan.updates],
-    )
+def _audit(workspace: Workspace, plan: RefreshOnlyPlan, info: LockInfo, serial: int) -> None:
     try:
-        workspace.backend.append_audit(record)
+        workspace.backend.finish_audit(
+            info,
+            operation="apply-refresh-only",
+            spec_root=workspace.root,
+            environment=workspace.specs.environment,
+            specCommit=spec_commit(workspace.root),
+            planDigest=digest(plan.to_json()),
+            state={
+                "location": workspace.backend.location,
+                "lineage": plan.lineage,
+                "serialBefore": plan.serial,
+                "serialAfter": serial,
+            },
+            outcome="succeeded",
+            changes=[{"address": u.address, "action": u.action} for u in plan.updates],
+        )
     except PlannerError as exc:
         click.echo(f"warning: the audit record of this refresh was not written: {exc}", err=True)

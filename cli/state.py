@@ -143,15 +143,59 @@ def _iso_time(value: str | None) -> str | None:
     callback=lambda _c, _p, value: _iso_time(value),
     help="Only records from this UTC date (2026-12-01) or time (2026-12-01T10:00:00Z).",
 )
+@click.option(
+    "--verify",
+    is_flag=True,
+    help="Check the whole trail (hash chain, head, object versions); exit 1 if it was altered.",
+)
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text")
 @spec_dir_argument
-def state_audit(start: str | None, output_format: str, spec_dir: str) -> None:
-    """List the audit records: every apply, destroy and force-unlock, who and what."""
+def state_audit(start: str | None, verify: bool, output_format: str, spec_dir: str) -> None:
+    """List the audit records: every state-changing command (started and completed),
+    force-unlock, who and what."""
+    if verify:
+        _verify_audit(_backend(spec_dir), output_format)
+        return
     records = since(_backend(spec_dir).read_audit(), start)
     if output_format == "json":
         click.echo(json.dumps({"formatVersion": 1, "records": records}, indent=2, sort_keys=True))
     else:
         click.echo(render_audit_text(records), nl=False)
+
+
+def _verify_audit(backend, output_format: str) -> None:  # type: ignore[no-untyped-def]
+    verdict = backend.verify_audit()
+    if output_format == "json":
+        click.echo(
+            json.dumps(
+                {
+                    "formatVersion": 1,
+                    "intact": verdict.intact,
+                    "records": verdict.records,
+                    "chained": verdict.chained,
+                    "unchained": verdict.unchained,
+                    "problems": verdict.problems,
+                },
+                indent=2,
+                sort_keys=True,
+            )
+        )
+    elif verdict.intact:
+        unchained = f" ({verdict.unchained} older unchained)" if verdict.unchained else ""
+        click.echo(
+            f"Audit trail of {backend.location} is intact: {plural(verdict.chained, 'record')} "
+            f"in one unbroken chain{unchained}, ending at its recorded head."
+        )
+    else:
+        click.echo(
+            f"Audit trail of {backend.location} was altered: "
+            f"{plural(len(verdict.problems), 'problem')}:",
+            err=True,
+        )
+        for problem in verdict.problems:
+            click.echo(f"  {problem}", err=True)
+    if not verdict.intact:
+        raise SystemExit(1)
 
 
 @click.command("force-unlock")

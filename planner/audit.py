@@ -1,23 +1,27 @@
-"""The audit trail: one append-only record per apply, destroy and force-unlock.
+"""The audit trail: append-only records of every state-changing command and force-unlock.
 
-A record says who (user, host, pid, and the CI run from the environment), what (operation,
-plan digest, spec commit, environment, state lineage and serial before and after) and how
-each change ended. The state backend keeps the records (`append_audit`, `read_audit`): a
-local JSON-lines file beside the state, or one object per record under `KEY.audit/` in the
-state bucket; nothing ever rewrites or deletes one. `trainform state audit` lists them.
+A record says who (the OS account from the process's uid, not `$USER`; host and pid; the CI
+run and actor from the runner's environment; the Git author of the spec commit), what
+(operation, plan digest, spec commit, environment, state lineage and serial) and how it
+ended. Each command writes a `started` record when it takes the lock and a `completed` one
+when it ends (planner.backends.base). The state backend keeps them as a hash chain
+(planner.audit_chain): a local JSON-lines file beside the state, or one object per record
+under `KEY.audit/` in the state bucket. `trainform state audit` lists them, `--verify`
+checks that none was edited, removed or inserted.
 """
 
 from __future__ import annotations
 
-import getpass
 import os
+import pwd
 import socket
+import subprocess
 import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-AUDIT_FORMAT_VERSION = 1
+AUDIT_FORMAT_VERSION = 2
 
 # (environment variable, field) pairs read from CI runners; values are identifiers, never secrets
 CI_VARIABLES = (
@@ -36,16 +40,48 @@ CI_VARIABLES = (
 )
 
 
-def who() -> dict[str, Any]:
+def os_user() -> str:
+    """The account of this process's uid: `$USER` and `$LOGNAME` are anyone's to set."""
     try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = str(os.getuid())
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return str(os.getuid())
+
+
+def who(spec_root: Path | None = None) -> dict[str, Any]:
     found = {field: os.environ[name][:200] for name, field in CI_VARIABLES if os.environ.get(name)}
-    person: dict[str, Any] = {"user": user, "host": socket.gethostname(), "pid": os.getpid()}
+    person: dict[str, Any] = {
+        "user": os_user(),
+        "uid": os.getuid(),
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+    }
+    claimed = os.environ.get("USER")
+    if claimed and claimed != person["user"]:
+        person["claimedUser"] = claimed[:200]
     if found:
         person["ci"] = found
+    author = git_author(spec_root) if spec_root is not None else None
+    if author:
+        person["gitAuthor"] = author
     return person
+
+
+def git_author(spec_root: Path) -> str | None:
+    """`Name <email>` of the commit checked out at the spec folder (what CI applies)."""
+    try:
+        shown = subprocess.run(
+            ["git", "-C", str(spec_root), "log", "-1", "--format=%an <%ae>", "HEAD", "--"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+            env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"},
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    author = shown.stdout.strip()
+    return author[:200] if shown.returncode == 0 and author else None
 
 
 def spec_commit(spec_root: Path) -> str | None:
@@ -90,12 +126,12 @@ def now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def audit_record(operation: str, **fields: Any) -> dict[str, Any]:
+def audit_record(operation: str, spec_root: Path | None = None, **fields: Any) -> dict[str, Any]:
     return {
         "formatVersion": AUDIT_FORMAT_VERSION,
         "time": now(),
         "operation": operation,
-        "who": who(),
+        "who": who(spec_root),
         **{k: v for k, v in fields.items() if v is not None},
     }
 
@@ -112,6 +148,9 @@ def render_audit_text(records: list[dict[str, Any]]) -> str:
     if not records:
         return "No audit records.\n"
     lines = []
+    completed = {
+        record.get("started") for record in records if record.get("phase") == "completed"
+    }
     for record in records:
         person = record.get("who", {})
         ci = person.get("ci", {})
@@ -130,6 +169,12 @@ def render_audit_text(records: list[dict[str, Any]]) -> str:
             extra.append(f"plan {record['planDigest'][:19]}")
         if record.get("lock"):
             extra.append(f"lock {record['lock'].get('id')}")
+        phase = record.get("phase")
+        if phase == "started":
+            ended = record.get("sequence") in completed
+            extra.insert(0, "started" if ended else "started, never completed (the run was killed)")
+        elif phase == "completed":
+            extra.insert(0, str(record.get("outcome", "completed")))
         lines.append(
             f"{record.get('time')}  {record.get('operation'):<13} {by}"
             + (f"  {counts}" if counts else "")

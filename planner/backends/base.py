@@ -11,6 +11,12 @@ the one in place. A holder whose lock was force-unlocked (and maybe
 taken by another run) fails its next write with `LockLostError` and stops; it never
 overwrites what the newer holder wrote. From the moment a lock exists until it is
 released it is `held` with planner.signals, so no signal, however timed, leaves it behind.
+
+Every state-changing operation (AUDITED_OPERATIONS) is audited from its lock: a `started`
+record is appended when the lock is taken (no record, no lock), and a `completed` one when
+it ends: with the command's own details (`finish_audit`), or, if the command never got
+there, at release with how it ended (failed, interrupted, or killed by a second signal).
+A run killed outright leaves its `started` record alone, which `state audit` shows.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import getpass
 import os
 import socket
+import sys
 import time
 import uuid
 from abc import ABC, abstractmethod
@@ -25,9 +32,16 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from trainform.planner import signals
+from trainform.planner.audit import audit_record
+from trainform.planner.audit_chain import AuditVerdict
 from trainform.planner.backends.drift_runs import DriftRuns
 from trainform.planner.backends.identity import Identity
 from trainform.planner.state import State, StateError
+from trainform.specs.secrets import redact
+
+AUDITED_OPERATIONS = frozenset(
+    {"apply", "destroy", "state rm", "state restore", "state accept", "import"}
+)
 
 
 @dataclass(frozen=True)
@@ -121,10 +135,25 @@ def refuse_live_holder(held: LockInfo, lock_id: str, force: bool) -> None:
         )
 
 
+def ending_outcome() -> dict[str, Any]:
+    """How the command releasing a lock ends, read from the exception on its way out."""
+    error = sys.exc_info()[1]
+    if error is None or (isinstance(error, SystemExit) and error.code in (0, None)):
+        return {"outcome": "succeeded"}
+    if isinstance(error, KeyboardInterrupt):
+        return {"outcome": "interrupted"}
+    if isinstance(error, SystemExit):
+        return {"outcome": "failed", "exitCode": error.code}
+    return {"outcome": "failed", "error": redact(f"{type(error).__name__}: {error}")[:500]}
+
+
 class StateBackend(ABC):
     """Where state lives: a local file (planner.backends.local) or S3 (planner.backends.s3)."""
 
     location: str
+
+    def __init__(self) -> None:
+        self.audits_open: dict[str, int] = {}  # lock id -> sequence of its `started` record
 
     @abstractmethod
     def read(self) -> State | None:
@@ -152,6 +181,8 @@ class StateBackend(ABC):
                 with signals.deferred():
                     info = self.take_lock(operation)
                     self.hold_until_released(info)
+                    if operation in AUDITED_OPERATIONS:
+                        self.begin_audit(info)
                 return info
             except StateLockedError:
                 left = deadline - time.monotonic()
@@ -165,15 +196,75 @@ class StateBackend(ABC):
         """Take the exclusive lock at once or raise StateLockedError naming the holder."""
 
     def hold_until_released(self, info: LockInfo) -> None:
-        signals.hold(f"{self.location} {info.id}", lambda: self.release_lock(info))
+        def release() -> None:
+            try:
+                self.finish_audit(info, outcome="killed by a second signal")
+            finally:
+                self.release_lock(info)
+
+        signals.hold(f"{self.location} {info.id}", release)
 
     def unlock(self, info: LockInfo) -> None:
         """Release the lock `info` if it is still ours (and never anybody else's)."""
         with signals.deferred():
             try:
+                if info.id in self.audits_open:
+                    self.finish_audit_quietly(info, ending_outcome())
                 self.release_lock(info)
             finally:
                 signals.let_go(f"{self.location} {info.id}")
+
+    def begin_audit(self, info: LockInfo) -> None:
+        """Append the `started` record of the operation `info` locks; without it, no lock."""
+        identity = self.read_identity()
+        try:
+            started = self.append_audit(
+                audit_record(
+                    info.operation,
+                    phase="started",
+                    lock={"id": info.id, "operation": info.operation},
+                    state={
+                        "location": self.location,
+                        "lineage": identity.lineage if identity else None,
+                        "serial": identity.serial if identity else 0,
+                    },
+                )
+            )
+        except BaseException:
+            self.release_lock(info)
+            raise
+        self.audits_open[info.id] = started["sequence"]
+
+    def finish_audit(self, info: LockInfo, **fields: Any) -> None:
+        """Append the `completed` record of the operation `info` locks (once)."""
+        started = self.audits_open.pop(info.id, None)
+        if started is None:
+            return
+        operation = fields.pop("operation", info.operation)
+        fields.setdefault("lock", {"id": info.id, "operation": info.operation})
+        if "state" not in fields:
+            identity = self.read_identity()
+            fields["state"] = {
+                "location": self.location,
+                "lineage": identity.lineage if identity else None,
+                "serial": identity.serial if identity else 0,
+            }
+        self.append_audit(audit_record(operation, phase="completed", started=started, **fields))
+
+    def finish_audit_quietly(self, info: LockInfo, fields: dict[str, Any]) -> None:
+        try:
+            self.finish_audit(info, **fields)
+        except StateError as exc:
+            sys.stderr.write(f"warning: the audit record of `{info.operation}` was not "
+                             f"written: {redact(str(exc))}\n")
+
+    @abstractmethod
+    def read_identity(self) -> Identity | None:
+        """The identity record (lineage and serial last written), None if there is none."""
+
+    @abstractmethod
+    def verify_audit(self) -> AuditVerdict:
+        """Check the whole audit trail: chain, head, and (where kept) object versions."""
 
     @abstractmethod
     def release_lock(self, info: LockInfo) -> None: ...
@@ -184,8 +275,10 @@ class StateBackend(ABC):
         `force`, see refuse_live_holder); returns what was removed."""
 
     @abstractmethod
-    def append_audit(self, record: dict[str, Any]) -> None:
-        """Append one audit record durably; records are never rewritten or removed."""
+    def append_audit(self, record: dict[str, Any]) -> dict[str, Any]:
+        """Append one audit record durably as the next link of the chain
+        (planner.audit_chain) and return it as stored; records are never rewritten or
+        removed. A write whose response was lost is recognised, not repeated."""
 
     @abstractmethod
     def read_audit(self) -> list[dict[str, Any]]:

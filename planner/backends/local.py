@@ -20,12 +20,14 @@ force-unlocked (and perhaps taken by another run) fails the write with LockLostE
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import time
 from pathlib import Path
 from typing import Any
 
+from trainform.planner.audit_chain import AuditHead, AuditVerdict, chained, head_of, verify_chain
 from trainform.planner.backends.base import (
     LockInfo,
     LockLostError,
@@ -44,6 +46,29 @@ from trainform.planner.backends.identity import (
 from trainform.planner.state import State, StateCorruptError, StateError, canonical_json
 
 
+def write_all(fd: int, data: bytes, path: Path) -> None:
+    """All of `data` at the end of `fd`; a full disk is an error naming the file."""
+    try:
+        while data:
+            data = data[os.write(fd, data) :]
+    except OSError as exc:
+        raise StateError(f"cannot write {path}: {exc.strerror}") from None
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` through a temporary file; none is left on failure."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(temporary, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        raise StateError(f"cannot write {path}: {exc.strerror}") from None
+
+
 def _fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -54,6 +79,7 @@ def _fsync_dir(path: Path) -> None:
 
 class LocalBackend(StateBackend):
     def __init__(self, path: str | os.PathLike[str], backups: int = 5) -> None:
+        super().__init__()
         self.path = Path(path)
         self.location = str(self.path)
         self.journal_path = self.path.with_name(self.path.name + ".journal")
@@ -61,6 +87,7 @@ class LocalBackend(StateBackend):
         self._lock_file: tuple[int, int] | None = None  # (inode, ctime) of the lock we made
         self.identity_path = self.path.with_name(self.path.name + ".identity")
         self.audit_path = self.path.with_name(self.path.name + ".audit.jsonl")
+        self.audit_head_path = self.path.with_name(self.path.name + ".audit.head")
         self.accept_state = False
         self._held: LockInfo | None = None
         self.backups = backups
@@ -125,7 +152,7 @@ class LocalBackend(StateBackend):
                 continue
         return found
 
-    def _read_identity(self) -> Identity | None:
+    def read_identity(self) -> Identity | None:
         try:
             return Identity.from_json(json.loads(self.identity_path.read_bytes()))
         except FileNotFoundError:
@@ -144,7 +171,7 @@ class LocalBackend(StateBackend):
     def _check_identity(self, document: State | None, header: dict[str, Any] | None) -> None:
         if self.accept_state:
             return
-        recorded = self._read_identity()
+        recorded = self.read_identity()
         if recorded is None and (document is not None or not self.backups_exist()):
             return  # nothing written here yet (a journal alone is judged by read())
         if recorded is not None and not recorded.lineage:
@@ -164,7 +191,7 @@ class LocalBackend(StateBackend):
     def accept(self, reason: str) -> Identity:
         """Make the document now on disk (or its absence) the baseline, and record that."""
         document = self._read_document()
-        recorded = self._read_identity()
+        recorded = self.read_identity()
         if recorded is None:
             identity = first_identity(document) if document else Identity("", 0)
             identity = identity.accepted(document, reason)
@@ -194,7 +221,7 @@ class LocalBackend(StateBackend):
         temporary.write_bytes(source.read_bytes())
         os.replace(temporary, self.path)
         _fsync_dir(self.path.parent)
-        recorded = self._read_identity() or first_identity(restored)
+        recorded = self.read_identity() or first_identity(restored)
         self._write_identity(recorded.accepted(restored, f"restored backup {generation}"))
         return restored, kept
 
@@ -313,7 +340,7 @@ class LocalBackend(StateBackend):
             self._rotated = True
         os.replace(temporary, self.path)
         _fsync_dir(self.path.parent)
-        recorded = self._read_identity()
+        recorded = self.read_identity()
         self._write_identity(recorded.advanced(state) if recorded else first_identity(state))
         self._on_disk = (state.lineage, state.serial)
         if self._journal is not None:
@@ -324,31 +351,54 @@ class LocalBackend(StateBackend):
 
     # audit ---------------------------------------------------------------------------
 
-    def append_audit(self, record: dict[str, Any]) -> None:
+    def append_audit(self, record: dict[str, Any]) -> dict[str, Any]:
+        """One line of `state.json.audit.jsonl`, chained to the head in `.audit.head`;
+        appenders take turns on an flock of the trail, so two never take one sequence."""
         self.audit_path.parent.mkdir(parents=True, exist_ok=True)
-        line = canonical_json(record).encode("utf-8") + b"\n"
-        fd = os.open(self.audit_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(self.audit_path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            os.write(fd, line)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            linked, head = chained(record, self._audit_head() or head_of(self.read_audit()))
+            write_all(fd, canonical_json(linked).encode("utf-8") + b"\n", self.audit_path)
             os.fsync(fd)
+            write_atomically(
+                self.audit_head_path, json.dumps(head.to_json()).encode() + b"\n"
+            )
         finally:
             os.close(fd)
+        return linked
+
+    def _audit_head(self) -> AuditHead | None:
+        try:
+            return AuditHead.from_json(json.loads(self.audit_head_path.read_bytes()))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            return None
 
     def drift_runs(self) -> DriftRuns:
         return FolderDriftRuns(self.path.with_name(self.path.name + ".drift"))
 
-    def read_audit(self) -> list[dict[str, Any]]:
+    def _audit_lines(self) -> list[tuple[str, dict[str, Any] | None]]:
         try:
             lines = self.audit_path.read_bytes().splitlines()
         except FileNotFoundError:
             return []
-        records = []
-        for line in lines:
+        found: list[tuple[str, dict[str, Any] | None]] = []
+        for number, line in enumerate(lines, start=1):
             try:
-                records.append(json.loads(line))
+                record = json.loads(line)
             except (UnicodeDecodeError, json.JSONDecodeError):
-                continue  # a torn last line
-        return records
+                record = None
+            readable = record if isinstance(record, dict) else None
+            found.append((f"{self.audit_path}:{number}", readable))
+        return found
+
+    def read_audit(self) -> list[dict[str, Any]]:
+        return [record for _, record in self._audit_lines() if record is not None]
+
+    def verify_audit(self) -> AuditVerdict:
+        return verify_chain(self._audit_lines(), self._audit_head())
 
     # locking -------------------------------------------------------------------------
 

@@ -10,6 +10,8 @@ Objects, all beside `key` in one versioned bucket:
     key.journal/<lineage>/<baseSerial>/<seq>.json    journal entries since that document
     key.probe/<uuid>                                 short-lived, written by the start-up probe
     key.drift/<time_ns>-<random>.json                drift runs (planner.backends.drift_runs)
+    key.audit/chain-<N>.json                         audit record N (planner.audit_chain)
+    key.audit-head                                   sequence and digest of the last record
 
 Invariants:
 - The document is only ever written with If-Match (the ETag last read or written) or, when
@@ -37,10 +39,10 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from trainform.planner.audit_chain import AuditHead, AuditVerdict, chained, head_of, verify_chain
 from trainform.planner.backends.base import (
     LockInfo,
     LockLostError,
@@ -100,12 +102,14 @@ class S3Backend(StateBackend):
         timeout: float = 10.0,
         max_attempts: int = 3,
     ) -> None:
+        super().__init__()
         self.bucket = Bucket(bucket, connection, client, timeout=timeout, max_attempts=max_attempts)
         self.key = key.strip("/")
         self.location = f"s3://{bucket}/{self.key}"
         self.lock_key = f"{self.key}.lock"
         self.identity_key = f"{self.key}.identity"
         self.audit_prefix = f"{self.key}.audit/"
+        self.audit_head_key = f"{self.key}.audit-head"
         self.accept_state = False
         self.journal_prefix = f"{self.key}.journal/"
         self.compact_every = compact_every
@@ -185,7 +189,7 @@ class S3Backend(StateBackend):
             return None
         return _JournalObject(parts[0], base, seq, version)
 
-    def _read_identity(self) -> Identity | None:
+    def read_identity(self) -> Identity | None:
         found = self.bucket.get(self.identity_key, f"cannot read the identity of {self.location}")
         if found is None:
             return None
@@ -201,7 +205,7 @@ class S3Backend(StateBackend):
     def _check_identity(self, document: State | None, journals: dict[Any, Any]) -> None:
         if self.accept_state:
             return
-        recorded = self._read_identity()
+        recorded = self.read_identity()
         if (
             recorded is None
             or not recorded.lineage
@@ -223,7 +227,7 @@ class S3Backend(StateBackend):
 
     def accept(self, reason: str) -> Identity:
         document = self._read_document()
-        recorded = self._read_identity()
+        recorded = self.read_identity()
         base = recorded or (first_identity(document) if document else Identity("", 0))
         identity = base.accepted(document, reason)
         self._write_identity(identity)
@@ -354,7 +358,7 @@ class S3Backend(StateBackend):
             raise self._while_locked(exc) from None
         self._etag = written.etag
         self._stored = (state.lineage, state.serial)
-        recorded = self._read_identity()
+        recorded = self.read_identity()
         self._write_identity(recorded.advanced(state) if recorded else first_identity(state))
 
     def _put_checked(
@@ -386,38 +390,80 @@ class S3Backend(StateBackend):
 
     # audit -------------------------------------------------------------------------------
 
-    def append_audit(self, record: dict[str, Any]) -> None:
+    def append_audit(self, record: dict[str, Any]) -> dict[str, Any]:
+        """Record N is the object `KEY.audit/chain-<N>.json`, created only if absent; the
+        head (`KEY.audit-head`) follows it. A 412 whose object holds exactly our record is
+        our own write whose response was lost; another record there means another writer
+        took N first, so we chain after it."""
         self._check_endpoint()
-        key = f"{self.audit_prefix}{time.time_ns():020d}-{uuid.uuid4().hex[:12]}.json"
-        self.bucket.put(
-            key,
-            canonical_json(record).encode("utf-8"),
-            f"cannot write an audit record of state {self.location}",
-            IfNoneMatch="*",
-        )
+        doing = f"cannot write an audit record of state {self.location}"
+        head = self._audit_head() or head_of([r for _, r in self._audit_objects() if r])
+        for _ in range(10):
+            linked, after = chained(record, head)
+            body = canonical_json(linked).encode("utf-8")
+            key = f"{self.audit_prefix}chain-{linked['sequence']:012d}.json"
+            try:
+                self.bucket.put(key, body, doing, IfNoneMatch="*")
+            except PreconditionFailed:
+                found = self.bucket.get(key, doing)
+                if found is None or found[0] != body:
+                    head = head_of([r for _, r in self._audit_objects() if r])
+                    continue
+            self.bucket.put(self.audit_head_key, json.dumps(after.to_json()).encode(), doing)
+            return linked
+        raise S3StateError(f"{doing}: other writers keep taking the next record")
+
+    def _audit_head(self) -> AuditHead | None:
+        doing = f"cannot read the audit head of {self.location}"
+        found = self.bucket.get(self.audit_head_key, doing)
+        if found is None:
+            return None
+        try:
+            return AuditHead.from_json(json.loads(found[0]))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return None
 
     def drift_runs(self) -> DriftRuns:
         return PrefixDriftRuns(
             self.bucket, f"{self.key}.drift/", self.location, self._check_endpoint
         )
 
-    def read_audit(self) -> list[dict[str, Any]]:
+    def _audit_objects(
+        self, problems: list[str] | None = None
+    ) -> list[tuple[str, dict[str, Any] | None]]:
+        """Every live audit record in key order; with `problems`, also what the version
+        history says was edited or deleted (S3 keeps every version)."""
         doing = f"cannot read the audit records of state {self.location}"
-        records = []
-        keys = sorted(
-            listed.version.key
-            for listed in self.bucket.versions(self.audit_prefix, doing)
-            if listed.latest and not listed.delete_marker
-        )
-        for key in keys:
+        versions: dict[str, list[Any]] = {}
+        for listed in self.bucket.versions(self.audit_prefix, doing):
+            versions.setdefault(listed.version.key, []).append(listed)
+        records: list[tuple[str, dict[str, Any] | None]] = []
+        for key in sorted(versions):
+            listed = versions[key]
+            live = [item for item in listed if item.latest and not item.delete_marker]
+            if problems is not None and key.rsplit("/", 1)[-1].startswith("chain-"):
+                if not live:
+                    problems.append(f"{key}: deleted (only older versions are left)")
+                elif len(listed) > 1:
+                    problems.append(f"{key}: rewritten ({len(listed)} versions)")
+            if not live:
+                continue
             found = self.bucket.get(key, doing)
-            if found is None:
-                continue
             try:
-                records.append(json.loads(found[0]))
+                record = json.loads(found[0]) if found else None
             except (UnicodeDecodeError, json.JSONDecodeError):
-                continue
+                record = None
+            records.append((key, record if isinstance(record, dict) else None))
         return records
+
+    def read_audit(self) -> list[dict[str, Any]]:
+        return [record for _, record in self._audit_objects() if record is not None]
+
+    def verify_audit(self) -> AuditVerdict:
+        history: list[str] = []
+        verdict = verify_chain(self._audit_objects(history), self._audit_head())
+        verdict.problems[:0] = history
+        return verdict
 
     # locking -----------------------------------------------------------------------------
 

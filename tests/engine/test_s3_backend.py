@@ -368,8 +368,13 @@ def test_workers_taking_the_lock_lose_no_update(s3_env: S3Server, bucket: str) -
     assert final is not None
     assert sorted(final.resources) == sorted(f"Project/w{n}" for n in range(count))
     # Locks, journal entries and probe objects leave nothing behind, not even delete markers;
-    # beside the state is only the record of what was last written.
-    assert {v["Key"] for v in object_versions(s3_env, bucket, "")} == {KEY, f"{KEY}.identity"}
+    # beside the state are only the record of what was last written and the audit trail
+    # (a started and a completed record per apply, in one chain).
+    keys = {v["Key"] for v in object_versions(s3_env, bucket, "")}
+    audit = {key for key in keys if key.startswith(f"{KEY}.audit/")}
+    assert keys - audit == {KEY, f"{KEY}.identity", f"{KEY}.audit-head"}
+    assert len(audit) == 2 * count
+    assert open_backend(s3_env, bucket).verify_audit().intact
 
 
 # two applies from the command line -----------------------------------------------------------

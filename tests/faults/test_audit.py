@@ -1,4 +1,5 @@
-"""The audit trail: every apply, destroy and force-unlock leaves a record of who and what.
+"""The audit trail: every apply, destroy and force-unlock leaves a record of who and what
+(a state-changing command a `started` and a `completed` one).
 
 Runs the CLI on a small local platform inside a Git repository, with CI variables set the
 way GitHub Actions sets them, and reads the records back with `trainform state audit`;
@@ -49,8 +50,12 @@ def test_apply_of_a_saved_plan_records_who_what_and_each_outcome(tmp_path: Path)
     applied = run_cli("apply", str(tmp_path / "p.plan"), env=CI)
 
     assert applied.returncode == 0, applied.stderr
-    (record,) = records(root)
+    started, record = records(root)
+    assert started["phase"] == "started" and started["operation"] == "apply"
+    assert record["phase"] == "completed" and record["started"] == started["sequence"]
+    assert record["outcome"] == "succeeded"
     assert record["operation"] == "apply"
+    assert record["who"]["gitAuthor"] == "t <t@example.com>"
     assert record["who"]["ci"] == {
         "githubRunId": "4242",
         "githubRepository": "org/platform",
@@ -89,7 +94,7 @@ def test_destroy_and_force_unlock_are_recorded_and_since_filters(tmp_path: Path)
     assert run_cli("force-unlock", "dead-1", str(root)).returncode == 0
 
     operations = [r["operation"] for r in records(root)]
-    assert operations == ["apply", "destroy", "force-unlock"]
+    assert operations == ["apply", "apply", "destroy", "destroy", "force-unlock"]
     assert records(root)[-1]["lock"]["id"] == "dead-1"
     assert records(root, "--since", "2999-01-01") == []
     bad = run_cli("state", "audit", str(root), "--since", "yesterday")
@@ -107,3 +112,5 @@ def test_the_s3_backend_keeps_audit_records_as_objects(s3_env: S3Server) -> None
 
     again = S3Backend(bucket, "team/state.json", connection)
     assert [r["operation"] for r in again.read_audit()] == ["apply", "destroy"]
+    assert [r["sequence"] for r in again.read_audit()] == [1, 2]
+    assert again.verify_audit().intact
