@@ -295,67 +295,11 @@ def apply_plan(
         state = State.new()
     state.tool_version = tool_version()
     walk = _Walk(plan, state, backend, providers, retry, on_event)
-    graph = apply_graph(plan.changes)
-    changes = {c.address: c for c in plan.actionable}
-    waiting = {address: set(graph.predecessors(address)) for address in graph.nodes}
-    outcomes: dict[str, Outcome] = {}
+    schedule = _Schedule(plan)
     stop = stop or threading.Event()
     result = ApplyResult()
-
-    def skip_dependents(address: str) -> None:
-        import networkx as nx
-
-        for dependent in sorted(nx.descendants(graph, address)):
-            if dependent not in outcomes:
-                outcomes[dependent] = Outcome(
-                    dependent,
-                    changes[dependent].action,
-                    OutcomeStatus.SKIPPED,
-                    f"skipped: {address} failed",
-                )
-
-    running: dict[Future[None], tuple[str, float]] = {}
-    ready = [address for address, preds in waiting.items() if not preds]
-    heapq.heapify(ready)
     try:
-        with ThreadPoolExecutor(max_workers=max(1, parallelism)) as pool:
-            while True:
-                while ready and not stop.is_set() and len(running) < max(1, parallelism):
-                    address = heapq.heappop(ready)
-                    if address in outcomes:
-                        continue  # skipped after an upstream failure
-                    walk.event("start", changes[address])
-                    future = pool.submit(walk.execute, changes[address])
-                    running[future] = (address, time.monotonic())
-                if not running:
-                    break
-                try:
-                    done, _ = wait(list(running), timeout=0.5, return_when=FIRST_COMPLETED)
-                except KeyboardInterrupt:
-                    stop.set()
-                    result.interrupted = True
-                    continue
-                for future in done:
-                    address, started = running.pop(future)
-                    seconds = time.monotonic() - started
-                    error = future.exception()
-                    change = changes[address]
-                    if error is None:
-                        outcomes[address] = Outcome(
-                            address, change.action, OutcomeStatus.APPLIED, "", seconds
-                        )
-                        walk.event("done", change, f"{seconds:.1f}s")
-                        for successor in graph.successors(address):
-                            waiting[successor].discard(address)
-                            if not waiting[successor] and successor not in outcomes:
-                                heapq.heappush(ready, successor)
-                    else:
-                        message = _describe_error(error)
-                        outcomes[address] = Outcome(
-                            address, change.action, OutcomeStatus.FAILED, message, seconds
-                        )
-                        walk.event("failed", change, message)
-                        skip_dependents(address)
+        schedule.run(walk, max(1, parallelism), stop, result)
     except KeyboardInterrupt:
         result.interrupted = True
     finally:
@@ -363,12 +307,97 @@ def apply_plan(
         result.lineage, result.serial = state.lineage, state.serial
     if stop.is_set():
         result.interrupted = True
-    for address, change in changes.items():
-        if address not in outcomes:
-            outcomes[address] = Outcome(address, change.action, OutcomeStatus.NOT_STARTED)
-    order = {c.address: i for i, c in enumerate(plan.changes)}
-    result.outcomes = sorted(outcomes.values(), key=lambda o: order[o.address])
+    result.outcomes = schedule.all_outcomes(plan)
     return result
+
+
+class _Schedule:
+    """Which of a plan's changes wait, run or have an outcome, in `apply_graph` order."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.graph = apply_graph(plan.changes)
+        self.changes = {c.address: c for c in plan.actionable}
+        self.waiting = {
+            address: set(self.graph.predecessors(address)) for address in self.graph.nodes
+        }
+        self.outcomes: dict[str, Outcome] = {}
+        self.running: dict[Future[None], tuple[str, float]] = {}
+        self.ready = [address for address, preds in self.waiting.items() if not preds]
+        heapq.heapify(self.ready)
+
+    def run(
+        self, walk: _Walk, parallelism: int, stop: threading.Event, result: ApplyResult
+    ) -> None:
+        """Run the changes, at most `parallelism` at once, until none runs or may start."""
+        with ThreadPoolExecutor(max_workers=parallelism) as pool:
+            while True:
+                self.start_ready(pool, walk, stop, parallelism)
+                if not self.running:
+                    break
+                try:
+                    done, _ = wait(list(self.running), timeout=0.5, return_when=FIRST_COMPLETED)
+                except KeyboardInterrupt:
+                    stop.set()
+                    result.interrupted = True
+                    continue
+                for future in done:
+                    self.settle(future, walk)
+
+    def start_ready(
+        self, pool: ThreadPoolExecutor, walk: _Walk, stop: threading.Event, parallelism: int
+    ) -> None:
+        """Start the changes that wait for nothing, while there is room and no stop."""
+        while self.ready and not stop.is_set() and len(self.running) < parallelism:
+            address = heapq.heappop(self.ready)
+            if address in self.outcomes:
+                continue  # skipped after an upstream failure
+            walk.event("start", self.changes[address])
+            future = pool.submit(walk.execute, self.changes[address])
+            self.running[future] = (address, time.monotonic())
+
+    def settle(self, future: Future[None], walk: _Walk) -> None:
+        """The outcome of a finished change: what waited for it is ready, or skipped."""
+        address, started = self.running.pop(future)
+        seconds = time.monotonic() - started
+        error = future.exception()
+        change = self.changes[address]
+        if error is None:
+            self.outcomes[address] = Outcome(
+                address, change.action, OutcomeStatus.APPLIED, "", seconds
+            )
+            walk.event("done", change, f"{seconds:.1f}s")
+            for successor in self.graph.successors(address):
+                self.waiting[successor].discard(address)
+                if not self.waiting[successor] and successor not in self.outcomes:
+                    heapq.heappush(self.ready, successor)
+        else:
+            message = _describe_error(error)
+            self.outcomes[address] = Outcome(
+                address, change.action, OutcomeStatus.FAILED, message, seconds
+            )
+            walk.event("failed", change, message)
+            self.skip_dependents(address)
+
+    def skip_dependents(self, address: str) -> None:
+        """Everything that waits, directly or not, for the failed change `address`."""
+        import networkx as nx
+
+        for dependent in sorted(nx.descendants(self.graph, address)):
+            if dependent not in self.outcomes:
+                self.outcomes[dependent] = Outcome(
+                    dependent,
+                    self.changes[dependent].action,
+                    OutcomeStatus.SKIPPED,
+                    f"skipped: {address} failed",
+                )
+
+    def all_outcomes(self, plan: Plan) -> list[Outcome]:
+        """One outcome per change, in plan order: what never started is `not started`."""
+        for address, change in self.changes.items():
+            if address not in self.outcomes:
+                self.outcomes[address] = Outcome(address, change.action, OutcomeStatus.NOT_STARTED)
+        order = {c.address: i for i, c in enumerate(plan.changes)}
+        return sorted(self.outcomes.values(), key=lambda o: order[o.address])
 
 
 def launch_from_json(data: dict[str, Any]) -> JobLaunch:

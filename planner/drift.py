@@ -21,7 +21,7 @@ from trainform.planner.orphans import find_orphans
 from trainform.planner.refresh import Target, observe_all
 from trainform.planner.session import ProviderSet
 from trainform.planner.state import State
-from trainform.providers.base import KindSchema, ObserveRequest
+from trainform.providers.base import KindSchema, Observation, ObserveRequest
 
 __all__ = ["DriftFinding", "DriftReport", "detect_drift", "job_drift"]
 
@@ -32,9 +32,21 @@ def detect_drift(
     desired: dict[str, DesiredItem] | None = None,
     now: datetime | None = None,
 ) -> DriftReport:
+    """What the providers report that differs from what state says was applied."""
     checked_at = utc_timestamp(now or datetime.now(UTC))
     if state is None:
         return DriftReport(None, 0, 0, [], checked_at)
+    targets = observe_targets(state, providers)
+    observations = observe_all(providers, targets)
+    findings: list[DriftFinding] = []
+    for (address, name), observation in sorted(observations.items()):
+        findings += observed_drift(state, address, name, observation, providers, desired)
+    findings += orphan_drift(state, providers, {t.provider for t in targets})
+    return DriftReport(state.lineage, state.serial, len(state.resources), findings, checked_at)
+
+
+def observe_targets(state: State, providers: ProviderSet) -> list[Target]:
+    """What to observe: each resource in state, on each of its providers that supports it."""
     targets = []
     for address, resource in sorted(state.resources.items()):
         parts = address.split("/")
@@ -54,77 +66,93 @@ def detect_drift(
                     ),
                 )
             )
-    observations = observe_all(providers, targets)
+    return targets
+
+
+def observed_drift(
+    state: State,
+    address: str,
+    name: str,
+    observation: Observation,
+    providers: ProviderSet,
+    desired: dict[str, DesiredItem] | None,
+) -> list[DriftFinding]:
+    """The drift of one resource on provider `name`: pending, missing, modified, its runs'
+    (for a job) and whatever the provider found."""
+    resource = state.resources[address]
     findings: list[DriftFinding] = []
-    for (address, name), observation in sorted(observations.items()):
-        resource = state.resources[address]
-        schema = providers.get(name).schemas.get(resource.kind, KindSchema(resource.kind))
-        if resource.pending:
-            findings.append(
-                DriftFinding(
-                    address,
-                    resource.kind,
-                    "pending",
-                    f"an apply was interrupted during {resource.pending}; run plan to converge",
-                    name,
-                )
-            )
-        if not observation.exists:
-            findings.append(
-                DriftFinding(
-                    address,
-                    resource.kind,
-                    "missing",
-                    "recorded in state but not found on the provider",
-                    name,
-                )
-            )
-            continue
-        if observation.live is not None and resource.spec:
-            changes = diff_documents(resource.spec, observation.live, schema.ignored)
-            if changes:
-                item = (desired or {}).get(address)
-                findings.append(
-                    DriftFinding(
-                        address,
-                        resource.kind,
-                        "modified",
-                        f"changed outside trainform: {', '.join(c.path for c in changes[:5])}",
-                        name,
-                        changes,
-                        evidence=_evidence(observation.evidence, changes, observation.places),
-                        desired=_declared(item, changes) if item else {},
-                        location=item.location if item else "",
-                    )
-                )
-        if resource.kind == "TrainingJob":
-            findings += job_drift(state, address, name, observation.status.get("runs", []))
-        for finding in observation.findings:
-            findings.append(
-                DriftFinding(
-                    address,
-                    resource.kind,
-                    finding.kind,
-                    finding.message,
-                    name,
-                    evidence=finding.evidence,
-                    warning=finding.warning,
-                )
-            )
-    instances = {t.provider for t in targets} | _compute_instances(providers)
-    for orphan in find_orphans(providers, instances, set(state.resources), state.resources):
+    if resource.pending:
         findings.append(
             DriftFinding(
-                orphan.address,
-                orphan.kind,
-                "orphaned",
-                "owned by trainform on the provider but unknown to state "
-                "(adopt it with `trainform import` or delete it)",
-                orphan.instance,
-                instance_type=orphan.instance_type,
+                address,
+                resource.kind,
+                "pending",
+                f"an apply was interrupted during {resource.pending}; run plan to converge",
+                name,
             )
         )
-    return DriftReport(state.lineage, state.serial, len(state.resources), findings, checked_at)
+    if not observation.exists:
+        findings.append(
+            DriftFinding(
+                address,
+                resource.kind,
+                "missing",
+                "recorded in state but not found on the provider",
+                name,
+            )
+        )
+        return findings
+    if observation.live is not None and resource.spec:
+        schema = providers.get(name).schemas.get(resource.kind, KindSchema(resource.kind))
+        changes = diff_documents(resource.spec, observation.live, schema.ignored)
+        if changes:
+            item = (desired or {}).get(address)
+            findings.append(
+                DriftFinding(
+                    address,
+                    resource.kind,
+                    "modified",
+                    f"changed outside trainform: {', '.join(c.path for c in changes[:5])}",
+                    name,
+                    changes,
+                    evidence=_evidence(observation.evidence, changes, observation.places),
+                    desired=_declared(item, changes) if item else {},
+                    location=item.location if item else "",
+                )
+            )
+    if resource.kind == "TrainingJob":
+        findings += job_drift(state, address, name, observation.status.get("runs", []))
+    for finding in observation.findings:
+        findings.append(
+            DriftFinding(
+                address,
+                resource.kind,
+                finding.kind,
+                finding.message,
+                name,
+                evidence=finding.evidence,
+                warning=finding.warning,
+            )
+        )
+    return findings
+
+
+def orphan_drift(state: State, providers: ProviderSet, observed: set[str]) -> list[DriftFinding]:
+    """Objects trainform owns on the providers (those `observed` and every compute
+    instance) that state does not know."""
+    instances = observed | _compute_instances(providers)
+    return [
+        DriftFinding(
+            orphan.address,
+            orphan.kind,
+            "orphaned",
+            "owned by trainform on the provider but unknown to state "
+            "(adopt it with `trainform import` or delete it)",
+            orphan.instance,
+            instance_type=orphan.instance_type,
+        )
+        for orphan in find_orphans(providers, instances, set(state.resources), state.resources)
+    ]
 
 
 def _declared(item: DesiredItem, changes: list[FieldChange]) -> dict[str, Any]:
