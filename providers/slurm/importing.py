@@ -27,24 +27,24 @@ from trainform.providers.slurm import mapping
 from trainform.providers.slurm.accounting import Account, AccountingSnapshot
 from trainform.providers.slurm.names import duration_text, parse_slurm_time
 from trainform.providers.slurm.nodes import group_pools
-from trainform.providers.slurm.writes import refuse
+from trainform.providers.slurm.ownership import is_ours, refuse
 from trainform.specs.models.slurm import PARTITION_KEYS, QOS_KEYS
 
 if TYPE_CHECKING:
-    from trainform.providers.slurm.provider import SlurmProvider
+    from trainform.providers.slurm.instance import SlurmInstance
 
 API = "trainform/v1"
 SKIPPED_ACCOUNTS = {"root"}
 
 
-def owned(provider: SlurmProvider) -> list[tuple[str, str]]:
+def owned(provider: SlurmInstance) -> list[tuple[str, str]]:
     snapshot = provider.sacctmgr.snapshot()
     found = set()
     for account in snapshot.accounts.values():
-        if provider._ours(account.description):
+        if is_ours(provider.manager, account.description):
             found.add((f"Project/{account.name}", "Project"))
     for qos in snapshot.qos.values():
-        if provider._ours(qos.description):
+        if is_ours(provider.manager, qos.description):
             found.add((f"Queue/{qos.name}", "Queue"))
     for block in provider.partitions.read().blocks:
         if block.manager == provider.manager:
@@ -64,7 +64,7 @@ DEFAULTS = {"GraceTime": "00:00:00", "PreemptMode": "cluster", "UsageFactor": "1
 INHERITED = ("MaxJobs", "MaxSubmitJobs", "MaxTRESPerJob", "MaxWall")
 
 
-def discover(provider: SlurmProvider) -> list[Discovered]:
+def discover(provider: SlurmInstance) -> list[Discovered]:
     snapshot = provider.sacctmgr.snapshot()
     managed = provider.partitions.read()
     found: list[Discovered] = []
@@ -148,7 +148,7 @@ def _quota(snapshot: AccountingSnapshot, account: str, partition: str) -> Discov
 
 
 def _queue(
-    provider: SlurmProvider,
+    provider: SlurmInstance,
     settings: dict[str, str],
     snapshot: AccountingSnapshot,
     pool_of_node: dict[str, str],
@@ -183,7 +183,7 @@ def _queue(
     return Discovered(_document("Queue", name, spec), name)
 
 
-def adopt(provider: SlurmProvider, request: ObserveRequest, identifier: str) -> Observation:
+def adopt(provider: SlurmInstance, request: ObserveRequest, identifier: str) -> Observation:
     """The object as observed, marked adopted in its outputs; nothing is written."""
     if request.kind not in ("Project", "Queue", "Quota", "ResourcePool"):
         raise PermanentProviderError(f"the slurm provider cannot import a {request.kind}")
@@ -202,7 +202,7 @@ def adopt(provider: SlurmProvider, request: ObserveRequest, identifier: str) -> 
     return provider.observe([adopted])[request.address]
 
 
-def _claimable(provider: SlurmProvider, address: str, description: str) -> None:
+def _claimable(provider: SlurmInstance, address: str, description: str) -> None:
     from trainform.providers.slurm.names import parse_marker
 
     found = parse_marker(description)

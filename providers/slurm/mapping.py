@@ -4,7 +4,8 @@
 - `quota_from_association`: an association's GrpTRES/GrpJobs/MaxWall as Quota limits;
 - `live_pool`: a ResourcePool document with the capacity Slurm reports;
 - `default_memory`: a pool's memory per GPU or CPU (recorded in outputs, never written);
-- `_drift`: the annotation `DRIFT_ANNOTATION` for a hand change no spec field expresses
+- `queue_nodes`: a Queue's partition Nodes, from the nodes its pools recorded;
+- `annotate_drift`: the annotation `DRIFT_ANNOTATION` for a hand change no spec field expresses
   (a partition's Nodes, a created QOS's PreemptMode), so drift and plan show it.
 
 Which Slurm setting each field maps to, and when it is written, is in
@@ -17,6 +18,8 @@ import copy
 from decimal import Decimal
 from typing import Any
 
+from trainform.providers.base import DesiredResource
+from trainform.providers.errors import PermanentProviderError
 from trainform.providers.slurm.names import (
     bytes_of_mebibytes,
     duration_text,
@@ -64,6 +67,27 @@ def default_memory(pool_outputs: dict[str, Any]) -> str:
     return f"DefMemPerCPU={memory // cpus}" if cpus else ""
 
 
+def queue_nodes(instance: str, resource: DesiredResource, strict: bool = True) -> tuple[str, str]:
+    """The queue's partition Nodes (its pools' recorded hostlists) and the first default
+    memory among its pools; without `strict`, `(known after apply)` while a pool has none
+    recorded yet."""
+    lists, memory = [], ""
+    for entry in resource.spec["pools"]:
+        outputs = resource.outputs_of_dependencies.get(f"ResourcePool/{entry['pool']}")
+        if outputs and isinstance(outputs.get(instance), dict):
+            outputs = outputs[instance]  # the engine keys outputs by provider instance
+        if not outputs or not outputs.get("nodeList"):
+            if strict:
+                raise PermanentProviderError(
+                    f"cannot place queue {resource.name}: pool {entry['pool']} has no nodes "
+                    "recorded (create the pool first)"
+                )
+            return "(known after apply)", ""
+        lists.append(outputs["nodeList"])
+        memory = memory or default_memory(outputs)
+    return ",".join(lists), memory
+
+
 def quota_from_association(grp_tres: str, max_jobs: str, max_wall: str) -> dict[str, Any]:
     limits: dict[str, Any] = {
         k: v for k, v in parse_tres(grp_tres).items() if k in ("gpu", "cpu", "memory")
@@ -76,7 +100,7 @@ def quota_from_association(grp_tres: str, max_jobs: str, max_wall: str) -> dict[
     return limits
 
 
-def _drift(live: dict[str, Any], text: str) -> None:
+def annotate_drift(live: dict[str, Any], text: str) -> None:
     annotations = live.setdefault("metadata", {}).setdefault("annotations", {})
     previous = annotations.get(DRIFT_ANNOTATION)
     annotations[DRIFT_ANNOTATION] = f"{previous}; {text}" if previous else text

@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 from trainform.providers.base import Observation, ObserveRequest
 from trainform.providers.slurm import mapping, settings
-from trainform.providers.slurm.accounting import AccountingSnapshot
+from trainform.providers.slurm.accounting import AccountingSnapshot, Qos
 from trainform.providers.slurm.names import duration_text, parse_tres
+from trainform.providers.slurm.ownership import is_ours
 from trainform.providers.slurm.partitions import ManagedFile, parse_settings
 
 if TYPE_CHECKING:
-    from trainform.providers.slurm.provider import SlurmProvider
+    from trainform.providers.slurm.instance import SlurmInstance
 
 
 def _keep(key: str, desired: str, live: str) -> str:
@@ -34,12 +35,12 @@ def _put_live(declared: dict[str, str], live: dict[str, str]) -> dict[str, str]:
     return {key: _keep(key, value, live.get(key, "")) for key, value in declared.items()}
 
 
-def ours(provider: SlurmProvider, request: ObserveRequest, description: str) -> bool:
-    return bool(request.outputs.get("adopted")) or bool(provider._ours(description))
+def ours(provider: SlurmInstance, request: ObserveRequest, description: str) -> bool:
+    return bool(request.outputs.get("adopted")) or is_ours(provider.manager, description)
 
 
 def observe_project(
-    provider: SlurmProvider, request: ObserveRequest, snapshot: AccountingSnapshot
+    provider: SlurmInstance, request: ObserveRequest, snapshot: AccountingSnapshot
 ) -> Observation:
     name = request.name.lower()
     account = snapshot.accounts.get(name)
@@ -79,7 +80,7 @@ def observe_project(
 
 
 def observe_queue(
-    provider: SlurmProvider,
+    provider: SlurmInstance,
     request: ObserveRequest,
     snapshot: AccountingSnapshot,
     managed: ManagedFile | None,
@@ -102,47 +103,9 @@ def observe_queue(
     if qos is not None and not ours(provider, request, qos.description):
         return Observation(exists=False)
     live = copy.deepcopy(request.document)
-    live_spec = live["spec"]
-    declared = settings.queue_partition(spec, adopted, name)
-    seen_partition = _put_live(declared, {"State": "UP", **partition})
-    live_spec["stopPolicy"] = mapping.STOP_POLICIES.get(seen_partition["State"].upper(), "None")
-    if "maxRuntime" in spec and "MaxTime" not in _verbatim(spec, "partition"):
-        if settings.same("MaxTime", declared["MaxTime"], partition.get("MaxTime")):
-            pass
-        elif settings.canonical("MaxTime", partition.get("MaxTime")) is None:
-            live_spec.pop("maxRuntime", None)
-        else:
-            seconds = settings.canonical("MaxTime", partition.get("MaxTime"))
-            live_spec["maxRuntime"] = duration_text(seconds)
-    _set_verbatim(live_spec, "partition", seen_partition)
-    nodes = request.outputs.get("nodes", "")
-    if nodes and set(provider.nodes.expand(nodes)) != set(
-        provider.nodes.expand(partition.get("Nodes", "")) if partition.get("Nodes") else []
-    ):
-        mapping._drift(live, f"partition {name} Nodes={partition.get('Nodes', '(unset)')}")
-    if not adopted and partition.get("QOS", "").lower() != name:
-        mapping._drift(live, f"partition {name} QOS={partition.get('QOS', '(unset)')}")
+    _put_live_partition(provider, request, live, partition)
     if qos is not None:
-        wanted = settings.queue_qos(spec, adopted, provider.mark(request.address))
-        held = {**qos.settings, "Priority": str(qos.priority)}
-        seen_qos = _put_live(wanted, held)
-        live_spec["defaultPriority"] = int(seen_qos["Priority"] or 0)
-        _set_verbatim(live_spec, "qos", seen_qos)
-        verbatim = _verbatim(spec, "qos")
-        if "GrpTRES" in wanted and "GrpTRES" not in verbatim:
-            if settings.same("GrpTRES", wanted["GrpTRES"], held["GrpTRES"]):
-                pass
-            elif len(spec["pools"]) == 1 and _one_to_one(spec):
-                tres = parse_tres(held["GrpTRES"])
-                live_spec["pools"][0]["nominalQuota"] = {
-                    k: tres[k] for k in ("gpu", "cpu", "memory") if k in tres
-                }
-            else:
-                mapping._drift(live, f"QOS {qos_name} GrpTRES={held['GrpTRES'] or '(unset)'}")
-        if "PreemptMode" not in verbatim and seen_qos["PreemptMode"] != wanted["PreemptMode"]:
-            mapping._drift(live, f"QOS {qos_name} PreemptMode={held['PreemptMode']}")
-        if not adopted and seen_qos["Description"] != wanted["Description"]:
-            mapping._drift(live, f"QOS {qos_name} Description={held['Description']}")
+        _put_live_qos(provider, request, live, qos_name, qos)
     outputs: dict[str, Any] = {
         "partition": name,
         "qos": qos_name if qos is not None else "",
@@ -161,6 +124,73 @@ def observe_queue(
     return Observation(exists=True, live=live, outputs=outputs, places=places)
 
 
+def _put_live_partition(
+    provider: SlurmInstance,
+    request: ObserveRequest,
+    live: dict[str, Any],
+    partition: dict[str, str],
+) -> None:
+    """The queue's partition line put into `live`: stop policy, maximum runtime, verbatim
+    settings, and a hand change of its Nodes or QOS as drift."""
+    name = request.name.lower()
+    adopted = bool(request.outputs.get("adopted"))
+    spec = request.document["spec"]
+    live_spec = live["spec"]
+    declared = settings.queue_partition(spec, adopted, name)
+    seen_partition = _put_live(declared, {"State": "UP", **partition})
+    live_spec["stopPolicy"] = mapping.STOP_POLICIES.get(seen_partition["State"].upper(), "None")
+    if "maxRuntime" in spec and "MaxTime" not in _verbatim(spec, "partition"):
+        if settings.same("MaxTime", declared["MaxTime"], partition.get("MaxTime")):
+            pass
+        elif settings.canonical("MaxTime", partition.get("MaxTime")) is None:
+            live_spec.pop("maxRuntime", None)
+        else:
+            seconds = settings.canonical("MaxTime", partition.get("MaxTime"))
+            live_spec["maxRuntime"] = duration_text(seconds)
+    _set_verbatim(live_spec, "partition", seen_partition)
+    nodes = request.outputs.get("nodes", "")
+    if nodes and set(provider.nodes.expand(nodes)) != set(
+        provider.nodes.expand(partition.get("Nodes", "")) if partition.get("Nodes") else []
+    ):
+        mapping.annotate_drift(live, f"partition {name} Nodes={partition.get('Nodes', '(unset)')}")
+    if not adopted and partition.get("QOS", "").lower() != name:
+        mapping.annotate_drift(live, f"partition {name} QOS={partition.get('QOS', '(unset)')}")
+
+
+def _put_live_qos(
+    provider: SlurmInstance,
+    request: ObserveRequest,
+    live: dict[str, Any],
+    qos_name: str,
+    qos: Qos,
+) -> None:
+    """The queue's QOS put into `live`: priority, verbatim settings, the one pool's nominal
+    quota from GrpTRES, and a hand change no field expresses as drift."""
+    adopted = bool(request.outputs.get("adopted"))
+    spec = request.document["spec"]
+    live_spec = live["spec"]
+    wanted = settings.queue_qos(spec, adopted, provider.mark(request.address))
+    held = {**qos.settings, "Priority": str(qos.priority)}
+    seen_qos = _put_live(wanted, held)
+    live_spec["defaultPriority"] = int(seen_qos["Priority"] or 0)
+    _set_verbatim(live_spec, "qos", seen_qos)
+    verbatim = _verbatim(spec, "qos")
+    if "GrpTRES" in wanted and "GrpTRES" not in verbatim:
+        if settings.same("GrpTRES", wanted["GrpTRES"], held["GrpTRES"]):
+            pass
+        elif len(spec["pools"]) == 1 and _one_to_one(spec):
+            tres = parse_tres(held["GrpTRES"])
+            live_spec["pools"][0]["nominalQuota"] = {
+                k: tres[k] for k in ("gpu", "cpu", "memory") if k in tres
+            }
+        else:
+            mapping.annotate_drift(live, f"QOS {qos_name} GrpTRES={held['GrpTRES'] or '(unset)'}")
+    if "PreemptMode" not in verbatim and seen_qos["PreemptMode"] != wanted["PreemptMode"]:
+        mapping.annotate_drift(live, f"QOS {qos_name} PreemptMode={held['PreemptMode']}")
+    if not adopted and seen_qos["Description"] != wanted["Description"]:
+        mapping.annotate_drift(live, f"QOS {qos_name} Description={held['Description']}")
+
+
 def _one_to_one(spec: dict[str, Any]) -> bool:
     """GrpTRES is exactly the one pool's nominal quota (no cohort, no borrowing)."""
     return not spec.get("cohort") and spec["pools"][0].get("borrowingLimit") is None
@@ -177,7 +207,7 @@ def _set_verbatim(spec: dict[str, Any], section: str, seen: dict[str, str]) -> N
 
 
 def observe_quota(
-    provider: SlurmProvider,
+    provider: SlurmInstance,
     request: ObserveRequest,
     snapshot: AccountingSnapshot,
     managed: ManagedFile | None,

@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from trainform.providers.errors import PermanentProviderError, ProviderConfigError
 from trainform.providers.slurm.commands import SlurmCommands
@@ -183,6 +184,12 @@ def parse_settings(line: str) -> dict[str, str]:
 
 def render_settings(settings: dict[str, str]) -> str:
     return " ".join(f"{key}={value}" for key, value in settings.items() if value != "")
+
+
+def pool_record(spec: dict[str, Any]) -> str:
+    """A ResourcePool's record line: the hostlist and features of its spec."""
+    features = ",".join(spec.get("features", []))
+    return POOL_RECORD + render_settings({"Nodes": spec.get("nodeList", ""), "Features": features})
 
 
 def edit_line(line: str, changes: dict[str, str | None]) -> str:

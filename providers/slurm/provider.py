@@ -39,7 +39,7 @@ from trainform.providers.base import (
 from trainform.providers.errors import PermanentProviderError, ProviderConfigError
 from trainform.providers.jobs import AccountedRun, JobLaunch, LogChunk, RunStatus
 from trainform.providers.local.status import run_to_json
-from trainform.providers.slurm import mapping, observing, settings
+from trainform.providers.slurm import importing, mapping, observing, settings, writes
 from trainform.providers.slurm.accounting import Accounting, AccountingSnapshot
 from trainform.providers.slurm.commands import SlurmCommands
 from trainform.providers.slurm.jobs import SlurmJobs
@@ -49,14 +49,13 @@ from trainform.providers.slurm.names import (
     check_identifier,
     marker,
 )
-from trainform.providers.slurm.names import parse_marker as parse_description
 from trainform.providers.slurm.nodes import Nodes
 from trainform.providers.slurm.partitions import (
     Block,
     ManagedFile,
     PartitionFile,
     parse_settings,
-    render_settings,
+    pool_record,
 )
 from trainform.providers.slurm.pools import PoolFacts, pool_facts
 from trainform.providers.slurm.records import SuiteRecords
@@ -157,11 +156,6 @@ class SlurmProvider(Provider):
     def mark(self, address: str) -> str:
         return marker(self.manager, address)
 
-    def _ours(self, description: str) -> bool | None:
-        """True ours, False another manager's or unmarked, None when there is no object."""
-        found = parse_description(description)
-        return found is not None and found[0].lower() == self.manager.lower()
-
     # jobs ------------------------------------------------------------------------------
 
     def submit(self, launch: JobLaunch) -> dict[str, Any]:
@@ -255,9 +249,9 @@ class SlurmProvider(Provider):
                 rendered["slurm"] = spec["slurm"]
             return [rendered]
         if resource.kind == "ResourcePool":
-            return [{"record": self._pool_line(spec)}]
+            return [{"record": pool_record(spec)}]
         if resource.kind == "Queue":
-            nodes, _ = self._queue_nodes(resource, strict=False)
+            nodes, _ = mapping.queue_nodes(self.name, resource, strict=False)
             partition = {"Nodes": nodes, **settings.queue_partition(spec, False, resource.name)}
             return [
                 {
@@ -286,29 +280,6 @@ class SlurmProvider(Provider):
                 },
             ]
         return []
-
-    def _pool_line(self, spec: dict[str, Any]) -> str:
-        features = ",".join(spec.get("features", []))
-        return "# pool " + render_settings(
-            {"Nodes": spec.get("nodeList", ""), "Features": features}
-        )
-
-    def _queue_nodes(self, resource: DesiredResource, strict: bool = True) -> tuple[str, str]:
-        lists, memory = [], ""
-        for entry in resource.spec["pools"]:
-            outputs = resource.outputs_of_dependencies.get(f"ResourcePool/{entry['pool']}")
-            if outputs and isinstance(outputs.get(self.name), dict):
-                outputs = outputs[self.name]  # the engine keys outputs by provider instance
-            if not outputs or not outputs.get("nodeList"):
-                if strict:
-                    raise PermanentProviderError(
-                        f"cannot place queue {resource.name}: pool {entry['pool']} has no nodes "
-                        "recorded (create the pool first)"
-                    )
-                return "(known after apply)", ""
-            lists.append(outputs["nodeList"])
-            memory = memory or mapping.default_memory(outputs)
-        return ",".join(lists), memory
 
     # reads -----------------------------------------------------------------------------
 
@@ -404,29 +375,19 @@ class SlurmProvider(Provider):
 
     def _put(self, resource: DesiredResource, outputs: dict[str, Any]) -> dict[str, Any]:
         self.require_valid(resource)
-        from trainform.providers.slurm.writes import put
-
-        return put(self, resource, outputs)
+        return writes.put(self, resource, outputs)
 
     def delete(self, address: str, kind: str, outputs: dict[str, Any]) -> None:
-        from trainform.providers.slurm.writes import remove
-
-        remove(self, address, kind, outputs)
+        writes.remove(self, address, kind, outputs)
 
     def list_owned(self) -> list[tuple[str, str]]:
-        from trainform.providers.slurm.importing import owned
-
-        return owned(self)
+        return importing.owned(self)
 
     def discover(self) -> list[Discovered]:
-        from trainform.providers.slurm.importing import discover
-
-        return discover(self)
+        return importing.discover(self)
 
     def adopt(self, request: ObserveRequest, identifier: str) -> Observation:
-        from trainform.providers.slurm.importing import adopt
-
-        return adopt(self, request, identifier)
+        return importing.adopt(self, request, identifier)
 
 
 __all__ = ["SlurmProvider", "Block", "PoolFacts"]

@@ -16,29 +16,24 @@ from trainform.providers.base import DesiredResource
 from trainform.providers.errors import PermanentProviderError
 from trainform.providers.slurm import settings
 from trainform.providers.slurm.accounting import AccountingSnapshot
+from trainform.providers.slurm.mapping import queue_nodes
+from trainform.providers.slurm.ownership import is_ours, refuse
 from trainform.providers.slurm.partitions import (
     Block,
     ManagedFile,
     edit_line,
     parse_settings,
+    pool_record,
     render_settings,
 )
 from trainform.providers.slurm.pools import pool_facts
 
 if TYPE_CHECKING:
-    from trainform.providers.slurm.provider import SlurmProvider
-
-
-def refuse(address: str, description: str) -> PermanentProviderError:
-    owner = description or "no trainform marker"
-    return PermanentProviderError(
-        f"cannot change {address}: the Slurm object is not managed by this trainform "
-        f"instance ({owner}); import it with `trainform import` to manage it"
-    )
+    from trainform.providers.slurm.instance import SlurmInstance
 
 
 def put(
-    provider: SlurmProvider, resource: DesiredResource, outputs: dict[str, Any]
+    provider: SlurmInstance, resource: DesiredResource, outputs: dict[str, Any]
 ) -> dict[str, Any]:
     kind = resource.kind
     adopted = bool(outputs.get("adopted"))
@@ -70,7 +65,7 @@ def put(
 
 
 def put_project(
-    provider: SlurmProvider,
+    provider: SlurmInstance,
     resource: DesiredResource,
     snapshot: AccountingSnapshot,
     adopted: bool,
@@ -79,7 +74,7 @@ def put_project(
     name = resource.name.lower()
     slurm = resource.spec.get("slurm") or {}
     account = snapshot.accounts.get(name)
-    if account is not None and not (adopted or provider._ours(account.description)):
+    if account is not None and not (adopted or is_ours(provider.manager, account.description)):
         raise refuse(resource.address, account.description)
     if account is None:
         provider.sacctmgr.add_account(
@@ -134,7 +129,7 @@ def _with_dropped(
 
 
 def put_user_limits(
-    provider: SlurmProvider,
+    provider: SlurmInstance,
     account: str,
     partition: str,
     users: dict[str, dict[str, str]],
@@ -158,7 +153,7 @@ def put_user_limits(
             )
 
 
-def put_pool(provider: SlurmProvider, resource: DesiredResource) -> dict[str, Any]:
+def put_pool(provider: SlurmInstance, resource: DesiredResource) -> dict[str, Any]:
     spec = resource.spec
     known = provider.nodes.all()
     facts = pool_facts(provider.nodes, spec, known)
@@ -168,7 +163,7 @@ def put_pool(provider: SlurmProvider, resource: DesiredResource) -> dict[str, An
             f"cannot create pool {resource.name}: Slurm has no such nodes ({missing}); "
             "trainform never creates nodes"
         )
-    line = provider._pool_line(spec)
+    line = pool_record(spec)
 
     def edit(managed: ManagedFile) -> None:
         owned(provider, managed, resource.address)
@@ -178,7 +173,7 @@ def put_pool(provider: SlurmProvider, resource: DesiredResource) -> dict[str, An
     return facts.outputs(provider.nodes)
 
 
-def owned(provider: SlurmProvider, managed: ManagedFile, address: str) -> Block | None:
+def owned(provider: SlurmInstance, managed: ManagedFile, address: str) -> Block | None:
     block = managed.find(address)
     if block is not None and block.manager != provider.manager:
         raise refuse(address, f"marked for {block.manager}")
@@ -186,7 +181,7 @@ def owned(provider: SlurmProvider, managed: ManagedFile, address: str) -> Block 
 
 
 def semantic_check(
-    provider: SlurmProvider, changed: str = ""
+    provider: SlurmInstance, changed: str = ""
 ) -> Callable[[ManagedFile], list[str]]:
     """Problems of the partitions in a file: unknown nodes or QOS, in the lines trainform
     wrote and in the line of partition `changed` (an adopted one it edits). Run under the
@@ -219,7 +214,7 @@ def semantic_check(
 
 
 def put_queue(
-    provider: SlurmProvider,
+    provider: SlurmInstance,
     resource: DesiredResource,
     snapshot: AccountingSnapshot,
     adopted: bool,
@@ -232,9 +227,9 @@ def put_queue(
         owned(provider, managed, resource.address)
     qos_name = settings.qos_name(name, spec)
     qos = snapshot.qos.get(qos_name)
-    if qos is not None and not (adopted or provider._ours(qos.description)):
+    if qos is not None and not (adopted or is_ours(provider.manager, qos.description)):
         raise refuse(resource.address, qos.description)
-    nodes, _ = provider._queue_nodes(resource)
+    nodes, _ = queue_nodes(provider.name, resource)
     known = provider.nodes.all()
     unknown = [n for n in provider.nodes.expand(nodes) if n not in known]
     if unknown:  # checked before anything changes: a failed create leaves nothing
@@ -289,7 +284,7 @@ def quota_record(account: str, partition: str) -> str:
 
 
 def put_quota(
-    provider: SlurmProvider,
+    provider: SlurmInstance,
     resource: DesiredResource,
     snapshot: AccountingSnapshot,
     outputs: dict[str, Any],
@@ -299,7 +294,7 @@ def put_quota(
     partition = spec["queue"].lower()
     adopted = bool(outputs.get("adopted"))
     owner = snapshot.accounts.get(account)
-    if owner is None or not (adopted or provider._ours(owner.description)):
+    if owner is None or not (adopted or is_ours(provider.manager, owner.description)):
         raise refuse(resource.address, owner.description if owner else "no such account")
     managed = provider.partitions.read()
     if managed.partition_line(partition) is None:
@@ -368,7 +363,7 @@ def _merge_tres(arguments: list[str]) -> list[str]:
     return rest + ([f"GrpTRES={','.join(tres)}"] if tres else [])
 
 
-def remove(provider: SlurmProvider, address: str, kind: str, outputs: dict[str, Any]) -> None:
+def remove(provider: SlurmInstance, address: str, kind: str, outputs: dict[str, Any]) -> None:
     parts = address.split("/")
     adopted = bool(outputs.get("adopted"))
     if kind == "TrainingJob":
@@ -391,14 +386,14 @@ def remove(provider: SlurmProvider, address: str, kind: str, outputs: dict[str, 
         account = snapshot.accounts.get(parts[-1].lower())
         if account is None:
             return
-        if not (adopted or provider._ours(account.description)):
+        if not (adopted or is_ours(provider.manager, account.description)):
             raise refuse(address, account.description)
         provider.sacctmgr.delete_account(account.name, snapshot)
     elif kind == "Queue":
         name = parts[-1].lower()
         qos_name = str(outputs.get("qos") or name)
         qos = snapshot.qos.get(qos_name)
-        if qos is not None and not (adopted or provider._ours(qos.description)):
+        if qos is not None and not (adopted or is_ours(provider.manager, qos.description)):
             raise refuse(address, qos.description)
 
         def drop(managed: ManagedFile) -> None:
@@ -416,7 +411,7 @@ def remove(provider: SlurmProvider, address: str, kind: str, outputs: dict[str, 
         owner = snapshot.accounts.get(account)
         if owner is None or not partition:
             return  # nothing recorded as created: never guess which limits were ours
-        if not (adopted or provider._ours(owner.description)):
+        if not (adopted or is_ours(provider.manager, owner.description)):
             raise refuse(address, owner.description)
         owned(provider, provider.partitions.read(), address)
         for association in snapshot.partition_associations(account, partition):
