@@ -28,6 +28,8 @@ CLAIM = "claim"
 SUBMISSION = "submission.json"
 LOG = "slurm.log"
 STALE_CLAIM = 120.0
+Submission = tuple[Path, dict[str, Any], dict[str, Any]]
+"""One submitted attempt: its folder, its submission.json record and its launch.json."""
 # The options the provider puts in launch.json: `--name=value` with a known name.
 RUN_OPTIONS = {
     "--parsable",

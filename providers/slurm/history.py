@@ -1,8 +1,9 @@
 """After the fact: an attempt's log and the runs Slurm's accounting knows.
 
-Called by SlurmJobs (providers/slurm/jobs.py) for the JobProvider verbs `read_log` and
-`accounting`. Logs are the attempt's `--output` file in its folder under the job root:
-they outlive the job, and are read by byte offset so `trainform logs --follow` can poll.
+Called by SlurmJobs (providers/slurm/jobs.py), which it sees as `JobRecords`, for the
+JobProvider verbs `read_log` and `accounting`. Logs are the attempt's `--output` file in
+its folder under the job root: they outlive the job, and are read by byte offset so
+`trainform logs --follow` can poll.
 Accounting is one `sacct --json --duplicates --starttime <since>` over every user's jobs,
 kept when their ownership comment names this manager, grouped by job address and run; the
 attempt folders still on disk add what only the runner recorded (steps, resume points,
@@ -14,24 +15,35 @@ from __future__ import annotations
 import os
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from trainform.providers.errors import PermanentProviderError
 from trainform.providers.jobs import AccountedRun, LogChunk, RunStatus
 from trainform.providers.local.checkpoints import list_checkpoints
 from trainform.providers.slurm import attempts
+from trainform.providers.slurm.attempts import Submission
 from trainform.providers.slurm.names import parse_marker
 from trainform.providers.slurm.status import SlurmJobState, phase_of
 from trainform.providers.slurm.timeline import attempt_status
 
-if TYPE_CHECKING:
-    from trainform.providers.slurm.jobs import SlurmJobs, Submission
-
 LOG_CHUNK = 4 * 2**20
 
 
+class JobRecords(Protocol):
+    """What history reads through its caller, SlurmJobs: this manager's attempt folders,
+    and job records from squeue and sacct."""
+
+    manager: str
+
+    def read_submissions(self, address: str) -> list[Submission]: ...
+
+    def read_states(self, job_ids: list[str]) -> dict[str, list[SlurmJobState]]: ...
+
+    def read_accounting(self, *selection: str) -> list[SlurmJobState]: ...
+
+
 def read_log(
-    jobs: SlurmJobs,
+    jobs: JobRecords,
     address: str,
     run_id: str,
     attempt: int,
@@ -42,7 +54,7 @@ def read_log(
     UTF-8 sequence cut in two); complete once the job finished and all of it was read."""
     found = [
         (folder, submission)
-        for folder, submission, launch in jobs._submissions(address)
+        for folder, submission, launch in jobs.read_submissions(address)
         if launch["run_id"] == run_id
         and launch["attempt"] == attempt
         and (launch.get("suite") or None) == (suite or None)
@@ -58,7 +70,7 @@ def read_log(
         )
     folder, submission = found[0]
     path = folder / attempts.LOG
-    records = jobs._states([submission["job_id"]]).get(submission["job_id"], [])
+    records = jobs.read_states([submission["job_id"]]).get(submission["job_id"], [])
     finished = not records or phase_of(records[-1].state).finished
     try:
         with open(path, "rb") as handle:
@@ -91,18 +103,18 @@ def _owned_fields(comment: str, manager: str) -> list[str] | None:
     return fields if len(fields) == 5 and fields[4].isdigit() else None
 
 
-def accounted_runs(jobs: SlurmJobs, since: str) -> list[AccountedRun]:
+def accounted_runs(jobs: JobRecords, since: str) -> list[AccountedRun]:
     """Runs of this manager with an attempt running, pending or ended since `since`,
     from one sacct call (jobs no longer in the specs included), one per (job, run):
     project = the job's account, queue = its partition."""
     by_job: dict[str, tuple[list[str], list[SlurmJobState]]] = {}
-    for record in jobs._sacct("--starttime", _sacct_time(since)):
+    for record in jobs.read_accounting("--starttime", _sacct_time(since)):
         fields = _owned_fields(record.comment, jobs.manager)
         if fields is not None and fields[2] == "train":
             by_job.setdefault(record.job_id, (fields, []))[1].append(record)
     folders: dict[tuple[str, str, int], Submission] = {}
     for address in sorted({fields[0] for fields, _ in by_job.values()}):
-        for entry in jobs._submissions(address):
+        for entry in jobs.read_submissions(address):
             launch = entry[2]
             if launch["kind"] == "train":
                 folders[(address, launch["run_id"], launch["attempt"])] = entry

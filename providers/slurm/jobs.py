@@ -50,6 +50,7 @@ from trainform.providers.local.checkpoints import STEP_FOLDER, latest_valid, lis
 from trainform.providers.local.environment import dataset_folder, parameter_text, variable_suffix
 from trainform.providers.local.layout import RunLayout, job_parts, snapshot_code, suite_name
 from trainform.providers.slurm import attempts, history
+from trainform.providers.slurm.attempts import Submission
 from trainform.providers.slurm.commands import SlurmCommands
 from trainform.providers.slurm.names import (
     check_identifier,
@@ -64,7 +65,6 @@ from trainform.providers.slurm.status import SlurmJobState, parse_jobs, phase_of
 from trainform.providers.slurm.timeline import attempt_status
 
 SIGNAL_LIMIT = 65535
-Submission = tuple[Path, dict[str, Any], dict[str, Any]]
 
 
 def comment_of(manager: str, launch: JobLaunch) -> str:
@@ -176,7 +176,7 @@ class SlurmJobs:
     def cancel(self, address: str, run_id: str | None = None) -> None:
         ids = [
             s["job_id"]
-            for folder, s, launch in self._submissions(address)
+            for folder, s, launch in self.read_submissions(address)
             if run_id is None or launch["run_id"] == run_id
         ]
         live = {j.job_id for j in self._queue_states() if not phase_of(j.state).finished}
@@ -189,8 +189,10 @@ class SlurmJobs:
 
     def runs_of(self, addresses: list[str]) -> dict[str, list[RunStatus]]:
         """Runs of many jobs from one squeue (and at most one sacct) call."""
-        submissions = {address: self._submissions(address) for address in addresses}
-        states = self._states([s["job_id"] for found in submissions.values() for _, s, _ in found])
+        submissions = {address: self.read_submissions(address) for address in addresses}
+        states = self.read_states(
+            [s["job_id"] for found in submissions.values() for _, s, _ in found]
+        )
         return {address: self._runs(found, states) for address, found in submissions.items()}
 
     def _runs(
@@ -275,13 +277,13 @@ class SlurmJobs:
     def _queue_states(self) -> list[SlurmJobState]:
         return parse_jobs(self.commands.run(["squeue", "--all", "--json"]).stdout, "squeue")
 
-    def _sacct(self, *selection: str) -> list[SlurmJobState]:
+    def read_accounting(self, *selection: str) -> list[SlurmJobState]:
         text = self.commands.run(
             ["sacct", "--json", "--allusers", "--duplicates", *selection]
         ).stdout
         return parse_jobs(text, "sacct")
 
-    def _states(self, job_ids: list[str]) -> dict[str, list[SlurmJobState]]:
+    def read_states(self, job_ids: list[str]) -> dict[str, list[SlurmJobState]]:
         """Each job's records, oldest first, the current one last: squeue's, completed by
         sacct's records for jobs squeue does not show, has started, or requeued."""
         if not job_ids:
@@ -296,7 +298,7 @@ class SlurmJobs:
         records: dict[str, list[SlurmJobState]] = {}
         if history:
             selection = ",".join(check_job_id(job_id) for job_id in history)
-            for job in self._sacct("--starttime=1970-01-01", "--jobs", selection):
+            for job in self.read_accounting("--starttime=1970-01-01", "--jobs", selection):
                 if job.job_id in wanted:
                     records.setdefault(job.job_id, []).append(job)
         for found in records.values():
@@ -313,7 +315,8 @@ class SlurmJobs:
                 found.append(live)
         return records
 
-    def _submissions(self, address: str) -> list[Submission]:
+    def read_submissions(self, address: str) -> list[Submission]:
+        """The attempts of `address` this manager submitted, from their folders."""
         found = []
         for folder in self._attempt_dirs(address):
             try:
@@ -410,7 +413,7 @@ class SlurmJobs:
         if not STEP_FOLDER.match(checkpoint):
             return RunLayout(self.root, launch.address, target).output_dir
         run_id = run_id or launch.run_id
-        for _folder, _, recorded in self._submissions(launch.address):
+        for _folder, _, recorded in self.read_submissions(launch.address):
             if recorded["run_id"] == run_id and recorded["kind"] == "train":
                 return Path(recorded["checkpoint_dir"]) / checkpoint
         return RunLayout(self.root, launch.address, run_id).checkpoint_dir / checkpoint
