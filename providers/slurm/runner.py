@@ -267,26 +267,9 @@ def run(launch_file: Path) -> int:
         _datasets(launch)
         resume = _resume(launch)
     except Refused as exc:
-        print(f"trainform: attempt refused: {exc}", flush=True)
-        _record(
-            result_file,
-            {
-                "exit_code": REFUSED_EXIT,
-                "reason": str(exc),
-                "refused": True,
-                "started_at": started,
-                "ended_at": now(),
-            },
-        )
-        return REFUSED_EXIT
+        return _refuse(result_file, exc, started)
     _record_start(launch_file.parent, resume)
-    environment = {**launch["env"], **resume, "SLURM_JOB_ID": os.environ.get("SLURM_JOB_ID", "")}
-    for name in ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER"):
-        if name in os.environ and name not in launch["env"]:
-            environment[name] = os.environ[name]
-    for name, value in os.environ.items():
-        if name.startswith(("SLURM_", "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL")):
-            environment.setdefault(name, value)
+    environment = _command_environment(launch, resume)
     Path(launch["env"]["TRAINFORM_OUTPUT_DIR"]).mkdir(parents=True, exist_ok=True)
     Path(launch["checkpoint_dir"]).mkdir(parents=True, exist_ok=True)
     print(
@@ -294,6 +277,57 @@ def run(launch_file: Path) -> int:
         flush=True,
     )
     received: list[int] = []
+    code = _run_command(launch, environment, received)
+    ended = now()
+    reason = "" if code == 0 else f"exited with {code}"
+    if code < 0:
+        reason = f"killed by signal {signal.Signals(-code).name}"
+    print(f"trainform: the command {reason or 'succeeded'}", flush=True)
+    _keep_last(launch, resume)
+    result = _result(launch, resume, code, reason, received, started, ended)
+    if _retry_wanted(launch, code, received):
+        result["retry"] = _retry(launch, launch_file)
+    _record(result_file, result)
+    return _exit_code(code)
+
+
+def _exit_code(code: int) -> int:
+    """The command's exit code; a signal's number as a shell reports it (128 + N)."""
+    return code if code >= 0 else 128 - code
+
+
+def _refuse(result_file: Path, exc: Refused, started: str) -> int:
+    """Record the attempt as refused before its command started."""
+    print(f"trainform: attempt refused: {exc}", flush=True)
+    _record(
+        result_file,
+        {
+            "exit_code": REFUSED_EXIT,
+            "reason": str(exc),
+            "refused": True,
+            "started_at": started,
+            "ended_at": now(),
+        },
+    )
+    return REFUSED_EXIT
+
+
+def _command_environment(launch: dict[str, Any], resume: dict[str, str]) -> dict[str, str]:
+    """The launch's environment and resume point, a few of the runner's own variables, and
+    what Slurm set for the allocation (its SLURM_* variables and the visible GPUs)."""
+    environment = {**launch["env"], **resume, "SLURM_JOB_ID": os.environ.get("SLURM_JOB_ID", "")}
+    for name in ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER"):
+        if name in os.environ and name not in launch["env"]:
+            environment[name] = os.environ[name]
+    for name, value in os.environ.items():
+        if name.startswith(("SLURM_", "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL")):
+            environment.setdefault(name, value)
+    return environment
+
+
+def _run_command(launch: dict[str, Any], environment: dict[str, str], received: list[int]) -> int:
+    """Start the command in a session of its own and wait for it; every FORWARDED signal
+    is passed on to it and appended to `received` (also those arriving after it ended)."""
     children: list[subprocess.Popen[bytes]] = []
 
     def forward(number: int, _frame: Any) -> None:
@@ -313,18 +347,29 @@ def run(launch_file: Path) -> int:
         start_new_session=True,
     )
     children.append(child)
-    code = child.wait()
-    ended = now()
-    reason = "" if code == 0 else f"exited with {code}"
-    if code < 0:
-        reason = f"killed by signal {signal.Signals(-code).name}"
-    print(f"trainform: the command {reason or 'succeeded'}", flush=True)
+    return child.wait()
+
+
+def _keep_last(launch: dict[str, Any], resume: dict[str, str]) -> None:
+    """Checkpoint retention after a training command, sparing the one it resumed from."""
     keep = launch.get("keep_last")
     if keep and launch["kind"] == "train":
         protect = [resume["TRAINFORM_RESUME_FROM"]] if resume["TRAINFORM_RESUME_FROM"] else []
         apply_retention(Path(launch["checkpoint_dir"]), int(keep), protect)
+
+
+def _result(
+    launch: dict[str, Any],
+    resume: dict[str, str],
+    code: int,
+    reason: str,
+    received: list[int],
+    started: str,
+    ended: str,
+) -> dict[str, Any]:
+    """What result.json records of the command's run."""
     result: dict[str, Any] = {
-        "exit_code": code if code >= 0 else 128 - code,
+        "exit_code": _exit_code(code),
         "reason": reason,
         "started_at": started,
         "ended_at": ended,
@@ -337,14 +382,16 @@ def run(launch_file: Path) -> int:
     }
     if code < 0:
         result["signal"] = -code
-    if _retry_wanted(launch, code, received):
-        try:
-            result["retry"] = _submit_retry(launch, launch_file)
-        except (OSError, KeyError, ValueError, attempts.AttemptError) as exc:
-            print(f"trainform: cannot submit the next attempt: {exc}", flush=True)
-            result["retry"] = {"error": str(exc)}
-    _record(result_file, result)
-    return code if code >= 0 else 128 - code
+    return result
+
+
+def _retry(launch: dict[str, Any], launch_file: Path) -> dict[str, Any]:
+    """The next attempt submitted, or why it could not be."""
+    try:
+        return _submit_retry(launch, launch_file)
+    except (OSError, KeyError, ValueError, attempts.AttemptError) as exc:
+        print(f"trainform: cannot submit the next attempt: {exc}", flush=True)
+        return {"error": str(exc)}
 
 
 if __name__ == "__main__":
