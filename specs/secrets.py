@@ -126,9 +126,11 @@ _WORD_SPLIT = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
 _REFERENCE = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|[A-Z_][A-Z0-9_]*|(?:env|secret)[:/].+")
 _HARMLESS = {"", "true", "false", "yes", "no", "none", "null", "auto", "required", "optional"}
 _WORD = r"(?:[A-Z]?[a-z]+(?:[A-Z][a-z]{2,})*|[A-Z]+)"
-_PLAIN_WORDS = re.compile(rf"{_WORD}(?:[-_.']{_WORD})*[.,:;!?]*|[a-z]+=")
+_WORDS = rf"{_WORD}(?:[-_.']{_WORD})*"
+_PLAIN_WORDS = re.compile(rf"{_WORDS}(?:=(?:{_WORDS}|[0-9]+(?:[.:][0-9]+)*))*[.,:;!?=]*")
 """Words of prose or an identifier made of them (`sign-key`, `not_yet`, `usernameEnv`,
-`Realm`), and a parameter name (`realm=`): not a credential's value."""
+`Realm`), a parameter name (`realm=`), an assignment of words or a number to one
+(`signature=missing`, `max_tokens=2048`): not a credential."""
 _NUMBER = re.compile(r"[vV]?[0-9]+(?:[-._:/][0-9]+)*[A-Za-z]?")
 
 
@@ -217,11 +219,12 @@ def _scheme_credential(scheme: str, token: str) -> bool:
 
 
 def _is_basic_pair(token: str) -> bool:
+    """`token` is base64 of printable text holding a `:` (a word seldom is)."""
     try:
-        decoded = base64.b64decode(token + "=" * (-len(token) % 4), validate=True)
-    except (binascii.Error, ValueError):
+        decoded = base64.b64decode(token + "=" * (-len(token) % 4), validate=True).decode()
+    except (binascii.Error, ValueError):  # UnicodeDecodeError is a ValueError
         return False
-    return b":" in decoded
+    return ":" in decoded and decoded.isprintable()
 
 
 def _harmless(value: str) -> bool:
@@ -396,14 +399,23 @@ def _pair(match: re.Match[str]) -> str:
 
 
 def _authorization(match: re.Match[str]) -> str:
-    """An Authorization value: the parameters of Digest and AWS4, the token after Bearer,
-    Basic or Negotiate; after `token` (GitHub's scheme) or no scheme, a token not a word."""
+    """An Authorization value: the parameters after Digest or AWS4-HMAC-SHA256; the token
+    after a scheme or alone when it can be a credential (`basic authentication` cannot),
+    and words joined by dots after Bearer, Basic or Negotiate."""
     name, parameters, scheme, token, alone = match.groups()
     if parameters:
         return name + parameters + REDACTED
-    if scheme and (scheme.split()[0].lower() != "token" or credential_like(token)):
-        return name + scheme + REDACTED
-    return name + REDACTED if alone and credential_like(alone) else match.group(0)
+    if scheme:
+        keyword = scheme.strip().lower()
+        if credential_like(token) or (keyword != "token" and _dotted(token)):
+            return name + scheme + REDACTED
+        return match.group(0)
+    return name + REDACTED if credential_like(alone) else match.group(0)
+
+
+def _dotted(token: str) -> bool:
+    """Words joined by dots (`abc.def.ghi`): a token's shape after a Bearer scheme."""
+    return len(token) >= MINIMUM_REGISTERED and "." in token.strip(".,:;!?")
 
 
 class Redactor:

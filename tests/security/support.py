@@ -31,3 +31,33 @@ def write_platform(root: Path, files: dict[str, str | bytes], config: str = CONF
     """A spec folder with the base platform (project, pool, queue, image, dataset) and `files`."""
     write_tree(root, {"trainform.yaml": config, "platform.yaml": BASE, **files})
     return root
+
+
+def registry_folder(root: Path, host: str, username_env: str, password_env: str) -> Path:
+    """A spec folder whose registry provider reads its credentials from the two variables
+    (names that say nothing about credentials) and one Image pinned in that registry."""
+    write_tree(
+        root,
+        {
+            "trainform.yaml": f"""\
+                apiVersion: trainform/v1
+                providers:
+                  - name: registry
+                    type: registry
+                    connection:
+                      url: http://{host}
+                      insecure: true
+                      allowed: ["{host}"]
+                      usernameEnv: {username_env}
+                      passwordEnv: {password_env}
+                state: {{backend: local, path: .trainform/state.json}}
+                """,
+            "images.yaml": f"""\
+                apiVersion: trainform/v1
+                kind: Image
+                metadata: {{name: trainer}}
+                spec: {{reference: "{host}/ml/trainer:v1@sha256:{"b" * 64}"}}
+                """,
+        },
+    )
+    return root

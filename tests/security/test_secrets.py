@@ -36,6 +36,7 @@ from trainform.specs.secrets import (
 )
 
 from tests.helpers import run_cli, write_tree
+from tests.security import support
 
 USERNAME = "ci-robot"
 PASSWORD = "Zq7-registry-pa55-" + random_secrets.token_hex(6)
@@ -95,31 +96,7 @@ def echoing_registry() -> Iterator[EchoingRegistry]:
 
 
 def registry_folder(root: Path, host: str) -> Path:
-    write_tree(
-        root,
-        {
-            "trainform.yaml": f"""\
-                apiVersion: trainform/v1
-                providers:
-                  - name: registry
-                    type: registry
-                    connection:
-                      url: http://{host}
-                      insecure: true
-                      allowed: ["{host}"]
-                      usernameEnv: {USER_ENV}
-                      passwordEnv: {PASSWORD_ENV}
-                state: {{backend: local, path: .trainform/state.json}}
-                """,
-            "images.yaml": f"""\
-                apiVersion: trainform/v1
-                kind: Image
-                metadata: {{name: trainer}}
-                spec: {{reference: "{host}/ml/trainer:v1@sha256:{"b" * 64}"}}
-                """,
-        },
-    )
-    return root
+    return support.registry_folder(root, host, USER_ENV, PASSWORD_ENV)
 
 
 def forms_of(secret: str, user: str = USERNAME) -> list[str]:
