@@ -11,7 +11,7 @@ unchained. Called by the state backends (planner.backends) when they append and 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from trainform.planner.state import canonical_json
@@ -21,11 +21,21 @@ GENESIS = "sha256:" + "0" * 64
 
 @dataclass(frozen=True)
 class AuditHead:
+    """The last record of a trail, and the state it last saw (a witness of the state's
+    identity beside the identity record and the backups)."""
+
     sequence: int
     digest: str
+    lineage: str | None = field(default=None, compare=False)
+    serial: int | None = field(default=None, compare=False)
 
     def to_json(self) -> dict[str, Any]:
-        return {"sequence": self.sequence, "digest": self.digest}
+        return {
+            "sequence": self.sequence,
+            "digest": self.digest,
+            "lineage": self.lineage,
+            "serial": self.serial,
+        }
 
     @classmethod
     def from_json(cls, data: Any) -> AuditHead | None:
@@ -34,7 +44,30 @@ class AuditHead:
         sequence, digest = data.get("sequence"), data.get("digest")
         if not isinstance(sequence, int) or not isinstance(digest, str):
             return None
-        return cls(sequence, digest)
+        lineage, serial = data.get("lineage"), data.get("serial")
+        return cls(
+            sequence,
+            digest,
+            lineage if isinstance(lineage, str) else None,
+            serial if isinstance(serial, int) else None,
+        )
+
+    def witness(self) -> tuple[str, int] | None:
+        """(lineage, serial) of the state the newest record saw, if it saw one."""
+        if self.lineage and self.serial is not None:
+            return self.lineage, self.serial
+        return None
+
+
+def state_seen(record: dict[str, Any]) -> tuple[str | None, int | None]:
+    """The lineage and serial a record says the state had when it was written."""
+    state = record.get("state")
+    if not isinstance(state, dict) or not isinstance(state.get("lineage"), str):
+        return None, None
+    for name in ("serialAfter", "serial"):
+        if isinstance(state.get(name), int):
+            return state["lineage"], state[name]
+    return state["lineage"], None
 
 
 EMPTY_HEAD = AuditHead(0, GENESIS)
@@ -49,14 +82,17 @@ def chained(record: dict[str, Any], head: AuditHead) -> tuple[dict[str, Any], Au
     """`record` as the next link after `head`, and the head after it."""
     linked = {**record, "sequence": head.sequence + 1, "previous": head.digest}
     linked["digest"] = record_digest(linked)
-    return linked, AuditHead(linked["sequence"], linked["digest"])
+    lineage, serial = state_seen(record)
+    if lineage is None:
+        lineage, serial = head.lineage, head.serial
+    return linked, AuditHead(linked["sequence"], linked["digest"], lineage, serial)
 
 
 def head_of(records: list[dict[str, Any]]) -> AuditHead:
     """The head a trail ends at (its last chained record), read from the records."""
     for record in reversed(records):
         if isinstance(record.get("sequence"), int) and isinstance(record.get("digest"), str):
-            return AuditHead(record["sequence"], record["digest"])
+            return AuditHead(record["sequence"], record["digest"], *state_seen(record))
     return EMPTY_HEAD
 
 

@@ -8,6 +8,12 @@ refuses, before anything is planned:
 - a document whose serial went backwards (a backup or an older copy put back);
 - no document while the record, backups or a journal say one existed.
 
+Two witnesses back the record up, so that it is no single point of failure: the backups
+kept beside the document, and the state the newest audit record saw (the audit head,
+planner.audit_chain). A missing record while either says a state was written is itself a
+refusal with the way back, and a document older than what the audit trail saw is refused
+even when the record was rolled back with it.
+
 A document ahead of the record is accepted: a crash between the document write and the
 record write leaves exactly that. `--accept-state` (or `trainform state accept`) makes a
 deliberate swap the new baseline and records it in the identity's history.
@@ -115,11 +121,12 @@ def check_identity(
     recorded: Identity | None,
     backups: list[tuple[int, str, int]],
     journal_exists: bool,
+    witness: tuple[str, int] | None = None,
 ) -> None:
     """Raise StateIdentityError if `found` is not what this backend last wrote.
 
     `backups` lists (generation, lineage, serial) of the backup generations still kept,
-    newest first."""
+    newest first; `witness` is the (lineage, serial) the newest audit record saw."""
     accept = (
         "If this is deliberate, run the command again with `--accept-state` (or "
         "`trainform state accept`): the swap is recorded"
@@ -127,9 +134,11 @@ def check_identity(
     if recorded is not None and not recorded.lineage:
         return  # an accepted fresh start: whatever state comes next is the baseline
     if found is None:
-        if recorded is None and not backups and not journal_exists:
+        if recorded is None and not backups and not journal_exists and witness is None:
             return
         what = []
+        if witness is not None:
+            what.append(f"the audit trail saw lineage {witness[0]} serial {witness[1]}")
         if recorded is not None:
             what.append(f"lineage {recorded.lineage} serial {recorded.serial} was last written")
         if backups:
@@ -149,6 +158,7 @@ def check_identity(
             "accept`): that is recorded.",
         )
     if recorded is None:
+        refuse_missing_record(location, found, backups, witness)
         return
     if found.lineage != recorded.lineage:
         raise StateIdentityError(
@@ -166,3 +176,40 @@ def check_identity(
             "backwards, as when a backup or an old copy is put back",
             f"{_restore_hint(backups, recorded.lineage, recorded.serial)}. {accept}.",
         )
+
+    if witness is not None and witness[0] == found.lineage and found.serial < witness[1]:
+        raise StateIdentityError(
+            location,
+            f"serial {found.serial}",
+            f"serial {witness[1]} or later (lineage {found.lineage}): the audit trail saw "
+            "that serial, so the state and its identity record were both put back",
+            f"{_restore_hint(backups, found.lineage, witness[1])}. {accept}.",
+        )
+
+
+def refuse_missing_record(
+    location: str,
+    found: State,
+    backups: list[tuple[int, str, int]],
+    witness: tuple[str, int] | None,
+) -> None:
+    """No identity record beside a document: fine on a first write, an error once the
+    backups or the audit trail show that states were written here before."""
+    seen = []
+    if witness is not None:
+        seen.append(f"the audit trail saw lineage {witness[0]} serial {witness[1]}")
+    if backups:
+        generation, lineage, serial = backups[0]
+        seen.append(f"backup {generation} holds lineage {lineage} serial {serial}")
+    if not seen:
+        return
+    lineage, serial = witness or (backups[0][1], backups[0][2])
+    raise StateIdentityError(
+        location,
+        f"lineage {found.lineage} serial {found.serial} with no identity record",
+        f"the identity record written beside it ({'; '.join(seen)})",
+        "The record was deleted, or the state was swapped with it. If the state found is "
+        "the right one, run `trainform state accept --reason WHY` to write the record "
+        f"anew (recorded); otherwise put the right state back: "
+        f"{_restore_hint(backups, lineage, serial)}.",
+    )

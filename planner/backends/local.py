@@ -172,18 +172,21 @@ class LocalBackend(StateBackend):
         if self.accept_state:
             return
         recorded = self.read_identity()
-        if recorded is None and (document is not None or not self.backups_exist()):
+        head = self._audit_head()
+        witness = head.witness() if head else None
+        if recorded is None and document is None and witness is None and not self.backups_exist():
             return  # nothing written here yet (a journal alone is judged by read())
         if recorded is not None and not recorded.lineage:
             return  # a fresh start was accepted
-        backups = self.backup_generations() if (document is None or recorded is not None) else []
         if (
             document is not None
             and recorded is not None
             and (document.lineage == recorded.lineage and document.serial >= recorded.serial)
+            and not (witness and witness[0] == document.lineage and document.serial < witness[1])
         ):
             return
-        check_identity(str(self.path), document, recorded, backups, header is not None)
+        backups = self.backup_generations()
+        check_identity(str(self.path), document, recorded, backups, header is not None, witness)
 
     def backups_exist(self) -> bool:
         return any(self._backup_path(g).exists() for g in range(1, max(self.backups, 1) + 1))

@@ -206,24 +206,60 @@ class S3Backend(StateBackend):
         if self.accept_state:
             return
         recorded = self.read_identity()
-        if (
-            recorded is None
-            or not recorded.lineage
-            or (
-                document is not None
-                and document.lineage == recorded.lineage
-                and document.serial >= recorded.serial
-            )
+        witness = self._witness()
+        if (recorded is not None and not recorded.lineage) or (
+            document is not None
+            and recorded is not None
+            and document.lineage == recorded.lineage
+            and document.serial >= recorded.serial
+            and not (witness and witness[0] == document.lineage and document.serial < witness[1])
         ):
             return
+        if recorded is None and witness is None and document is None and not journals:
+            return
         try:
-            check_identity(self.location, document, recorded, [], bool(journals))
-        except StateIdentityError:
+            check_identity(self.location, document, recorded, [], bool(journals), witness)
+        except StateIdentityError as refused:
             if AcceptRequest.reason is None:
-                raise
+                raise self._with_versions(refused) from None
             self.accept_state = True
             if self._locks:
                 self.accept(AcceptRequest.reason)
+
+    def _witness(self) -> tuple[str, int] | None:
+        head = self._audit_head()
+        return head.witness() if head else None
+
+    def _with_versions(self, refused: StateIdentityError) -> StateIdentityError:
+        """The refusal, naming the older versions of the document the bucket keeps."""
+        doing = f"cannot list the versions of state {self.location}"
+        older = [
+            listed.version
+            for listed in self.bucket.versions(self.key, doing)
+            if listed.version.key == self.key and not listed.delete_marker and not listed.latest
+        ]
+        if not older:
+            return refused
+        described = []
+        for version in older[:3]:
+            try:
+                data = json.loads(self.bucket.get_version(version, doing))
+                described.append(
+                    f"{version.version_id} (lineage {data.get('lineage')} serial "
+                    f"{data.get('serial')})"
+                )
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                described.append(f"{version.version_id} (not readable)")
+        return StateIdentityError(
+            self.location,
+            refused.found,
+            refused.expected,
+            f"The bucket keeps {len(older)} older version{'s' if len(older) > 1 else ''} of "
+            f"the state, newest first: {', '.join(described)}. Copy the right one back over "
+            f"{self.key} (for example `aws s3api copy-object --copy-source "
+            f"{self.bucket.name}/{self.key}?versionId=ID --bucket {self.bucket.name} --key "
+            f"{self.key}`), then run `trainform state accept --reason WHY`",
+        )
 
     def accept(self, reason: str) -> Identity:
         document = self._read_document()

@@ -137,6 +137,16 @@ class Bucket:
             raise S3StateError(str(s3_error(exc, doing))) from None
         return body, Version(key, response.get("VersionId"), str(response.get("ETag", "")))
 
+    def get_version(self, version: Version, doing: str) -> bytes:
+        """The body of one exact (older) version of an object."""
+        from botocore.exceptions import BotoCoreError
+
+        response = self.call(doing, "get_object", Key=version.key, VersionId=version.version_id)
+        try:
+            return bytes(response["Body"].read())
+        except BotoCoreError as exc:
+            raise S3StateError(str(s3_error(exc, doing))) from None
+
     def put(self, key: str, body: bytes, doing: str, **condition: str) -> Version:
         """Write `key` under `condition` (IfMatch / IfNoneMatch); PreconditionFailed on 412."""
         response = self.call(

@@ -702,3 +702,32 @@ def test_drift_runs_are_kept_under_a_prefix_with_bounded_retention(
     assert [run["checkedAt"] for run in again] == ["2026-05-03T09:00:00Z", "2026-05-04T09:00:00Z"]
     kept = object_versions(s3_env, bucket, f"{KEY}.drift/")
     assert len(kept) == 2 and all("VersionId" in v and "Size" in v for v in kept)
+
+
+def test_a_rolled_back_state_object_is_refused_naming_the_older_versions(
+    s3_env: S3Server, bucket: str
+) -> None:
+    backend = open_backend(s3_env, bucket)
+    for name in ("a", "b"):
+        info = backend.lock("apply")
+        state = backend.read() or State.new()
+        backend.record(state, created(f"Project/{name}"))
+        backend.compact(state)
+        backend.unlock(info)
+    client = s3_env.client()
+    versions = [
+        v for v in client.list_object_versions(Bucket=bucket, Prefix=KEY)["Versions"]
+        if v["Key"] == KEY
+    ]
+    newest, oldest = versions[0]["VersionId"], versions[-1]["VersionId"]
+    client.copy_object(
+        Bucket=bucket, Key=KEY, CopySource={"Bucket": bucket, "Key": KEY, "VersionId": oldest}
+    )
+
+    with pytest.raises(StateError) as refused:
+        open_backend(s3_env, bucket).read()
+
+    message = str(refused.value)
+    assert "the state went backwards" in message
+    assert "The bucket keeps" in message and newest in message
+    assert f"--copy-source {bucket}/{KEY}?versionId=ID" in message

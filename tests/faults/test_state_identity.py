@@ -140,3 +140,53 @@ def test_a_newer_state_of_the_same_lineage_is_accepted(applied: Path) -> None:
     identity["serial"] -= 1
     identity_path.write_text(json.dumps(identity))
     assert run_cli("plan", str(applied), "--detailed-exitcode").returncode == 0
+
+
+# Witnesses: the identity record is no single point of failure ----------------------------
+
+
+def test_a_deleted_identity_record_is_itself_refused_with_the_way_back(applied: Path) -> None:
+    (state_files(applied) / "state.json.identity").unlink()
+
+    refused = run_cli("plan", str(applied))
+
+    assert refused.returncode == 1
+    assert "with no identity record" in refused.stderr
+    assert "the audit trail saw lineage" in refused.stderr and "backup 1 holds" in refused.stderr
+    assert "trainform state accept --reason WHY" in refused.stderr
+    accepted = run_cli("state", "accept", str(applied), "--reason", "identity deleted by hand")
+    assert accepted.returncode == 0, accepted.stderr
+    assert run_cli("plan", str(applied), "--detailed-exitcode").returncode == 0
+
+
+def test_a_state_rolled_back_with_its_identity_record_is_refused_by_the_audit_trail(
+    applied: Path,
+) -> None:
+    files = state_files(applied)
+    old = document(applied, "state.json.backup.1")
+    shutil.copy(files / "state.json.backup.1", files / "state.json")
+    identity = json.loads((files / "state.json.identity").read_text())
+    identity["serial"] = old["serial"]
+    (files / "state.json.identity").write_text(json.dumps(identity))
+    for generation in (1, 2):
+        (files / f"state.json.backup.{generation}").unlink(missing_ok=True)
+
+    refused = run_cli("plan", str(applied))
+
+    assert refused.returncode == 1
+    assert f"found serial {old['serial']}" in refused.stderr
+    assert "the audit trail saw that serial" in refused.stderr
+
+
+def test_a_deleted_identity_and_backups_are_still_refused_by_the_audit_trail(
+    applied: Path,
+) -> None:
+    files = state_files(applied)
+    (files / "state.json.identity").unlink()
+    for backup in files.glob("state.json.backup.*"):
+        backup.unlink()
+
+    refused = run_cli("plan", str(applied))
+
+    assert refused.returncode == 1 and "with no identity record" in refused.stderr
+    assert "the audit trail saw lineage" in refused.stderr
