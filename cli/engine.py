@@ -5,11 +5,11 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
+from trainform.cli.applying import AuditContext, run_apply
 from trainform.cli.options import (
     TemplateInputs,
     format_option,
@@ -33,37 +33,22 @@ from trainform.cli.render.plan_json import render_plan_json
 from trainform.cli.render.plan_markdown import DEFAULT_BUDGET, render_plan_markdown
 from trainform.cli.render.plan_text import render_plan_text
 from trainform.cli.render.style import use_color
-from trainform.cli.render.words import plural
-from trainform.planner.audit import spec_commit
-from trainform.planner.backends.base import LockInfo, StateBackend
+from trainform.planner.backends.base import LockInfo
 from trainform.planner.backends.identity import AcceptRequest
 from trainform.planner.drift_run import acknowledge_plan
-from trainform.planner.errors import PlannerError
 from trainform.planner.lockfile import LockFile
 from trainform.planner.plan import PlanOptions, make_plan
-from trainform.planner.plan_model import Plan, ResourceChange
+from trainform.planner.plan_model import Plan
 from trainform.planner.saved_plans import check_bindings, check_datasets, comparable_location
 from trainform.planner.session import ProviderSet, config_from_data
-from trainform.planner.signals import graceful_stop, received
 from trainform.planner.state import digest
 from trainform.planner.workspace import Workspace, make_backend
 from trainform.policies.plan_file import plan_file_bytes
 
 if TYPE_CHECKING:
-    from trainform.planner.apply import ApplyResult
+    pass
 
 EXIT_CHANGES = 2
-
-
-@dataclass(frozen=True)
-class AuditContext:
-    """What the audit record of an apply says beyond its outcomes."""
-
-    operation: str
-    spec_root: Path
-    environment: str | None
-    plan_digest: str
-    plan_file: str | None = None
 
 
 def _render_plan(plan: Plan, output_format: str, budget: int = DEFAULT_BUDGET) -> str:
@@ -276,130 +261,6 @@ def _refuse_with_refresh_only(
         raise click.UsageError(f"--refresh-only cannot be combined with {', '.join(given)}")
 
 
-def _print_event(kind: str, change: ResourceChange, detail: str) -> None:
-    verbs = {
-        "create": "creating",
-        "update": "updating",
-        "replace": "replacing",
-        "delete": "deleting",
-    }
-    if kind == "start":
-        click.echo(f"{change.address}: {verbs.get(change.action.value, change.action.value)}...")
-    elif kind == "done":
-        click.echo(f"{change.address}: {change.action.value} complete after {detail}")
-    elif kind == "failed":
-        click.echo(f"{change.address}: {change.action.value} FAILED: {detail}", err=True)
-
-
-def _print_outcomes(result: ApplyResult, destroying: bool = False) -> None:
-    from trainform.planner.apply import OutcomeStatus
-
-    noun = "Destroy" if destroying else "Apply"
-    if result.failed:
-        click.echo("\nOutcome:")
-        for outcome in result.outcomes:
-            message = f": {outcome.message}" if outcome.message else ""
-            click.echo(
-                f"  {outcome.status.value:<11} {outcome.action.value:<8} {outcome.address}{message}"
-            )
-    applied = result.count(OutcomeStatus.APPLIED)
-    failed = result.count(OutcomeStatus.FAILED)
-    skipped = result.count(OutcomeStatus.SKIPPED) + result.count(OutcomeStatus.NOT_STARTED)
-    if result.interrupted:
-        click.echo(
-            f"\nInterrupted: {applied} applied, {failed} failed, {skipped} not done. "
-            "State is saved; run plan to see what is left.",
-            err=True,
-        )
-    elif result.failed:
-        click.echo(
-            f"\n{noun} failed: {applied} applied, {failed} failed, {skipped} skipped.", err=True
-        )
-    elif destroying:
-        click.echo(f"\nDestroy complete: {plural(applied, 'resource')} destroyed.")
-    else:
-        click.echo(f"\nApply complete: {plural(applied, 'change')} applied.")
-
-
-def _run_apply(
-    plan_to_apply: Plan,
-    backend: StateBackend,
-    providers: ProviderSet,
-    parallelism: int,
-    location: str,
-    audit: AuditContext,
-    held: LockInfo | None = None,
-) -> None:
-    from trainform.planner.apply import apply_plan
-
-    info = held or backend.lock(audit.operation)
-    before = (plan_to_apply.lineage, plan_to_apply.serial)
-    try:
-        with graceful_stop(lambda: backend.unlock(info)) as stop:
-            result = apply_plan(
-                plan_to_apply,
-                backend,
-                providers,
-                parallelism=parallelism,
-                on_event=_print_event,
-                location=location,
-                stop=stop,
-            )
-        _append_audit(backend, audit, plan_to_apply, result, info, before)
-    finally:
-        backend.unlock(info)
-        providers.close()
-    _print_outcomes(result, destroying=plan_to_apply.destroy)
-    if result.failed:
-        sys.exit(128 + (received() or 2) if result.interrupted else 1)
-
-
-def _append_audit(
-    backend: StateBackend,
-    audit: AuditContext,
-    plan_to_apply: Plan,
-    result: ApplyResult,
-    info: LockInfo,
-    before: tuple[str | None, int],
-) -> None:
-    """Record the apply; a failure to record is reported, never hides the outcome."""
-    counts: dict[str, int] = {}
-    for outcome in result.outcomes:
-        counts[outcome.status.value] = counts.get(outcome.status.value, 0) + 1
-    fields = dict(
-        spec_root=audit.spec_root,
-        environment=audit.environment,
-        specCommit=spec_commit(audit.spec_root),
-        planDigest=audit.plan_digest,
-        planFile=audit.plan_file,
-        state={
-            "location": backend.location,
-            "lineage": result.lineage or before[0],
-            "serialBefore": before[1],
-            "serialAfter": result.serial if result.lineage else before[1],
-        },
-        outcome="interrupted" if result.interrupted else "failed" if result.failed else "succeeded",
-        interrupted=result.interrupted or None,
-        summary=counts,
-        changes=[
-            {
-                "address": o.address,
-                "action": o.action.value,
-                "outcome": o.status.value,
-                **({"message": o.message} if o.message else {}),
-            }
-            for o in result.outcomes
-        ],
-    )
-    try:
-        backend.finish_audit(info, operation=audit.operation, **fields)
-    except PlannerError as exc:
-        click.echo(
-            f"warning: the audit record of this {audit.operation} was not written: {exc}",
-            err=True,
-        )
-
-
 def _apply_saved(target: str, inputs: TemplateInputs, parallelism: int) -> None:
     """Apply the plan file `target` exactly, after proving it is still the reviewed one."""
     from trainform.planner.apply import check_fresh
@@ -439,7 +300,7 @@ def _apply_saved(target: str, inputs: TemplateInputs, parallelism: int) -> None:
         "sha256:" + hashlib.sha256(Path(target).read_bytes()).hexdigest(),
         target,
     )
-    _run_apply(saved, backend, providers, parallelism, target, audit)
+    run_apply(saved, backend, providers, parallelism, target, audit)
 
 
 def _confirm(auto_approve: bool, verb: str) -> None:
@@ -585,7 +446,7 @@ def _confirm_and_apply(
     audit = AuditContext(
         operation, workspace.root, workspace.specs.environment, digest(plan.to_json())
     )
-    _run_apply(
+    run_apply(
         plan, workspace.backend, workspace.providers, parallelism, "the plan", audit, info
     )
 

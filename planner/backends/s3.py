@@ -215,8 +215,8 @@ class S3Backend(StateBackend):
             and not (witness and witness[0] == document.lineage and document.serial < witness[1])
         ):
             return
-        if recorded is None and witness is None and document is None and not journals:
-            return
+        if recorded is None and witness is None and document is None:
+            return  # nothing written here yet (a journal alone is judged by _read_once)
         try:
             check_identity(self.location, document, recorded, [], bool(journals), witness)
         except StateIdentityError as refused:
