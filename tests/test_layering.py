@@ -1,11 +1,11 @@
-"""Layers import only downward: planner.cli > policies > planner > providers > specs.
+"""The house holds: layers import only downward (specs -> providers -> planner -> policies
+-> cli), no import circles, no private names taken from another module, no function over 80
+lines, no module over 600 (the rules and their reading of the code: tests/house.py).
 
 Every layer lives under the `trainform` namespace (`trainform.specs` is the folder
-`specs/`), and nothing imports a layout folder by its bare name.
-
-Checked on the source with `ast` (every import statement, including ones inside functions
-and `TYPE_CHECKING` blocks), and by importing every module on its own in a fresh
-interpreter so no module works only because another was imported first.
+`specs/`), and nothing imports a layout folder by its bare name. Each rule is checked on the
+real tree and shown to fail, naming file and line, on a small tree with that one defect;
+every module also imports on its own in a fresh interpreter.
 """
 
 from __future__ import annotations
@@ -13,84 +13,39 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
 
+from tests import house
 from tests.helpers import REPO
 
-PACKAGES = ("specs", "providers", "planner", "policies", "cli")
-NAMESPACE = "trainform"
+MODULES = house.read_tree(REPO)
 
 
-def is_cli_module(module: str) -> bool:
-    """The command line sits on top of everything: the `cli` package (the command
-    group, the command families, shared options and output) and `cli.entry`."""
-    return module.startswith("trainform.cli") or module == "trainform.cli.entry"
+def test_every_layer_has_modules() -> None:
+    assert {module.layer for module in MODULES.values()} == set(house.LAYERS)
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(REPO).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join([NAMESPACE, *parts])
+def test_no_layer_imports_a_layer_above_it() -> None:
+    assert house.upward_imports(MODULES) == []
 
 
-def modules() -> dict[str, Path]:
-    found = {}
-    for package in PACKAGES:
-        for path in sorted((REPO / package).rglob("*.py")):
-            found[module_name(path)] = path
-    return found
+def test_modules_import_each_other_in_no_circle() -> None:
+    assert house.import_circles(MODULES) == []
 
 
-def imported_modules(name: str, path: Path) -> set[str]:
-    """Absolute names of every module `path` imports, relative imports resolved."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    is_package = path.name == "__init__.py"
-    result: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            result.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = name.split(".")
-                base = base[: len(base) - node.level + (1 if is_package else 0)]
-                prefix = ".".join([*base, node.module] if node.module else base)
-            else:
-                prefix = node.module or ""
-            result.add(prefix)
-            result.update(f"{prefix}.{alias.name}" for alias in node.names)
-    return result
+def test_no_module_takes_a_private_name_of_another() -> None:
+    assert house.private_names_taken(MODULES) == []
 
 
-def layer(module: str) -> str | None:
-    if is_cli_module(module):
-        return "cli"
-    parts = module.split(".")
-    if len(parts) < 2 or parts[0] != NAMESPACE:
-        return None
-    return parts[1] if parts[1] in PACKAGES else None
+def test_no_function_is_over_80_lines() -> None:
+    assert house.long_functions(MODULES) == []
 
 
-def package_of(module: str) -> str:
-    return module.split(".")[1]
-
-
-# What each layer must not import.
-FORBIDDEN = {
-    "specs": {"providers", "planner", "policies", "cli"},
-    "providers": {"planner", "policies", "cli"},
-    "planner": {"policies", "cli"},
-    "policies": {"cli"},
-    "cli": set(),
-}
-
-MODULES = modules()
-
-
-def test_every_package_has_modules() -> None:
-    assert {package_of(name) for name in MODULES} == set(PACKAGES)
+def test_no_module_is_over_600_lines() -> None:
+    assert house.long_modules(MODULES) == []
 
 
 def python_files() -> list[Path]:
@@ -115,46 +70,143 @@ def test_nothing_imports_a_layout_folder_by_its_bare_name() -> None:
             bare += [
                 f"{path.relative_to(REPO)}:{node.lineno}: {name}"
                 for name in names
-                if name.split(".")[0] in PACKAGES
+                if name.split(".")[0] in house.LAYERS
             ]
     assert bare == []
 
 
-@pytest.mark.parametrize("name", sorted(MODULES))
-def test_module_imports_only_downward(name: str) -> None:
-    own = layer(name)
-    assert own is not None
-    upward = sorted(
-        imported
-        for imported in imported_modules(name, MODULES[name])
-        if layer(imported) in FORBIDDEN[own]
+# Small trees, each with one defect: the checks must say no, at the right file and line.
+
+
+def tree_of(root: Path, files: dict[str, str]) -> dict[str, house.Module]:
+    for layer in house.LAYERS:
+        (root / layer).mkdir(parents=True, exist_ok=True)
+        (root / layer / "__init__.py").touch()
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(textwrap.dedent(text), encoding="utf-8")
+    return house.read_tree(root)
+
+
+def test_an_upward_import_is_named_with_its_file_and_line(tmp_path: Path) -> None:
+    modules = tree_of(
+        tmp_path,
+        {
+            "planner/plan.py": "import json\nfrom trainform.policies.engine import check\n",
+            "policies/engine.py": "from trainform.planner.plan import make_plan\n",
+            "providers/local.py": "def later():\n    from ..planner import plan\n",
+        },
     )
-    assert upward == [], f"{name} ({own}) imports from a higher layer"
+    assert sorted(house.upward_imports(modules)) == [
+        "planner/plan.py:2: trainform.planner.plan (planner) imports "
+        "trainform.policies.engine from the layer above it (policies)",
+        "providers/local.py:2: trainform.providers.local (providers) imports "
+        "trainform.planner from the layer above it (planner)",
+    ]
 
 
-def test_layer_of_cli_modules_is_cli() -> None:
-    assert layer("trainform.cli") == "cli"
-    assert layer("trainform.cli.options") == "cli"
-    assert layer("trainform.cli.main") == "cli"
-    assert layer("trainform.cli.entry") == "cli"
-    assert layer("trainform.planner.graph") == "planner"
-    assert layer("trainform.providers.local") == "providers"
-    assert layer("click") is None
-    assert layer("planner.graph") is None
+def test_a_circle_between_modules_is_named_step_by_step(tmp_path: Path) -> None:
+    modules = tree_of(
+        tmp_path,
+        {
+            "specs/positions.py": "from trainform.specs.yamlio import load\n",
+            "specs/yamlio.py": "def load():\n    from . import positions\n",
+            "specs/loader.py": "from trainform.specs import yamlio\n",
+        },
+    )
+    (breach,) = house.import_circles(modules)
+    assert breach.startswith("import circle: ")
+    assert "specs/positions.py:1 imports trainform.specs.yamlio" in breach
+    assert "specs/yamlio.py:2 imports trainform.specs.positions" in breach
+    assert "loader" not in breach
+
+
+def test_a_package_that_reexports_its_modules_is_no_circle(tmp_path: Path) -> None:
+    modules = tree_of(
+        tmp_path,
+        {
+            "specs/__init__.py": "from trainform.specs.loader import load_specs\n",
+            "specs/loader.py": "from trainform.specs.models import Project\n",
+            "specs/models.py": "import json\n",
+        },
+    )
+    assert house.import_circles(modules) == []
+
+
+def test_a_private_name_of_another_module_is_refused(tmp_path: Path) -> None:
+    modules = tree_of(
+        tmp_path,
+        {
+            "planner/lockfile.py": "def _git():\n    pass\n",
+            "planner/lineage.py": "from trainform.planner.lockfile import _git\n",
+            "providers/jobs.py": "class Jobs:\n    def _sacct(self):\n        return self._x\n",
+            "providers/history.py": (
+                "import os\n"
+                "from collections import namedtuple\n"
+                "from trainform.providers import mapping\n\n"
+                "def read(jobs, row):\n"
+                "    os._exit(0)\n"
+                "    row._replace(a=1)\n"
+                "    return jobs._sacct(), mapping._drift\n"
+            ),
+            "providers/quantity.py": (
+                "class Quantity:\n"
+                "    def __init__(self):\n"
+                "        self._key = 1\n\n"
+                "    def __eq__(self, other):\n"
+                "        return self._key == other._key\n"
+            ),
+        },
+    )
+    assert sorted(house.private_names_taken(modules)) == [
+        "planner/lineage.py:1: imports the private name _git of trainform.planner.lockfile",
+        "providers/history.py:8: uses jobs._sacct, a private name this module does not define",
+        "providers/history.py:8: uses mapping._drift, a private name this module does not "
+        "define",
+    ]
+
+
+def test_a_long_function_and_a_long_module_are_refused(tmp_path: Path) -> None:
+    body = "".join(f"    x{i} = {i}\n" for i in range(80))
+    modules = tree_of(
+        tmp_path,
+        {
+            "cli/fits.py": "def fits():\n" + "".join(f"    x{i} = {i}\n" for i in range(79)),
+            "cli/long.py": "\n\ndef plan_job():\n" + body,
+            "specs/big.py": "x = 1\n" * 601,
+            "specs/fine.py": "x = 1\n" * 600,
+        },
+    )
+    assert house.long_functions(modules) == [
+        "cli/long.py:3: function plan_job is 81 lines (at most 80)"
+    ]
+    assert house.long_modules(modules) == ["specs/big.py:1: module is 601 lines (at most 600)"]
 
 
 def test_relative_imports_are_resolved(tmp_path: Path) -> None:
-    module = tmp_path / "fake.py"
-    module.write_text("from ..graph import build_graph\nfrom . import style\n", encoding="utf-8")
-    assert imported_modules("trainform.cli.render.fake", module) == {
+    modules = tree_of(
+        tmp_path,
+        {
+            "cli/render/fake.py": "from ...planner.graph import build_graph\nfrom . import style\n",
+            "planner/__init__.py": "from .graph import build_graph\n",
+        },
+    )
+    assert house.imported_modules(modules["trainform.cli.render.fake"]) == {
         "trainform.planner.graph",
         "trainform.planner.graph.build_graph",
         "trainform.cli.render",
         "trainform.cli.render.style",
     }
-    package = tmp_path / "__init__.py"
-    package.write_text("from .graph import build_graph\n", encoding="utf-8")
-    assert "trainform.planner.graph" in imported_modules("trainform.planner", package)
+    assert "trainform.planner.graph" in house.imported_modules(modules["trainform.planner"])
+
+
+def test_layer_of_names() -> None:
+    assert house.layer_of("trainform.cli") == "cli"
+    assert house.layer_of("trainform.cli.render.style") == "cli"
+    assert house.layer_of("trainform.planner.graph") == "planner"
+    assert house.layer_of("trainform.providers.local") == "providers"
+    assert house.layer_of("click") is None
+    assert house.layer_of("planner.graph") is None
 
 
 IMPORT_EACH = """
@@ -171,12 +223,11 @@ print("\\n".join(failed))
 """
 
 
-@pytest.mark.parametrize("package", PACKAGES)
-def test_every_module_imports_on_its_own(package: str) -> None:
-    names = sorted(name for name in MODULES if package_of(name) == package)
-    script = IMPORT_EACH
+@pytest.mark.parametrize("layer", house.LAYERS)
+def test_every_module_imports_on_its_own(layer: str) -> None:
+    names = sorted(name for name, module in MODULES.items() if module.layer == layer)
     result = subprocess.run(
-        [sys.executable, "-c", script, *names],
+        [sys.executable, "-c", IMPORT_EACH, *names],
         cwd=REPO,
         capture_output=True,
         text=True,
