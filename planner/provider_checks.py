@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from trainform.planner.desired import DesiredItem
 from trainform.planner.session import ProviderSet
 from trainform.providers.base import DesiredResource, Observation, ValidationProblem
+from trainform.providers.launch import launch_problems
 from trainform.specs import Resource, SpecSet
 
 if TYPE_CHECKING:
@@ -84,6 +85,10 @@ def provider_problems(
     found: list[tuple[ValidationProblem, str]] = []
     per_instance: dict[str, list[DesiredResource]] = {}
     for item in desired.values():
+        if item.kind == "TrainingJob":
+            found += [
+                (p, item.location) for p in launch_problems(item.address, item.document["spec"])
+            ]
         for name in item.providers:
             provider = providers.get(name)
             if not provider.supports(item.kind):

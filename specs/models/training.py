@@ -64,11 +64,24 @@ class Code(SpecModel):
 class JobResources(SpecModel):
     nodes: int = Field(default=1, ge=1, le=100_000, description="Nodes (one task per node).")
     accelerators_per_node: int = Field(default=0, ge=0, le=64, description="GPUs per node.")
+    procs_per_node: int | None = Field(
+        default=None,
+        ge=1,
+        le=256,
+        description="Training processes per node, all in one process group with every other "
+        "node's (default: acceleratorsPerNode, else 1). See docs/distributed.md.",
+    )
     cpu: Quantity = Field(description="CPUs per node.")
     memory: Quantity = Field(description="Memory per node.")
 
     def total_accelerators(self) -> int:
         return self.nodes * self.accelerators_per_node
+
+    def processes_per_node(self) -> int:
+        return self.procs_per_node or self.accelerators_per_node or 1
+
+    def world_size(self) -> int:
+        return self.nodes * self.processes_per_node()
 
 
 class CheckpointPolicy(SpecModel):
