@@ -186,6 +186,7 @@ def training_launch(
         retries=spec["retries"]["limit"],
         backoff=_seconds(spec["retries"]["backoff"]) or 0,
         resume=spec["resume"]["policy"],
+        procs_per_node=spec["resources"].get("procsPerNode") or 0,
     )
 
 
@@ -223,6 +224,7 @@ def evaluation_launch(
         suite=suite.address,
         model_run=run_id,
         image=image_of(suite, ctx),
+        procs_per_node=resources.get("procsPerNode") or 0,
     )
 
 

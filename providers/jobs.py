@@ -138,13 +138,28 @@ class JobLaunch:
     """`resume.policy`: resume a retry from the latest valid checkpoint, or start over."""
     eligible_at: str = ""
     """A resubmission after a failure: when its retry backoff ended (ISO-8601 UTC)."""
+    procs_per_node: int = 0
+    """`resources.procsPerNode` as declared; 0 when not declared (then the launch contract
+    takes the accelerators per node, else 1: providers/launch.py `processes_per_node`)."""
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["datasets"] = [asdict(d) for d in self.datasets]
         if not self.image:
             del data["image"]  # host runtimes need none; keeps plans of those unchanged
+        if not self.procs_per_node:
+            del data["procs_per_node"]  # undeclared: launches recorded before it stay equal
         return data
+
+    def resources(self) -> dict[str, Any]:
+        """The launch's `resources` as a spec declares them, for providers/launch.py."""
+        resources: dict[str, Any] = {
+            "nodes": self.nodes,
+            "acceleratorsPerNode": self.gpus // max(self.nodes, 1),
+        }
+        if self.procs_per_node:
+            resources["procsPerNode"] = self.procs_per_node
+        return resources
 
 
 @dataclass
