@@ -57,8 +57,14 @@ class LockFile:
     @classmethod
     def read(cls, root: Path) -> LockFile | None:
         path = root / LOCK_FILE
-        if not path.exists():
+        if not path.exists() and not path.is_symlink():
             return None
+        if path.is_symlink() or not path.is_file():
+            # confined like every other input: a link could read any file of the runner
+            raise LockError(
+                f"cannot read {path}: it is a link or not a regular file; {LOCK_FILE} must "
+                "be a plain file inside the spec folder (run `trainform lock` to write one)"
+            )
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             if data.get("formatVersion") != LOCK_FORMAT_VERSION:

@@ -116,7 +116,9 @@ def make_plan(
         targets = _observe_targets(scope.desired, scope.recorded, providers)
         observations = observe_all(providers, targets)
         scope.findings += _observation_findings(observations)
-    jobs = _job_context(specs, scope.desired, scope.recorded, providers, observations, options)
+    jobs = _job_context(
+        specs, scope.desired, scope.recorded, providers, observations, options, scope.findings
+    )
     changes = diff_resources(scope, providers, observations, jobs, options)
     check_changes(scope, changes, providers, options)
     return order_plan(specs, state, providers, scope, changes, jobs, options)
@@ -302,13 +304,26 @@ def _job_context(
     providers: ProviderSet,
     observations: dict[tuple[str, str], Observation],
     options: PlanOptions,
+    findings: list[PlanFinding],
 ) -> JobContext | None:
     """Pins and observed runs for planning jobs; None when no job is planned."""
     if specs is None or not any(item.kind == "TrainingJob" for item in desired.values()):
         return None
     pins = options.lock
-    if pins is None and options.refresh:
-        pins = resolve_pins(desired, providers, specs.root)
+    if options.refresh and not options.locked:
+        # What runs is what resolves now; a stale lock must not name another code or data.
+        fresh = resolve_pins(desired, providers, specs.root)
+        for entry in stale_entries(pins, fresh) if pins is not None else []:
+            findings.append(
+                PlanFinding(
+                    LOCK_FILE,
+                    "stale-lock",
+                    "warning",
+                    f"{LOCK_FILE} is stale: {entry}; this plan runs and records what resolves "
+                    f"now (run `trainform lock` and commit {LOCK_FILE}, or plan --locked)",
+                )
+            )
+        pins = fresh
     if pins is None:
         pins = pins_from_state(recorded)
     mutated: dict[str, set[str]] = {}

@@ -262,3 +262,33 @@ def test_a_job_over_its_project_quota_waits_with_the_reason_and_starts_later(
     ok(loop, "status", "--dir", ".", "--env", "ci", "--wait", "--timeout", "120")
     final = json.loads(ok(loop, "status", "--dir", ".", "--env", "ci", "--format", "json"))
     assert {r["phase"] for r in final["jobs"]} == {"succeeded"}
+
+
+def test_a_plain_plan_with_a_stale_lock_runs_and_records_the_code_it_runs(loop: Path) -> None:
+    """Without --locked a stale lock is re-resolved: one run id never covers two codes."""
+    before = json.loads(ok(loop, "plan", ".", "--env", "ci", "--format", "json"))
+    (loop / "code" / "train.py").write_text(
+        (loop / "code" / "train.py").read_text() + "\n# edited\n"
+    )
+
+    after = json.loads(ok(loop, "plan", ".", "--env", "ci", "--format", "json"))
+
+    stale = [f for f in after["findings"] if f["kind"] == "stale-lock"]
+    assert stale and "trainform.lock is stale: code code#." in stale[0]["message"]
+    old, new = ({c["address"]: c for c in plan["changes"]}[JOB] for plan in (before, after))
+    digests = [plan["job"]["inputs"]["code"]["contentDigest"] for plan in (old, new)]
+    assert digests[0] != digests[1]
+
+
+def test_a_lock_file_that_is_a_link_out_of_the_folder_is_refused(loop: Path) -> None:
+    lock = loop / "trainform.lock"
+    outside = loop.parent / "elsewhere.lock"
+    outside.write_text(lock.read_text())
+    lock.unlink()
+    lock.symlink_to(outside)
+
+    result = tf(loop, "plan", ".", "--env", "ci")
+
+    assert result.returncode == 1
+    assert "it is a link or not a regular file" in result.stderr
+    assert "Traceback" not in result.stderr
