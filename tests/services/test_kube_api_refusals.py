@@ -22,6 +22,7 @@ PLURALS = {
     "LocalQueue": "localqueues",
     "PriorityClass": "priorityclasses",
     "Job": "jobs",
+    "Service": "services",
 }
 
 
@@ -108,6 +109,18 @@ def test_every_case_id_is_unique_and_names_its_source() -> None:
         pytest.param(refusals.local_queue("first"), id="local-queue"),
         pytest.param(refusals.priority_class("accepted-high", 1_000_000_000), id="priority-class"),
         pytest.param(refusals.job(parallelism=2**31 - 1), id="job"),
+        pytest.param(refusals.indexed_job("a" * 61, 10), id="indexed-job-longest-name"),
+        pytest.param(refusals.service("llama-0a1b2c3d-1"), id="service"),
+        pytest.param(
+            refusals.failure_policy(
+                {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+                {
+                    "action": "FailJob",
+                    "onExitCodes": {"containerName": "main", "operator": "NotIn", "values": [0]},
+                },
+            ),
+            id="pod-failure-policy",
+        ),
     ],
 )
 def test_the_valid_objects_the_cases_start_from_are_accepted(

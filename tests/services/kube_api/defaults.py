@@ -6,8 +6,9 @@ what it wants with what it reads must cope with them. With defaulting on:
   the request uses): a missing property with a default is set, recursively, through objects,
   `additionalProperties` and array items, as the apiextensions server does;
 - batch/v1 Jobs get what SetDefaults_Job and the Job strategy add: completions/parallelism
-  1, backoffLimit 6, completionMode NonIndexed, suspend false, podReplacementPolicy, the
-  generated selector and controller-uid/job-name labels; their pod templates (and Pods) get
+  1, backoffLimit 6, completionMode NonIndexed, suspend false, podReplacementPolicy, status
+  True in a podFailurePolicy's onPodConditions, the generated selector and
+  controller-uid/job-name labels; their pod templates (and Pods) get
   the common pod and container defaults (dnsPolicy, restartPolicy, schedulerName,
   terminationGracePeriodSeconds, securityContext, terminationMessage*, imagePullPolicy,
   port protocol); Services get type ClusterIP, an allocated clusterIP (10.96.x.y, kept
@@ -81,6 +82,10 @@ def job_defaults(job: dict[str, Any], creating: bool) -> None:
     spec.setdefault(
         "podReplacementPolicy", "Failed" if "podFailurePolicy" in spec else "TerminatingOrFailed"
     )
+    for rule in (spec.get("podFailurePolicy") or {}).get("rules") or []:
+        for pattern in (rule or {}).get("onPodConditions") or []:
+            if isinstance(pattern, dict) and not pattern.get("status"):
+                pattern["status"] = "True"  # SetDefaults_Job
     template = spec.setdefault("template", {})
     pod_spec_defaults(template.setdefault("spec", {}))
     metadata = job["metadata"]

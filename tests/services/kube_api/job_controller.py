@@ -5,7 +5,13 @@ ResourceQuota admission applies to them as on a real cluster.
 For every running (not suspended, not finished, not terminating) Job it keeps as many
 pods as it should run: `parallelism`, fewer when fewer completions remain. Pods get the
 template's labels and spec, the Job's controller-uid/job-name labels and a controller
-reference, and the name `<job>-<5 random chars>` (generateName). A create the server
+reference, and the name `<job>-<5 random chars>` (generateName). An Indexed Job's pods
+get their identity as the real controller gives it (pkg/controller/job/indexed_job_utils.go
+and job_controller.go): one pod per index not running nor succeeded, lowest first; the
+annotation and label `batch.kubernetes.io/job-completion-index`, the env var
+JOB_COMPLETION_INDEX (a fieldRef to that annotation) in every container, `spec.hostname`
+`<job>-<index>` (the template's `subdomain` kept), and generateName `<job>-<index>-` (cut
+to 58 characters, the index kept, as podGenerateNameWithIndex does). A create the server
 refuses (a ResourceQuota's 403, say) is recorded in `refused` (the real controller emits
 a FailedCreate event) and retried at the next reconcile. `status.active` counts the pods
 that have not finished. A suspended Job loses its running pods; a deleted Job's pods are
@@ -25,6 +31,9 @@ if TYPE_CHECKING:
     from tests.services.kube_api.server import KubeAPI
 
 UID_LABEL = "batch.kubernetes.io/controller-uid"
+INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+INDEX_ENV = "JOB_COMPLETION_INDEX"
+MAX_GENERATED_NAME = 58  # names.MaxGeneratedNameLength
 AGENT = "kube-controller-manager/v1.32.0"
 
 
@@ -45,7 +54,40 @@ def _wanted(job: dict[str, Any]) -> int:
     return max(0, min(parallelism, int(completions) - done))
 
 
-def _pod_for(job: dict[str, Any]) -> dict[str, Any]:
+def _indexed(job: dict[str, Any]) -> bool:
+    return (job.get("spec") or {}).get("completionMode") == "Indexed"
+
+
+def pod_index(pod: dict[str, Any]) -> int | None:
+    value = (pod["metadata"].get("annotations") or {}).get(INDEX_ANNOTATION)
+    return int(value) if isinstance(value, str) and value.isdigit() else None
+
+
+def generate_name_with_index(job: str, index: int) -> str:
+    """podGenerateNameWithIndex: `<job>-<index>-`, cut to 58 with the index kept."""
+    suffix = f"-{index}-"
+    prefix = job + suffix
+    if len(prefix) > MAX_GENERATED_NAME:
+        prefix = prefix[: MAX_GENERATED_NAME - len(suffix)] + suffix
+    return prefix
+
+
+def _with_index(pod: dict[str, Any], job: str, index: int) -> dict[str, Any]:
+    metadata, spec = pod["metadata"], pod["spec"]
+    metadata["annotations"][INDEX_ANNOTATION] = str(index)
+    metadata["labels"][INDEX_ANNOTATION] = str(index)
+    metadata["generateName"] = generate_name_with_index(job, index)
+    spec["hostname"] = f"{job}-{index}"
+    reference = {"fieldRef": {"fieldPath": f"metadata.annotations['{INDEX_ANNOTATION}']"}}
+    for key in ("initContainers", "containers"):
+        for container in spec.get(key) or []:
+            env = container.setdefault("env", [])
+            if not any(item.get("name") == INDEX_ENV for item in env):
+                env.append({"name": INDEX_ENV, "valueFrom": reference})
+    return pod
+
+
+def _pod_for(job: dict[str, Any], index: int | None = None) -> dict[str, Any]:
     metadata = job["metadata"]
     template = copy.deepcopy((job.get("spec") or {}).get("template") or {})
     labels = dict((template.get("metadata") or {}).get("labels") or {})
@@ -65,7 +107,21 @@ def _pod_for(job: dict[str, Any]) -> dict[str, Any]:
             }
         ],
     }
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_metadata, "spec": template["spec"]}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": pod_metadata, "spec": template["spec"]}
+    return pod if index is None else _with_index(pod, metadata["name"], index)
+
+
+def _missing_indexes(job: dict[str, Any], pods: list[dict[str, Any]]) -> list[int]:
+    """The indexes of an Indexed Job with no pod running or succeeded, lowest first."""
+    taken = {
+        pod_index(p)
+        for p in pods
+        if (p.get("status") or {}).get("phase") != "Failed"
+        and not p["metadata"].get("deletionTimestamp")
+    }
+    return [
+        i for i in range(int((job.get("spec") or {}).get("completions") or 0)) if i not in taken
+    ]
 
 
 class JobController:
@@ -109,10 +165,15 @@ class JobController:
                 if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
             ]
             count = len(active)
-            for _ in range(_wanted(job) - count):
+            indexes: list[int | None] = [None] * (_wanted(job) - count)
+            if _indexed(job):
+                room = int((job.get("spec") or {}).get("parallelism", 1)) - count
+                indexes = list(_missing_indexes(job, by_job.get(uid, [])))[: max(room, 0)]
+            for index in indexes:
                 namespace = job["metadata"]["namespace"]
+                pod = _pod_for(job, index)
                 try:
-                    operations.create(store, self._pods(namespace), _pod_for(job), {}, AGENT)
+                    operations.create(store, self._pods(namespace), pod, {}, AGENT)
                     count += 1
                 except ApiError as error:
                     self.refused.append(error.message)

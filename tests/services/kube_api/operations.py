@@ -16,7 +16,6 @@ from __future__ import annotations
 import copy
 import json
 import random
-import string
 import uuid
 from typing import Any
 
@@ -41,6 +40,10 @@ from tests.services.kube_api.validation import (
     no_new_finalizers,
     validate,
 )
+
+MAX_GENERATED_NAME = 58
+"""k8s.io/apiserver names.MaxGeneratedNameLength: 63 less the 5 random characters."""
+GENERATED_NAME_LETTERS = "bcdfghjklmnpqrstvwxz2456789"  # utilrand.String's alphabet
 
 
 def is_dry_run(query: Query, body: dict[str, Any] | None = None) -> bool:
@@ -183,8 +186,9 @@ def create(store: Store, target: Target, body: Any, query: Query, agent: str) ->
                 "metadata.name",
                 "Required value: name or generateName is required",
             )
-        suffix = "".join(random.choices(string.ascii_lowercase + string.digits, k=5))
-        metadata["name"] = metadata["generateName"] + suffix
+        # names.SimpleNameGenerator: the base is cut to 58 characters, then 5 random ones
+        suffix = "".join(random.choices(GENERATED_NAME_LETTERS, k=5))
+        metadata["name"] = metadata["generateName"][:MAX_GENERATED_NAME] + suffix
     check_name(target.type, metadata["name"])
     with store.lock:
         _require_namespace(store, target)

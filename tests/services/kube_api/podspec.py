@@ -9,7 +9,9 @@ for Pods and the pod templates of Jobs: what a training platform's manifests can
   qualified (`nvidia.com/gpu`, not `gpu`); a request is at most its limit; an extended
   resource (not cpu, memory, ephemeral-storage, hugepages-*) cannot be overcommitted: it
   needs a limit, and a request equal to it;
-- a Job's template: restartPolicy OnFailure or Never.
+- hostname and subdomain: DNS-1123 labels;
+- a Job's template: restartPolicy OnFailure or Never; the Job rules of job_rules.py
+  (an Indexed Job's pod hostnames, template labels, podFailurePolicy).
 Every violation is a cause of one 422 Invalid (`Job.batch "x" is invalid: [...]`), with the
 real server's field paths and wording. Called by validation.validate in strict mode.
 """
@@ -19,7 +21,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tests.services.kube_api import quantities
+from tests.services.kube_api import job_rules, quantities
 from tests.services.kube_api.errors import ApiError
 from tests.services.kube_api.resources import ResourceType
 
@@ -194,6 +196,17 @@ def _resources(container: dict[str, Any], path: str, causes: list[Cause]) -> Non
 
 def pod_spec(spec: dict[str, Any], path: str, causes: list[Cause]) -> None:
     """Append a cause for every rule above that `spec` (at `path`) breaks."""
+    for field in ("hostname", "subdomain"):
+        value = spec.get(field)
+        if value:
+            for problem in job_rules.dns_label_problems(str(value)):
+                causes.append(
+                    (
+                        "FieldValueInvalid",
+                        f"{path}.{field}",
+                        f"Invalid value: {_quote(value)}: {problem}",
+                    )
+                )
     _tolerations(list(spec.get("tolerations") or []), f"{path}.tolerations", causes)
     for key, value in sorted((spec.get("nodeSelector") or {}).items()):
         problem = _label_name_problem(key)
@@ -255,6 +268,7 @@ def validate(resource: ResourceType, obj: dict[str, Any]) -> None:
                     f'Unsupported value: {_quote(policy)}: supported values: "OnFailure", "Never"',
                 )
             )
+        causes += job_rules.job_causes(obj)
     else:
         return
     if not causes:

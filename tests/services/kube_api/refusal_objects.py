@@ -170,3 +170,23 @@ def many_flavors(count: int) -> dict[str, Any]:
 
 def hostname_moved() -> dict[str, Any]:
     return topology(["kubernetes.io/hostname", "cloud.google.com/gce-topology-block"])
+
+
+def service(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"clusterIP": "None", "ports": [{"name": "r", "port": 29500}]},
+    }
+
+
+def indexed_job(name: str, completions: int, **spec: Any) -> dict[str, Any]:
+    made = job(completionMode="Indexed", completions=completions, parallelism=completions, **spec)
+    made["metadata"]["name"] = name
+    return made
+
+
+def failure_policy(*rules: dict[str, Any]) -> dict[str, Any]:
+    """A Job with `podFailurePolicy.rules` = `rules`."""
+    return job(podFailurePolicy={"rules": list(rules)})

@@ -25,7 +25,9 @@ from tests.services.kube_api.refusal_objects import (  # noqa: F401 - builders t
     Refusal,
     cluster_queue,
     container,
+    failure_policy,
     hostname_moved,
+    indexed_job,
     job,
     job_pod,
     labelled_job,
@@ -35,6 +37,7 @@ from tests.services.kube_api.refusal_objects import (  # noqa: F401 - builders t
     queue_with_groups,
     resource,
     resource_flavor,
+    service,
     topology,
     with_resources,
 )
@@ -461,6 +464,76 @@ CASES: list[Refusal] = [
         job(parallelism=2**31),
         400,
         "of type int32",
+        source=_BUILTIN,
+    ),
+    Refusal(
+        "service-name-starts-with-a-digit",
+        service("7b-llama-0a1b2c3d-1"),
+        422,
+        "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start "
+        "with an alphabetic character",
+        source=_BUILTIN,
+    ),
+    Refusal(
+        "indexed-job-last-hostname-too-long",
+        indexed_job("a" * 61, 12),
+        422,
+        f"will not able to create pod with invalid DNS label: {'a' * 61}-11",
+        source=_BUILTIN,
+    ),
+    Refusal(
+        "job-name-over-a-label-value",
+        indexed_job("b" * 64, 1),
+        422,
+        f'spec.template.labels: Invalid value: "{"b" * 64}": must be no more than 63 characters',
+        source=_BUILTIN,
+    ),
+    Refusal(
+        "job-pod-hostname-not-a-label",
+        job_pod(hostname="trainer.0", subdomain="c" * 64),
+        422,
+        'spec.template.spec.subdomain: Invalid value: "' + "c" * 64 + '": must be no more',
+        source=_BUILTIN,
+    ),
+    Refusal(
+        "pod-failure-policy-both-patterns",
+        failure_policy(
+            {
+                "action": "FailJob",
+                "onExitCodes": {"operator": "NotIn", "values": [0]},
+                "onPodConditions": [{"type": "DisruptionTarget"}],
+            }
+        ),
+        422,
+        "specifying both OnExitCodes and OnPodConditions is not supported",
+        source=_BUILTIN,
+    ),
+    Refusal(
+        "pod-failure-policy-exit-codes-unordered",
+        failure_policy({"action": "FailJob", "onExitCodes": {"operator": "In", "values": [3, 1]}}),
+        422,
+        "onExitCodes.values: Invalid value: []int32{3, 1}: must be ordered",
+        source=_BUILTIN,
+    ),
+    Refusal(
+        "pod-failure-policy-unknown-container",
+        failure_policy(
+            {
+                "action": "FailJob",
+                "onExitCodes": {"containerName": "trainer", "operator": "NotIn", "values": [0]},
+            }
+        ),
+        422,
+        "must be one of the container or initContainer names in the pod template",
+        source=_BUILTIN,
+    ),
+    Refusal(
+        "pod-failure-policy-condition-status",
+        failure_policy(
+            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "Yes"}]}
+        ),
+        422,
+        'onPodConditions[0].status: Unsupported value: "Yes"',
         source=_BUILTIN,
     ),
 ]

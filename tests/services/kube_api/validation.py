@@ -1,5 +1,6 @@
 """The validation every object gets from the real server, whatever its kind: ObjectMeta rules
-(name syntax, label keys and values, the 256 KiB annotation limit), the 1 MiB ConfigMap and
+(name syntax: a DNS-1123 subdomain, a label for Namespaces, a DNS-1035 label for
+Services; label keys and values, the 256 KiB annotation limit), the 1 MiB ConfigMap and
 Secret limit, and Secret `stringData` folded into base64 `data`.
 
 Also: numbers beyond int32 in the int32 fields of PriorityClass and Job (400, the Go
@@ -33,7 +34,22 @@ def _invalid(resource: ResourceType, name: str, field: str, problem: str) -> err
     return errors.invalid(resource.kind, resource.group, name, field, problem)
 
 
+_DNS_1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+
+
 def check_name(resource: ResourceType, name: str) -> None:
+    if (resource.kind, resource.group) == ("Service", ""):  # ValidateServiceName
+        if len(name) > 63 or not _DNS_1035.fullmatch(name):
+            raise _invalid(
+                resource,
+                name,
+                "metadata.name",
+                f'Invalid value: "{name}": a DNS-1035 label must consist of lower case '
+                "alphanumeric characters or '-', start with an alphabetic character, and end "
+                "with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for "
+                "validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
+            )
+        return
     label_only = resource.kind == "Namespace"
     pattern, limit = (_DNS_LABEL, 63) if label_only else (_SUBDOMAIN, 253)
     what = "RFC 1123 label" if label_only else "RFC 1123 subdomain"
