@@ -233,6 +233,9 @@ def plan(
     click.echo(rendered, nl=False, color=use_color())
     if out:
         result.state_location = comparable_location(workspace.backend.location)
+        result.state_binding = comparable_location(
+            workspace.backend.location, Path(spec_dir).resolve()
+        )
         Path(out).write_bytes(plan_file_bytes(result, Path(spec_dir).resolve(), report))
         if output_format == "text" and report.denied:
             click.echo(f"\nSaved the plan to {out}; policies deny it, so apply will refuse it.")

@@ -224,6 +224,9 @@ class Plan:
     state_location: str = ""
     spec_folder: str = ""
     pins: dict[str, Any] = field(default_factory=dict)
+    state_binding: str = ""
+    """The state location relative to the spec folder (`./...`) when it lies inside it, as a
+    saved plan binds it; never rendered."""
 
     @property
     def actionable(self) -> list[ResourceChange]:
@@ -322,7 +325,26 @@ class Plan:
                 state_location=str(data.get("stateLocation") or ""),
                 spec_folder=str(data.get("specFolder") or ""),
                 pins=dict(data.get("pins") or {}),
+                state_binding=str(data.get("stateBinding") or ""),
             )
-            return plan, Path(data["specRoot"])
+            return plan, bound_spec_root(data, location)
         except (KeyError, TypeError, ValueError) as exc:
             raise PlanFileError(f"cannot read plan {location}: malformed ({exc!r})") from None
+
+
+def bound_spec_root(data: dict[str, Any], location: str) -> Path:
+    """The spec folder a saved plan applies to: the one at the relative path it was made
+    for, under the directory apply runs in (so a plan copied into another checkout applies
+    to that checkout, whose state must then be the planned one); the absolute folder only
+    for a plan made of a folder outside the directory plan ran in."""
+    relative = data.get("specRootRelative")
+    if not isinstance(relative, str):
+        return Path(data["specRoot"])
+    root = (Path.cwd() / relative).resolve()
+    if not (root / "trainform.yaml").is_file():
+        raise PlanFileError(
+            f"cannot apply plan {location}: it was made for the spec folder {relative} "
+            f"(relative to the directory plan ran in), and {root} is not one; run apply "
+            "from the same directory of the checkout"
+        )
+    return root

@@ -30,9 +30,19 @@ def lock_digest(root: Path) -> str:
     return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else ""
 
 
-def comparable_location(location: str) -> str:
-    """A state location as a plan records it: URLs as they are, local paths absolute."""
-    return location if "://" in location else str(Path(location).resolve())
+def comparable_location(location: str, spec_root: Path | None = None) -> str:
+    """A state location as a plan records it: URLs as they are; a local path inside the
+    spec folder relative to it (`./...`), so the plan binds to the folder it is applied in,
+    not to the checkout it was made in; other local paths absolute."""
+    if "://" in location:
+        return location
+    path = Path(location).resolve()
+    if spec_root is not None:
+        try:
+            return "./" + path.relative_to(spec_root.resolve()).as_posix()
+        except ValueError:
+            pass
+    return str(path)
 
 
 def _code_from_key(key: str) -> dict[str, str]:
@@ -56,7 +66,10 @@ def binding_differences(
             f"environment: the plan was made for {saved.environment or '(none)'}, apply was "
             f"asked for {environment}"
         )
-    if saved.state_location and saved.state_location != comparable_location(state_location):
+    bound = saved.state_binding or saved.state_location
+    if bound and bound != comparable_location(
+        state_location, spec_root if saved.state_binding else None
+    ):
         problems.append(
             f"state location: the plan was made against {saved.state_location}, the spec "
             f"folder's state is now {state_location}"

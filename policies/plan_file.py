@@ -21,6 +21,15 @@ from trainform.policies.engine import PolicyReport
 POLICIES_KEY = "policies"
 
 
+def relative_to_cwd(spec_root: Path) -> str | None:
+    """The spec folder relative to the directory plan runs in (None when outside it):
+    apply FILE finds the folder there again, in whichever checkout it runs."""
+    try:
+        return spec_root.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return None
+
+
 def plan_file_bytes(plan: Plan, spec_root: Path, report: PolicyReport) -> bytes:
     # secret-looking job values stay masked in the file; apply FILE puts them back from
     # the specs, once it has proven they are the ones planned (planner.saved_plans)
@@ -29,7 +38,9 @@ def plan_file_bytes(plan: Plan, spec_root: Path, report: PolicyReport) -> bytes:
         {
             **plan_json,
             "specRoot": str(spec_root),
+            "specRootRelative": relative_to_cwd(spec_root),
             "stateLocation": plan.state_location,
+            "stateBinding": plan.state_binding,
             POLICIES_KEY: report.to_json(),
         }
     )
