@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
+from trainform.specs.diagnostic_budget import DiagnosticBudget
 from trainform.specs.errors import Diagnostic, Location, Severity
 from trainform.specs.loaded_files import LoadedFiles
 from trainform.specs.models.base import Scope
@@ -31,6 +32,8 @@ from trainform.specs.validation import (
     diagnostics_from_errors,
     format_path,
     number_warnings,
+    possible_echoes,
+    typo_echoes_last,
 )
 from trainform.specs.yamlio import (
     MAX_DOCUMENT_VALUES,
@@ -53,11 +56,12 @@ Locate = Callable[..., Location]
 @dataclass(slots=True)
 class LoadState:
     """What the documents of one load share (the template variables, the render budget,
-    the parsed files) and what they add to (resources, declared names, diagnostics)."""
+    the parsed files) and what they add to (resources, declared names, and the run's
+    diagnostics: at most its budget's, the rest only counted)."""
 
     context: dict[str, Any]
     files: LoadedFiles
-    diagnostics: list[Diagnostic]
+    diagnostics: DiagnosticBudget
     resources: dict[str, Resource] = field(default_factory=dict)
     declared: set[tuple[str, str | None, str]] = field(default_factory=set)
     budget: RenderBudget = field(default_factory=RenderBudget)
@@ -183,7 +187,7 @@ def _warn_of_changed_numbers(
     text = state.files.files[display].text
     anchor = text.find("parameters:", span[0], span[1])
     if not numbers_read_as_written(text, max(anchor, span[0]), span[1], parameters):
-        state.diagnostics += number_warnings(document, [("spec", "parameters")], written)
+        state.diagnostics.extend(number_warnings(document, [("spec", "parameters")], written))
 
 
 def _report_invalid(
@@ -207,8 +211,8 @@ def _report_invalid(
     model = KINDS.get(kind) if isinstance(kind, str) else None
     address = f"{kind}/{project}/{name}" if project else f"{kind}/{name}"
     errors, hidden = first_errors(exc, DOCUMENT_ADAPTER.validate_python, checked, room)
-    state.diagnostics += diagnostics_from_errors(
-        errors, model, locate, address if model else "", written=written
+    state.diagnostics.extend(
+        diagnostics_from_errors(errors, model, locate, address if model else "", written=written)
     )
     return hidden
 
@@ -242,25 +246,31 @@ def _keep_resource(state: LoadState, resource: Resource, locate: Locate) -> None
 def first_errors(
     exc: ValidationError, validate: Callable[[Any], Any], document: Any, room: int
 ) -> tuple[list[Any], int]:
-    """The errors to turn into diagnostics (at most `room`) and how many are left over.
+    """The errors to turn into diagnostics (at most `room`) and how many problems are left
+    over (at least: a `missing` field a typo beside it explains is one problem, not two).
 
     pydantic builds a dict per error; for a document with a huge number of them (a list
     of a million wrong values) only its first values are validated again for the ones
-    shown (a `missing` field may be an artefact of that cut, so those are not shown).
+    shown (a `missing` field may be an artefact of that cut, so those are not shown), and
+    the rest are only counted. When not all errors fit, the `missing` fields a typo may
+    explain go last, so the typo is what is shown.
     """
     count = exc.error_count()
-    if room <= 0:
-        return [], count
-    if count <= MAX_BUILT_ERRORS:
-        errors = exc.errors(include_url=False)
-    else:
+    if count > MAX_BUILT_ERRORS:
+        if room <= 0:
+            return [], count
         try:
             validate(prune(document, MAX_BUILT_ERRORS))
             errors = []
         except ValidationError as again:
             errors = [e for e in again.errors(include_url=False) if e["type"] != "missing"]
-    shown = errors[:room]
-    return shown, count - len(shown)
+        shown = errors[:room]
+        return shown, count - len(shown)
+    errors = exc.errors(include_url=False)
+    if len(errors) > room:
+        errors = typo_echoes_last(errors)
+    shown, rest = errors[: max(room, 0)], errors[max(room, 0) :]
+    return shown, len(rest) - possible_echoes(rest, errors)
 
 
 def _too_large(display: str, line: int) -> Diagnostic:

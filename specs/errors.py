@@ -5,10 +5,12 @@ Tree of errors raised by this package:
     SpecError                      root: everything `specs` raises derives from it
     +-- SpecLoadError              a load produced error diagnostics; carries all of them
     +-- SpecUsageError             bad arguments from the caller (missing folder, bad --var)
+    +-- FileWriteError             a file could not be written (full disk); none left half-written
 
 A `Diagnostic` is a value, not an exception: the loader collects every diagnostic of a
 run and raises once, so a user sees all problems together, sorted by file and line, at
-most MAX_DIAGNOSTICS_PER_FILE per file (`cap_per_file`), then one counting the rest.
+most MAX_DIAGNOSTICS_PER_FILE per file (`cap_per_file`), then one counting the rest, and
+at most specs.diagnostic_budget.MAX_DIAGNOSTICS_PER_RUN in all (the run's budget).
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from typing import Any
+
+RUN_LIMIT_CODE = "too-many-diagnostics"
+"""The code of the diagnostics counting those not shown (per file, and per run)."""
 
 
 class Severity(enum.StrEnum):
@@ -53,9 +58,11 @@ class Diagnostic:
     related: tuple[Location, ...] = ()
     detail: str = ""
 
-    def sort_key(self) -> tuple[str, int, int, str, str]:
+    def sort_key(self) -> tuple[bool, str, int, int, str, str]:
+        """By file, line and column; the count of a run's diagnostics not shown last."""
         loc = self.location or Location("")
-        return (loc.file, loc.line, loc.column, self.code, self.summary)
+        last = self.location is None and self.code == RUN_LIMIT_CODE
+        return (last, loc.file, loc.line, loc.column, self.code, self.summary)
 
     def as_dict(self) -> dict[str, Any]:
         def loc(item: Location | None) -> dict[str, Any] | None:
@@ -86,6 +93,15 @@ class SpecUsageError(SpecError):
     """The caller asked for something that cannot be done (missing folder, malformed --var)."""
 
 
+class FileWriteError(SpecError):
+    """A file could not be written (specs.file_writes): `path` and the system's reason."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"cannot write {path}: {reason}")
+
+
 @dataclass
 class SpecLoadError(SpecError):
     """Loading found at least one error; `diagnostics` holds all of them, sorted."""
@@ -100,7 +116,7 @@ class SpecLoadError(SpecError):
         errors = [d for d in self.diagnostics if d.severity is Severity.ERROR]
         first = errors[0] if errors else None
         where = f" ({first.location}: {first.summary})" if first and first.location else ""
-        return f"cannot load specs: {_plural(len(errors), 'error')}{where}"
+        return f"cannot load specs: {plural(len(errors), 'error')}{where}"
 
 
 MAX_DIAGNOSTICS_PER_FILE = 100
@@ -138,8 +154,8 @@ def cap_per_file(
         result.append(
             Diagnostic(
                 Severity.ERROR if error else Severity.WARNING,
-                "too-many-diagnostics",
-                f"{'at least ' if uncounted.get(file) else ''}{_plural(more, 'more problem')} "
+                RUN_LIMIT_CODE,
+                f"{'at least ' if uncounted.get(file) else ''}{plural(more, 'more problem')} "
                 "in this file not shown",
                 last.location if last is not None and last.location else Location(file),
                 expected=f"at most {limit} diagnostics shown per file",
@@ -153,8 +169,8 @@ def cap_per_file(
             result.append(
                 Diagnostic(
                     Severity.ERROR,
-                    "too-many-diagnostics",
-                    f"{_plural(count, 'problem')} in this file not shown",
+                    RUN_LIMIT_CODE,
+                    f"{plural(count, 'problem')} in this file not shown",
                     Location(file),
                     expected=f"at most {limit} diagnostics shown per file",
                 )
@@ -162,5 +178,5 @@ def cap_per_file(
     return result
 
 
-def _plural(count: int, word: str) -> str:
+def plural(count: int, word: str) -> str:
     return f"{count:,} {word}" if count == 1 else f"{count:,} {word}s"

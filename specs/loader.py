@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 from trainform.specs.code_sources import check_code_sources
 from trainform.specs.data_sources import check_data_sources
+from trainform.specs.diagnostic_budget import DiagnosticBudget
 from trainform.specs.discovery import (
     CONFIG_FILE,
     display_path,
@@ -108,8 +109,8 @@ def _load_specs(
     if not root.is_dir():
         raise SpecUsageError(f"cannot load specs: {folder} is not a folder")
     root_display = os.path.normpath(str(folder))
-    files = LoadedFiles()
-    diagnostics: list[Diagnostic] = []
+    diagnostics = DiagnosticBudget()
+    files = LoadedFiles(diagnostics)
 
     uncounted: dict[str, int] = {}
     base_config = _load_config(root, root_display, files, diagnostics, uncounted)
@@ -118,16 +119,19 @@ def _load_specs(
     )
     config = _select_environment(base_config, env_name, root, root_display, files, diagnostics)
     state = LoadState(context, files, diagnostics)
-    paths = discover_files(root, diagnostics)
+    refused: list[Diagnostic] = []
+    paths = discover_files(root, refused)
+    diagnostics.extend(refused)
     displays = [display_path(root_display, path, root) for path in paths]
     templates = _load_files(state, paths, displays, uncounted)
     if config is not None:
-        diagnostics += _check_references(state, config, root)
-    diagnostics = cap_per_file(diagnostics, uncounted)
-    errors = [d for d in diagnostics if d.severity is Severity.ERROR]
+        _check_references(state, config, root)
+    count_line = diagnostics.count_line()
+    shown = cap_per_file(diagnostics.kept, uncounted) + ([count_line] if count_line else [])
+    errors = [d for d in shown if d.severity is Severity.ERROR]
     if errors or config is None:
-        raise SpecLoadError(diagnostics)
-    warnings = sorted(diagnostics, key=Diagnostic.sort_key)
+        raise SpecLoadError(shown)
+    warnings = sorted(shown, key=Diagnostic.sort_key)
     resources = state.resources
     return SpecSet(root, config, env_name, resources, displays, warnings, base_config, templates)
 
@@ -138,7 +142,7 @@ def _select_environment(
     root: Path,
     root_display: str,
     files: LoadedFiles,
-    diagnostics: list[Diagnostic],
+    diagnostics: DiagnosticBudget,
 ) -> RootConfig | None:
     """trainform.yaml as the selected environment sees it; None when it did not load or
     its environments are not isolated from each other (each breach a diagnostic)."""
@@ -148,7 +152,7 @@ def _select_environment(
     isolation = check_environments(
         config, root, lambda path, key: files.locate(config_display, 0, path, key)
     )
-    diagnostics += isolation
+    diagnostics.extend(isolation)
     return None if isolation else environment_config(config, env_name)
 
 
@@ -156,23 +160,25 @@ def _load_files(
     state: LoadState, paths: Sequence[Path], displays: Sequence[str], uncounted: dict[str, int]
 ) -> list[TemplatedDocument]:
     """Every document of every file loaded, in order; returns the templated ones as
-    written. Problems past a file's room are counted in `uncounted`."""
+    written. Problems past a file's room are counted in `uncounted`, those past the run's
+    budget in the budget (whichever room is the smaller)."""
     templates: list[TemplatedDocument] = []
-    diagnostics = state.diagnostics
+    budget = state.diagnostics
+    kept = budget.kept
     parsed_files = _parsed_files(paths, displays, state.files.scan)
     for display, parsed in zip(displays, parsed_files, strict=True):
         state.files.add(parsed)
-        first = len(diagnostics)
-        diagnostics += parsed.diagnostics
+        first = len(kept)
+        budget.extend(parsed.diagnostics)
         failing, counted = False, first  # an error among the file's diagnostics so far
         for position, (document, index, start, templated) in enumerate(
             zip(parsed.documents, parsed.indices, parsed.start_lines, parsed.templated, strict=True)
         ):
-            if len(diagnostics) != counted:
-                failing = failing or any(
-                    d.severity is Severity.ERROR for d in diagnostics[counted:]
-                )
-                counted = len(diagnostics)
+            if len(kept) != counted:
+                failing = failing or any(d.severity is Severity.ERROR for d in kept[counted:])
+                counted = len(kept)
+            file_room = MAX_DIAGNOSTICS_PER_FILE - (counted - first)
+            by_run = budget.room < file_room
             hidden = load_document(
                 state,
                 document,
@@ -181,35 +187,41 @@ def _load_files(
                 start,
                 templated,
                 keep=not parsed.salvaged,
-                room=MAX_DIAGNOSTICS_PER_FILE - (counted - first),
+                room=min(file_room, budget.room),
                 failing=failing,
                 span=parsed.spans[position],
             )
-            if hidden:
+            if hidden and by_run:
+                budget.omit(hidden)
+            elif hidden:
                 uncounted[display] = uncounted.get(display, 0) + hidden
             if templated:
                 templates.append(TemplatedDocument(display, index, start, document))
+        state.files.fit_to_budget()  # no re-read for a position that would not be shown
     return templates
 
 
-def _check_references(state: LoadState, config: RootConfig, root: Path) -> list[Diagnostic]:
+def _check_references(state: LoadState, config: RootConfig, root: Path) -> None:
     """The diagnostics of references (resolved while a forked child checks code and data
-    sources, for a large load) and of dependency cycles."""
-    resources, files = state.resources, state.files
+    sources, for a large load) and of dependency cycles, added to the run's."""
+    resources, files, diagnostics = state.resources, state.files, state.diagnostics
 
     def locate(resource: Resource, path: tuple[str | int, ...]) -> Location:
         return files.locate(resource.location.file, resource.document_index, path, False)
 
-    references, sources_found = both(
-        lambda: resolve_references(resources, Declared(frozenset(state.declared)), config, locate),
+    declared = Declared(frozenset(state.declared))
+    files.fit_to_budget()  # the child checking sources cannot see the budget fill up
+    _, sources_found = both(
+        lambda: resolve_references(resources, declared, config, locate, diagnostics),
         lambda: (
             check_code_sources(resources, config, root, locate)
             + check_data_sources(resources, config, root, locate)
         ),
         len(resources),
     )
-    cycles = [cycle_diagnostic(cycle, resources, locate) for cycle in find_cycles(resources)]
-    return references + sources_found + cycles
+    diagnostics.extend(sources_found)
+    for cycle in find_cycles(resources):
+        diagnostics.append(cycle_diagnostic(cycle, resources, locate))
 
 
 SPLIT_BYTES = 1 << 20
@@ -222,7 +234,9 @@ def _parsed_files(
     """Every file parsed, in order. A large set has its second half parsed by a forked
     child (specs.split_work) while the caller loads the first. The child's files are kept
     only if it never needed the shared scan budget (a tag or number walk): then parsing
-    them here, after the first half, would have given the same result."""
+    them here, after the first half, would have given the same result. The child re-reads
+    no file for a position (it cannot know whether the run will have room to show it): a
+    file it left `rough` is parsed again here while the run still has re-reads left."""
     half = len(files) // 2
     size = _total_size(files) if half else 0
     if not can_split(size, SPLIT_BYTES):
@@ -233,7 +247,7 @@ def _parsed_files(
     rest = list(zip(files[half:], displays[half:], strict=True))
 
     def second_half() -> tuple[list[ParsedFile], bool]:
-        own = EventBudget(scan.events)
+        own = EventBudget(scan.events, rereads=0)
         parsed = [parse_file(path, display, own) for path, display in rest]
         for item in parsed:
             item.scan = None
@@ -245,7 +259,9 @@ def _parsed_files(
         parsed, scanned = theirs()
     if scanned:
         parsed = [parse_file(path, display, scan) for path, display in rest]
-    for item in parsed:
+    for item, (path, display) in zip(parsed, rest, strict=True):
+        if item.rough and scan.rereads:
+            item = parse_file(path, display, scan)
         item.scan = scan
         yield item
 
@@ -264,7 +280,7 @@ def _load_config(
     root: Path,
     root_display: str,
     files: LoadedFiles,
-    diagnostics: list[Diagnostic],
+    diagnostics: DiagnosticBudget,
     uncounted: dict[str, int] | None = None,
 ) -> RootConfig | None:
     path = root / CONFIG_FILE
@@ -278,7 +294,7 @@ def _load_config(
         return None
     parsed = parse_file(path, display, files.scan)
     files.add(parsed)
-    diagnostics += parsed.diagnostics
+    diagnostics.extend(parsed.diagnostics)
     # A duplicate key or a refused tag: the file is still validated for its other errors.
     failed = any(d.severity is Severity.ERROR for d in parsed.diagnostics)
     if failed and not parsed.salvaged:
@@ -312,19 +328,21 @@ def _load_config(
         if isinstance(mapping, dict) and not numbers_read_as_written(
             parsed.text, 0, len(parsed.text), mapping
         ):
-            diagnostics += number_warnings(document, [root], written)
+            diagnostics.extend(number_warnings(document, [root], written))
     try:
         config = RootConfig.model_validate(document)
     except ValidationError as exc:
         errors, hidden = first_errors(
             exc, RootConfig.model_validate, document, MAX_DIAGNOSTICS_PER_FILE
         )
-        diagnostics += diagnostics_from_errors(
-            errors,
-            RootConfig,
-            lambda p, key: files.locate(display, 0, p, key),
-            strip_tag=False,
-            written=written,
+        diagnostics.extend(
+            diagnostics_from_errors(
+                errors,
+                RootConfig,
+                lambda p, key: files.locate(display, 0, p, key),
+                strip_tag=False,
+                written=written,
+            )
         )
         if hidden and uncounted is not None:
             uncounted[display] = uncounted.get(display, 0) + hidden
@@ -337,7 +355,7 @@ def template_context(
     environment: str | None,
     variables: Iterable[str] | Mapping[str, Any],
     var_files: Sequence[str | os.PathLike[str]],
-    diagnostics: list[Diagnostic],
+    diagnostics: list[Diagnostic] | DiagnosticBudget,
 ) -> tuple[str | None, dict[str, Any]]:
     """The selected environment (`environment`, else the default one) and what templates
     see: trainform.yaml's variables, the environment's, --var-file, then --var."""
@@ -358,7 +376,7 @@ def template_context(
             context.update(config.environments[env_name].variables)
     for var_file in var_files:
         parsed = parse_file(Path(var_file), os.fspath(var_file))
-        diagnostics += parsed.diagnostics
+        diagnostics.extend(parsed.diagnostics)
         for document in parsed.documents:
             if too_deep(document):
                 raise SpecUsageError(f"cannot read --var-file {var_file}: nested too deeply")

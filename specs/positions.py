@@ -141,6 +141,9 @@ class Walk:
         self.complete = True
 
     def __iter__(self) -> Iterator[Node]:
+        if self.budget.events <= 0:  # spent: not even a parser set up (files add up)
+            self.complete = False
+            return
         try:
             yield from _nodes(self.text, self.budget)
         except _BudgetSpent:

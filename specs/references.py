@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from trainform.specs.diagnostic_budget import DiagnosticBudget
 from trainform.specs.errors import Diagnostic, Location, Severity
 from trainform.specs.models.base import Reference, Scope
 from trainform.specs.models.config import RootConfig
@@ -37,12 +38,36 @@ class Declared:
     names: frozenset[tuple[str, str | None, str]]
 
 
-def _visible_names(kind: str, referrer: Resource, resources: dict[str, Resource]) -> list[str]:
-    names = []
-    for resource in resources.values():
-        if resource.kind == kind and resource.project in (None, referrer.project):
-            names.append(resource.name)
-    return names
+class _Names:
+    """The resources by name and the names by kind and project, indexed on first use (for
+    the diagnostics of unresolved references: one scan of the resources, not one each)."""
+
+    def __init__(self, resources: dict[str, Resource]) -> None:
+        self.resources = resources
+        self._by_name: dict[str, list[Resource]] = {}
+        self._by_scope: dict[tuple[str, str | None], list[str]] = {}
+        self._indexed = False
+
+    def _index(self) -> None:
+        if not self._indexed:
+            for resource in self.resources.values():
+                self._by_name.setdefault(resource.name, []).append(resource)
+                scope = (resource.kind, resource.project)
+                self._by_scope.setdefault(scope, []).append(resource.name)
+            self._indexed = True
+
+    def named(self, name: str) -> list[Resource]:
+        """The resources of any kind called `name`, in load order."""
+        self._index()
+        return self._by_name.get(name, [])
+
+    def visible(self, kind: str, referrer: Resource) -> list[str]:
+        """Names of `kind` a reference from `referrer` may name: global or its project's."""
+        self._index()
+        names = list(self._by_scope.get((kind, None), []))
+        if referrer.project is not None:
+            names += self._by_scope.get((kind, referrer.project), [])
+        return names
 
 
 def article(kind: str) -> str:
@@ -55,11 +80,17 @@ def _describe(ref: Reference) -> str:
 
 
 def resolve_references(
-    resources: dict[str, Resource], declared: Declared, config: RootConfig, locate: Locate
-) -> list[Diagnostic]:
-    """Fill `dependencies` of every resource; return diagnostics for what does not resolve."""
-    diagnostics: list[Diagnostic] = []
+    resources: dict[str, Resource],
+    declared: Declared,
+    config: RootConfig,
+    locate: Locate,
+    found: DiagnosticBudget,
+) -> None:
+    """Fill `dependencies` of every resource; add to `found` a diagnostic for each reference
+    that does not resolve (only counted once `found` is spent: working out a suggestion
+    reads every resource)."""
     versions: dict[str, frozenset[str]] = {}
+    names = _Names(resources)
     project_capable = {kind: model.scope is not Scope.GLOBAL for kind, model in KINDS.items()}
     global_capable = {kind: model.scope is not Scope.PROJECT for kind, model in KINDS.items()}
     for resource in resources.values():
@@ -86,16 +117,16 @@ def resolve_references(
                             resources[target].document.spec.version_names()  # type: ignore[attr-defined]
                         )
                     if ref.version not in known:
-                        diagnostics.append(
-                            _unknown_version(resources[target], ref, resource, locate)
-                        )
+                        found.append(_unknown_version(resources[target], ref, resource, locate))
                 continue
             if _declared_but_invalid(ref, resource, declared):
                 continue
-            diagnostics.append(_unresolved(ref, resource, resources, locate(resource, ref.path)))
+            if found.spent:
+                found.omit(1)
+                continue
+            found.append(_unresolved(ref, resource, names, locate(resource, ref.path)))
         if resource.kind in PROVIDER_TYPES:
-            diagnostics += _check_provider(resource, config, locate)
-    return diagnostics
+            found.extend(_check_provider(resource, config, locate))
 
 
 def _declared_but_invalid(ref: Reference, referrer: Resource, declared: Declared) -> bool:
@@ -109,16 +140,12 @@ def _declared_but_invalid(ref: Reference, referrer: Resource, declared: Declared
     ) in declared.names
 
 
-def _unresolved(
-    ref: Reference, referrer: Resource, resources: dict[str, Resource], where: Location
-) -> Diagnostic:
+def _unresolved(ref: Reference, referrer: Resource, names: _Names, where: Location) -> Diagnostic:
     field = _describe(ref)
     others = [
         other
-        for other in resources.values()
-        if other.name == ref.name
-        and other.project in (None, referrer.project)
-        and other.kind != ref.kind
+        for other in names.named(ref.name)
+        if other.project in (None, referrer.project) and other.kind != ref.kind
     ]
     if others:
         other = others[0]
@@ -133,7 +160,7 @@ def _unresolved(
             address=referrer.address,
             related=(other.location,),
         )
-    suggestion = closest_name(ref.name, _visible_names(ref.kind, referrer, resources))
+    suggestion = closest_name(ref.name, names.visible(ref.kind, referrer))
     project_capable = KINDS[ref.kind].scope is not Scope.GLOBAL
     scope_note = (
         f" in project `{referrer.project}` or globally"

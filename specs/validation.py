@@ -87,6 +87,35 @@ def diagnostics_from_errors(
     return _without_typo_echoes(result) + warnings
 
 
+def _parents(errors: Sequence[ErrorDetails], kind: str) -> dict[tuple[Any, ...], int]:
+    """How many errors of `kind` each mapping (the path above the field) holds."""
+    found: dict[tuple[Any, ...], int] = {}
+    for error in errors:
+        if error["type"] == kind:
+            parent = tuple(error["loc"][:-1])
+            found[parent] = found.get(parent, 0) + 1
+    return found
+
+
+def typo_echoes_last(errors: list[ErrorDetails]) -> list[ErrorDetails]:
+    """`errors` with the `missing` ones beside an unknown field (which may be its typo, so
+    not shown: `_without_typo_echoes`) moved to the end, the order otherwise kept."""
+    unknown = _parents(errors, "extra_forbidden")
+    if not unknown:
+        return errors
+    return sorted(errors, key=lambda e: e["type"] == "missing" and tuple(e["loc"][:-1]) in unknown)
+
+
+def possible_echoes(rest: Sequence[ErrorDetails], errors: Sequence[ErrorDetails]) -> int:
+    """At most how many `missing` errors of `rest` a typo among `errors` explains (each
+    unknown field suggests one name): per mapping, the fewer of the two."""
+    missing = _parents(rest, "missing")
+    if not missing:
+        return 0
+    unknown = _parents(errors, "extra_forbidden")
+    return sum(min(count, unknown.get(parent, 0)) for parent, count in missing.items())
+
+
 def _without_typo_echoes(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
     """Drop "missing field X" when an unknown field beside it suggests X: one typo, one error."""
     suggested = {

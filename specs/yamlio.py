@@ -60,6 +60,8 @@ class ParsedFile:
     last value wins, or a refused tag): validated for their own errors, never loaded."""
     scan: Any = None
     """The load's specs.event_budget.EventBudget for walks of this file (None: its own)."""
+    rough: bool = False
+    """True when a diagnostic's position was not worked out (no re-read was left)."""
 
 
 def _error(
@@ -93,13 +95,27 @@ def too_deep(value: Any, budget: int = MAX_DEPTH) -> bool:
     return False
 
 
-def _duplicate_position(text: str, key: str) -> tuple[int, int, str]:
-    """(line, column, ruamel's wording) of the first repeated key, bounded in time."""
+def may_reread(parsed: ParsedFile) -> bool:
+    """Whether the text of `parsed` may be re-read by ruamel for a position: always
+    outside a load, else while its scan budget has `rereads` left (each asks one)."""
+    scan = parsed.scan
+    if scan is None or scan.rereads is None:
+        return True
+    if scan.rereads <= 0:
+        parsed.rough = True
+        return False
+    scan.rereads -= 1
+    return True
+
+
+def _duplicate_position(text: str, key: str, reread: bool = True) -> tuple[int, int, str]:
+    """(line, column, ruamel's wording) of the first repeated key, bounded in time; with
+    `reread` False, only a look at the text."""
     from trainform.specs.positions import first_duplicate_key, ruamel_error_position
 
-    if len(text) <= _LARGE_TEXT:
+    if reread and len(text) <= _LARGE_TEXT:
         return ruamel_error_position(text)
-    found = first_duplicate_key(text)
+    found = first_duplicate_key(text) if reread else None
     if found is not None:
         return found[0], found[1], ""
     # Too far into a huge file to walk: the second line that starts with the key.
@@ -242,7 +258,7 @@ def _decode_error(parsed: ParsedFile, message: str) -> Diagnostic:
     first_line = message.splitlines()[-1] if message else "cannot parse"
     if "duplicate mapping key" in message:
         key = message.split(":", 1)[1].strip()
-        line, column, key_problem = _duplicate_position(parsed.text, key)
+        line, column, key_problem = _duplicate_position(parsed.text, key, may_reread(parsed))
         return _error(
             parsed.display,
             "duplicate-key",
@@ -269,7 +285,7 @@ def _decode_error(parsed: ParsedFile, message: str) -> Diagnostic:
             int(match[1]),
             int(match[2]),
         )
-    if len(parsed.text) > _LARGE_TEXT:
+    if len(parsed.text) > _LARGE_TEXT or not may_reread(parsed):
         return _error(parsed.display, "yaml-syntax", f"invalid YAML: {first_line}")
     line, column, problem = ruamel_error_position(parsed.text)
     return _error(
@@ -372,7 +388,10 @@ def parse_text(parsed: ParsedFile) -> None:
             return
         from trainform.specs.positions import ruamel_error_position
 
-        line, column, _ = (1, 1, "") if len(text) > _LARGE_TEXT else ruamel_error_position(text)
+        small = len(text) <= _LARGE_TEXT
+        line, column, _ = (
+            ruamel_error_position(text) if small and may_reread(parsed) else (1, 1, "")
+        )
         parsed.diagnostics.append(
             _error(
                 parsed.display,
