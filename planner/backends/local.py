@@ -161,12 +161,9 @@ class LocalBackend(StateBackend):
             return None
 
     def _write_identity(self, identity: Identity) -> None:
-        temporary = self.identity_path.with_name(f".{self.identity_path.name}.{os.getpid()}.tmp")
-        with open(temporary, "wb") as handle:
-            handle.write(json.dumps(identity.to_json(), indent=1).encode() + b"\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, self.identity_path)
+        write_atomically(
+            self.identity_path, json.dumps(identity.to_json(), indent=1).encode() + b"\n"
+        )
 
     def _check_identity(self, document: State | None, header: dict[str, Any] | None) -> None:
         if self.accept_state:
@@ -296,9 +293,12 @@ class LocalBackend(StateBackend):
     def record(self, state: State, entry: dict[str, Any]) -> None:
         self.check_fence()
         handle = self._open_journal(state)
-        handle.write(canonical_json(entry).encode("utf-8") + b"\n")
-        handle.flush()
-        os.fsync(handle.fileno())
+        try:
+            handle.write(canonical_json(entry).encode("utf-8") + b"\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        except OSError as exc:
+            raise StateError(f"cannot write {self.journal_path}: {exc.strerror}") from None
         state.apply_entry(entry)
         self._entries_since_compaction += 1
         # Compacting after a number of entries that grows with the state keeps the total
@@ -329,12 +329,18 @@ class LocalBackend(StateBackend):
         self.path.parent.mkdir(parents=True, exist_ok=True)
         data = json.dumps(state.to_json(), separators=(",", ":")).encode("utf-8") + b"\n"
         temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        with open(temporary, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
         try:
+            with open(temporary, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
             self.check_fence()
+        except OSError as exc:
+            temporary.unlink(missing_ok=True)
+            raise StateError(
+                f"cannot write state {self.path}: {exc.strerror}; the journal keeps every "
+                "recorded change and the next command folds it in"
+            ) from None
         except LockLostError:
             temporary.unlink(missing_ok=True)
             raise

@@ -207,3 +207,28 @@ def test_a_refused_force_unlock_changes_nothing(tmp_path: Path) -> None:
         LocalBackend(tmp_path / "state.json").force_unlock(held.id)
     assert backend.lock_path.read_bytes() == before
     backend.unlock(held)
+
+
+def test_a_full_disk_is_a_clear_error_naming_the_path_and_leaves_no_temp_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    backend = LocalBackend(tmp_path / "state.json")
+    held = backend.lock("apply")
+    state = State.new()
+    backend.record(state, created("Project/a"))
+
+    def full(_fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(StateError, match=f"cannot write state {tmp_path / 'state.json'}: No sp"):
+        backend.compact(state)
+    with pytest.raises(StateError, match="state.json.journal: No space left on device"):
+        backend.record(state, created("Project/b"))
+    monkeypatch.undo()
+
+    assert not list(tmp_path.glob(".*.tmp"))
+    backend.unlock(held)
+    assert "Project/a" in (LocalBackend(tmp_path / "state.json").read() or State.new()).resources
