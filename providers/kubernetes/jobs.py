@@ -1,8 +1,10 @@
 """Training and evaluation attempts as batch/v1 Jobs admitted by Kueue, and their status.
 
-An attempt becomes one Indexed Job in the project's namespace: completions = parallelism =
-nodes (one pod per node, pods.py), the accelerator of the pools it fits requested and
-limited per pod (placement.py), created with
+An attempt becomes one Indexed Job in the project's namespace, named as job_names.py says
+(valid and bounded for any job name): completions = parallelism = nodes (one pod per
+node), the accelerator of the pools it fits requested and limited per pod (placement.py),
+the launch contract's environment per pod and, for a command other than torchrun running
+several processes per node, the launcher of launcher.py (pods.py), created with
 `suspend: true` and the label `kueue.x-k8s.io/queue-name` (the project's LocalQueue named
 as the queue), so Kueue unsuspends it when it admits its Workload. `backoffLimit: 0`:
 trainform, not the Job controller, decides on retries (planner/jobs.py resumes a failed
@@ -36,6 +38,8 @@ from typing import Any
 
 from trainform.providers.jobs import JobLaunch
 from trainform.providers.kubernetes import pods
+from trainform.providers.kubernetes.job_names import job_name, service_name
+from trainform.providers.kubernetes.launcher import launcher_command
 from trainform.providers.kubernetes.naming import (
     PRIORITY_CLASS_LABEL,
     QUEUE_NAME_LABEL,
@@ -50,6 +54,7 @@ from trainform.providers.kubernetes.timeline import (  # noqa: F401 - kept here 
     attempt_status,
     why_pending,
 )
+from trainform.providers.launch import Launch, launch_of
 from trainform.providers.local.environment import dataset_location, parameter_text, variable_suffix
 from trainform.specs.quantity import parse_quantity
 
@@ -59,7 +64,7 @@ LAUNCH_LABEL = "trainform.dev/launch"
 SPEC_HASH_LABEL = "trainform.dev/spec-hash"
 SUITE_ANNOTATION = "trainform.dev/suite"
 LEDGER_KEY = "attempts.json"
-CONTAINER = "main"
+CONTAINER = pods.CONTAINER
 NODE_INDEX = {  # which node of the run this pod is: the Indexed Job's completion index
     "name": "TRAINFORM_NODE_INDEX",
     "valueFrom": {
@@ -70,13 +75,9 @@ NODE_INDEX = {  # which node of the run this pod is: the Indexed Job's completio
 }
 
 
-def job_name(launch: JobLaunch) -> str:
-    name = launch.address.rsplit("/", 1)[-1]
-    run = launch.run_id.removeprefix("r-")[:8]
-    if launch.kind == "eval":
-        suite = (launch.suite or "").rsplit("/", 1)[-1]
-        return dns_label(f"{name}-{run}-eval-{suite}-{launch.attempt}")
-    return dns_label(f"{name}-{run}-{launch.attempt}")
+def launch_contract(launch: JobLaunch) -> Launch:
+    """The attempt's launch (providers/launch.py): nodes, processes per node, torchrun."""
+    return launch_of({"command": list(launch.command), "resources": launch.resources()})
 
 
 def ledger_name(address: str) -> str:
@@ -195,14 +196,15 @@ def job_metadata(
 def job_spec(
     launch: JobLaunch, template: dict[str, Any], max_seconds: int | None
 ) -> dict[str, Any]:
-    """The suspended Indexed Job's spec: one pod per node, no Job-controller retries."""
+    """The suspended Indexed Job's spec: one pod per node, no Job-controller retries, and
+    for a distributed job one failed pod fails the group (pods.failure_policy)."""
     spec: dict[str, Any] = {
         "suspend": True,
         "completionMode": "Indexed",
         "completions": launch.nodes,
         "parallelism": launch.nodes,
         "backoffLimit": 0,
-        "podFailurePolicy": pods.DISRUPTIONS_IGNORED,
+        "podFailurePolicy": pods.failure_policy(launch_contract(launch)),
         "template": template,
     }
     if max_seconds:
@@ -224,8 +226,9 @@ def pod_template(
         "containers": [main_container(launch, placement, name, namespace)],
     }
     if launch.nodes > 1:
-        pod_spec["subdomain"] = name
-    found = pods.affinity(name, placement, launch.nodes)
+        pod_spec["subdomain"] = service_name(name)
+    per_node = launch.gpus // max(launch.nodes, 1)
+    found = pods.affinity(name, placement, launch.nodes, per_node)
     if found:
         pod_spec["affinity"] = found
     template_metadata: dict[str, Any] = {
@@ -240,14 +243,19 @@ def pod_template(
 def main_container(
     launch: JobLaunch, placement: Placement, name: str, namespace: str
 ) -> dict[str, Any]:
-    """The attempt's container: image, command, environment and resources."""
+    """The attempt's container: image, command (a launcher per pod when a command other
+    than torchrun runs several processes per node), environment and resources."""
+    contract = launch_contract(launch)
+    command = list(launch.command)
+    if contract.distributed and not contract.torchrun and contract.procs_per_node > 1:
+        command = launcher_command(command)
     return {
         "name": CONTAINER,
         "image": launch.image,
-        "command": list(launch.command),
+        "command": command,
         "env": [{"name": k, "value": v} for k, v in sorted(job_environment(launch).items())]
         + [NODE_INDEX]
-        + pods.rendezvous_environment(name, namespace, launch.nodes),
+        + pods.launch_environment(name, namespace, contract),
         "resources": container_resources(launch, placement),
     }
 

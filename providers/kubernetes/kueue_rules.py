@@ -13,6 +13,8 @@ request. One resource at a time (`resource_problems`):
 - a pool with topology but no nodeSelector, a topology level twice, kubernetes.io/hostname
   above the lowest level, a toleration Kueue refuses (empty key without Exists, a value
   with Exists).
+- a TrainingJob's names or spec.env the API server would refuse after admission
+  (job_checks.py).
 
 Across the resources of one provider instance (`instance_problems`):
 
@@ -45,6 +47,7 @@ from trainform.providers.kubernetes.api_limits import (
     limit_problems,
     queue_size_problems,
 )
+from trainform.providers.kubernetes.job_checks import job_problems
 from trainform.providers.kubernetes.manifests import AMOUNT_FIELDS
 from trainform.providers.kubernetes.naming import Naming
 from trainform.specs.quantity import parse_quantity
@@ -171,6 +174,8 @@ def resource_problems(resource: DesiredResource, naming: Naming) -> list[Validat
         for key, value in (resource.spec.get("limits") or {}).items():
             if key in ("gpu", "cpu", "memory") and _amount(value) is None:
                 found.append((f"spec.limits.{key}", f"{value!r} is not a non-negative quantity"))
+    elif resource.kind == "TrainingJob":
+        found += job_problems(resource, naming)
     elif resource.kind == "ResourcePool":
         name = naming.cluster_name(resource.name)
         if not _DNS_LABEL.match(name) or len(name) > 63:

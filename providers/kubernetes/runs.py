@@ -46,6 +46,7 @@ from trainform.providers.jobs import (
 )
 from trainform.providers.kubernetes.client import KubeClient
 from trainform.providers.kubernetes.history import RunHistory
+from trainform.providers.kubernetes.job_names import service_name
 from trainform.providers.kubernetes.jobs import (
     job_manifest,
     ledger_entries,
@@ -181,7 +182,7 @@ class KubernetesJobs(RunHistory):
         what is admitted, but an API server keeps every object until someone deletes it."""
         for name in finished:
             self.client.delete(JOB, name, namespace)
-            self.client.delete(SERVICE, name, namespace)
+            self.client.delete(SERVICE, service_name(name), namespace)
 
     def _placement(self, launch: JobLaunch) -> tuple[Placement, int | None]:
         return read_placement(self.client, self.naming, launch, self._namespace_of(launch.address))
@@ -259,7 +260,7 @@ class KubernetesJobs(RunHistory):
         recorded = self._finalize(namespace, address, entries, jobs)  # before pods go
         for name in victims:
             self.client.delete(JOB, name, namespace)
-            self.client.delete(SERVICE, name, namespace)
+            self.client.delete(SERVICE, service_name(name), namespace)
         if victims or recorded:
             self.client.apply(
                 ledger_manifest(self.naming, address, namespace, entries),

@@ -56,10 +56,7 @@ def test_a_multi_node_job_on_topology_pools_asks_kueue_for_a_block_one_pod_per_n
     name, spec = job["metadata"]["name"], job["spec"]
     template = spec["template"]
     assert template["metadata"]["annotations"] == {pods.PREFERRED_TOPOLOGY: BLOCK[0]}
-    assert spec["podFailurePolicy"]["rules"][0] == {
-        "action": "Ignore",
-        "onPodConditions": [{"type": "DisruptionTarget"}],
-    }
+    assert spec["podFailurePolicy"] == pods.GROUP_FAILURE_POLICY
     assert job["metadata"]["labels"][pods.MAX_EXEC_TIME_LABEL] == "7200"
     assert spec["activeDeadlineSeconds"] == 7200
     pod = template["spec"]
@@ -69,14 +66,29 @@ def test_a_multi_node_job_on_topology_pools_asks_kueue_for_a_block_one_pod_per_n
     assert spread["labelSelector"]["matchLabels"] == {pods.JOB_NAME_LABEL: name}
     env = {e["name"]: e for e in pod["containers"][0]["env"]}
     assert env["MASTER_ADDR"]["value"] == f"{name}-0.{name}.ml-vision.svc"
-    assert (env["MASTER_PORT"]["value"], env["WORLD_SIZE"]["value"]) == ("29500", "2")
-    assert "job-completion-index" in env["RANK"]["valueFrom"]["fieldRef"]["fieldPath"]
+    assert (env["MASTER_PORT"]["value"], env["WORLD_SIZE"]["value"]) == ("29500", "16")
+    assert env["LOCAL_WORLD_SIZE"]["value"] == "8"
+    assert "job-completion-index" in env["NODE_RANK"]["valueFrom"]["fieldRef"]["fieldPath"]
     assert pod["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] == "8"
+
+
+def test_pods_asking_for_part_of_a_node_leave_placement_to_kueue() -> None:
+    """TAS packs two 4-GPU pods onto one 8-GPU node and pins them there; a required
+    anti-affinity would leave the second unschedulable, its Workload holding the quota."""
+    placement = place(QUEUE[1:], 4, "16", "64Gi")
+    job = job_manifest(Naming(), _launch(gpus=8), placement, None)
+
+    check_manifest(job)
+    pod = job["spec"]["template"]["spec"]
+    assert pod["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] == "4"
+    assert "podAntiAffinity" not in pod["affinity"]
+    assert pods.whole_nodes(placement, 8) and not pods.whole_nodes(placement, 4)
+    assert not pods.whole_nodes(Placement(()), 8)
 
 
 def test_a_single_pod_on_a_topology_pool_requires_one_host_and_gets_no_rendezvous() -> None:
     placement = place(QUEUE[1:2], 8, "16", "64Gi")
-    job = job_manifest(Naming(), _launch(nodes=1, gpus=8), placement, None)
+    job = job_manifest(Naming(), _launch(nodes=1, gpus=8, procs_per_node=1), placement, None)
 
     check_manifest(job)
     template = job["spec"]["template"]
@@ -85,6 +97,21 @@ def test_a_single_pod_on_a_topology_pool_requires_one_host_and_gets_no_rendezvou
     assert "podAntiAffinity" not in template["spec"]["affinity"]
     assert "MASTER_ADDR" not in {e["name"] for e in template["spec"]["containers"][0]["env"]}
     assert "activeDeadlineSeconds" not in job["spec"]
+    assert job["spec"]["podFailurePolicy"] == pods.DISRUPTIONS_IGNORED
+
+
+def test_a_single_pod_of_several_processes_meets_on_itself() -> None:
+    job = job_manifest(Naming(), _launch(nodes=1, gpus=8), Placement(()), None)
+
+    pod = job["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert "subdomain" not in pod
+    assert (env["MASTER_ADDR"], env["WORLD_SIZE"], env["LOCAL_WORLD_SIZE"]) == (
+        "127.0.0.1",
+        "8",
+        "8",
+    )
+    assert pod["containers"][0]["command"][:2] == ["sh", "-c"]
 
 
 def test_pools_without_node_labels_get_no_node_affinity() -> None:
