@@ -2,11 +2,14 @@
 
 Exit codes: 0 success, 1 error (invalid specs, bad usage), 2 changes or drift present
 (with --detailed-exitcode), 3 blocked by policy. No traceback reaches a user; set
-TRAINFORM_DEBUG=1 to see one for an internal error.
+TRAINFORM_DEBUG=1 to see one for an internal error. A write the system refuses for lack of
+room (a full disk, a quota) is an error naming what could not be written, not an internal
+one: the files the CLI writes go through specs.file_writes, which leaves no temporary file.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -20,6 +23,7 @@ from trainform.cli.options import (
     policies_option,
     spec_dir_argument,
     template_options,
+    text_budget_option,
 )
 from trainform.cli.output import load_or_exit
 from trainform.cli.render.diagnostics import render_diagnostics_json, render_diagnostics_text
@@ -30,12 +34,15 @@ from trainform.planner.signals import exit_code_for, release_held
 from trainform.planner.signals import install as install_signal_handlers
 from trainform.providers.errors import ProviderError
 from trainform.specs import Diagnostic, Severity, SpecError, SpecSet, SpecUsageError, load_specs
+from trainform.specs.diagnostic_budget import cap_per_run
 from trainform.specs.environments import environments_sharing_data
 
 EXIT_OK, EXIT_ERROR = 0, 1
 
 
-def _load(spec_dir: str, inputs: TemplateInputs, output_format: str) -> SpecSet:
+def _load(
+    spec_dir: str, inputs: TemplateInputs, output_format: str, max_chars: int | None = None
+) -> SpecSet:
     return load_or_exit(
         lambda: load_specs(
             spec_dir,
@@ -44,6 +51,7 @@ def _load(spec_dir: str, inputs: TemplateInputs, output_format: str) -> SpecSet:
             var_files=inputs.var_files,
         ),
         output_format,
+        max_chars,
     )
 
 
@@ -120,18 +128,22 @@ def _shared_writes(specs: SpecSet, inputs: TemplateInputs) -> list[Diagnostic]:
 @template_options
 @policies_option
 @format_option("text", "json")
+@text_budget_option
 @no_color_option
 def validate(
     spec_dir: str,
     inputs: TemplateInputs,
     policies_path: Path | None,
     output_format: str,
+    max_chars: int | None,
 ) -> None:
     """Check that the specs in SPEC_DIR are well formed, every reference resolves, every
     document comes from where tenancy (project-isolation) allows it, and no two environments
     write one place on a data service they share with different specs."""
-    specs = _load(spec_dir, inputs, output_format)
-    diagnostics = [*specs.warnings, *_tenancy(specs, policies_path), *_shared_writes(specs, inputs)]
+    specs = _load(spec_dir, inputs, output_format, max_chars)
+    diagnostics = cap_per_run(
+        [*specs.warnings, *_tenancy(specs, policies_path), *_shared_writes(specs, inputs)]
+    )
     failed = any(d.severity is Severity.ERROR for d in diagnostics)
     extra = {"resourceCount": len(specs.resources), "fileCount": len(specs.files)}
     if output_format == "json":
@@ -141,11 +153,12 @@ def validate(
         return
     if failed:
         files = len({d.location.file for d in diagnostics if d.location})
-        text = render_diagnostics_text(diagnostics, files, use_color())
+        text = render_diagnostics_text(diagnostics, files, use_color(), max_chars)
         click.echo(text, nl=False, color=use_color())
         raise SystemExit(EXIT_ERROR)
     if diagnostics:
-        click.echo(render_diagnostics_text(diagnostics, None, use_color()), color=use_color())
+        text = render_diagnostics_text(diagnostics, None, use_color(), max_chars)
+        click.echo(text, color=use_color())
     click.echo(
         f"Success: {plural(len(specs.resources), 'resource')} in "
         f"{plural(len(specs.files), 'file')} {'is' if len(specs.resources) == 1 else 'are'} valid"
@@ -180,8 +193,9 @@ def schema(kind: str | None, output: str | None) -> None:
 
     text = json.dumps(document_schema(kind), indent=2) + "\n"
     if output:
-        with open(output, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        from trainform.specs.file_writes import write_file
+
+        write_file(output, text)
     else:
         click.echo(text, nl=False)
 
@@ -238,6 +252,9 @@ def run(argv: list[str] | None = None) -> int:
         click.echo(f"Interrupted{f' by {exc}' if str(exc) else ''}.", err=True)
         return exit_code_for(exc)
     except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
+        if full_disk(exc):
+            click.echo(f"error: {write_failure(exc)}", err=True)
+            return EXIT_ERROR
         if os.environ.get("TRAINFORM_DEBUG"):
             import traceback
 
@@ -262,10 +279,38 @@ def main(argv: list[str] | None = None) -> None:
     code = run(argv)
     try:
         sys.stdout.flush()
+    except (OSError, ValueError) as exc:
+        code = code or EXIT_ERROR
+        if isinstance(exc, OSError) and full_disk(exc):
+            _say(f"error: {write_failure(exc)}\n")
+    try:
         sys.stderr.flush()
     except (OSError, ValueError):
         code = code or EXIT_ERROR
     os._exit(code)
+
+
+_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+
+
+def full_disk(exc: BaseException) -> bool:
+    """Whether `exc` is a write the system refused for lack of room (disk, quota, size)."""
+    return isinstance(exc, OSError) and exc.errno in _FULL
+
+
+def write_failure(exc: OSError) -> str:
+    """`cannot write PATH: No space left on device`; the output when it names no file
+    (stdout redirected to a full disk)."""
+    where = os.fsdecode(exc.filename) if exc.filename is not None else "the output"
+    return f"cannot write {where}: {exc.strerror or exc}"
+
+
+def _say(text: str) -> None:
+    """`text` on stderr, unbuffered (stdout may be what failed)."""
+    try:
+        os.write(2, text.encode("utf-8", "replace"))
+    except OSError:
+        pass
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ did, 1 on error. `--out FILE` writes the report to FILE and prints the summary l
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -28,6 +27,8 @@ from trainform.cli.render.style import use_color
 from trainform.planner.drift_history import summarize_runs
 from trainform.planner.drift_model import DriftReport
 from trainform.planner.drift_run import check_drift
+from trainform.specs.errors import FileWriteError
+from trainform.specs.file_writes import write_file
 
 EXIT_DRIFTED = 2
 
@@ -43,13 +44,12 @@ def _rendered(report: DriftReport, output_format: str, color: bool) -> str:
 
 
 def _write(path: Path, text: str) -> None:
-    partial = path.with_name(path.name + ".partial")
+    """The report written whole or not at all (specs.file_writes), nothing left behind."""
     try:
-        partial.write_text(text, encoding="utf-8")
-        os.replace(partial, path)
-    except OSError as exc:
+        write_file(path, text)
+    except FileWriteError as exc:
         raise click.ClickException(
-            f"cannot write the drift report to {path}: {exc.strerror}"
+            f"cannot write the drift report to {path}: {exc.reason}"
         ) from None
 
 

@@ -44,6 +44,7 @@ from trainform.planner.session import ProviderSet, config_from_data
 from trainform.planner.state import digest
 from trainform.planner.workspace import Workspace, make_backend
 from trainform.policies.plan_file import plan_file_bytes
+from trainform.specs.file_writes import write_file
 
 if TYPE_CHECKING:
     pass
@@ -211,9 +212,10 @@ def plan(
 ) -> None:
     """Show what apply would change to make the platform match the specs, and check it
     against the policies (exit 3 when a deny finding is not waived)."""
-    workspace = open_or_exit(spec_dir, inputs, output_format)
+    markdown = output_format == "markdown"
+    workspace = open_or_exit(spec_dir, inputs, output_format, budget if markdown else None)
     if refresh_only:
-        _refuse_with_refresh_only(targets, replace, destroy, out, output_format == "markdown")
+        _refuse_with_refresh_only(targets, replace, destroy, out, markdown)
         plan_refresh_only_command(workspace, output_format, detailed_exitcode, take_lock)
         return
     try:
@@ -236,7 +238,7 @@ def plan(
         result.state_binding = comparable_location(
             workspace.backend.location, Path(spec_dir).resolve()
         )
-        Path(out).write_bytes(plan_file_bytes(result, Path(spec_dir).resolve(), report))
+        write_file(out, plan_file_bytes(result, Path(spec_dir).resolve(), report))
         if output_format == "text" and report.denied:
             click.echo(f"\nSaved the plan to {out}; policies deny it, so apply will refuse it.")
         elif output_format == "text":

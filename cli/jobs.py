@@ -24,6 +24,7 @@ from trainform.planner.lockfile import LOCK_FILE, resolve_pins
 from trainform.planner.status import job_status, matching_jobs
 from trainform.planner.usage import platform_view
 from trainform.planner.workspace import Workspace
+from trainform.specs.file_writes import write_file
 from trainform.specs.secrets import redact
 
 
@@ -44,7 +45,7 @@ def lock(spec_dir: str, inputs: TemplateInputs) -> None:
     if previous == text:
         click.echo(f"{LOCK_FILE} is up to date.")
         return
-    path.write_text(text, encoding="utf-8")
+    write_file(path, text)
     click.echo(
         f"Wrote {path}: {plural(len(pins.images), 'image')}, "
         f"{plural(len(pins.datasets), 'dataset version')}, "

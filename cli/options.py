@@ -113,6 +113,24 @@ def markdown_budget_option(func: F) -> F:
     )(func)
 
 
+MIN_TEXT_CHARS = 2_000
+"""The smallest --max-chars of text output: the counts and the note must fit."""
+
+
+def text_budget_option(func: F) -> F:
+    """--max-chars N (validate): the size budget of its text output; unbounded by default
+    beyond the run's budget of diagnostics (specs.diagnostic_budget)."""
+    return click.option(
+        "--max-chars",
+        "max_chars",
+        type=click.IntRange(min=MIN_TEXT_CHARS),
+        default=None,
+        metavar="N",
+        help="Text only: keep the output under N characters, leaving out whole diagnostics "
+        "from the end and saying how many (a run shows at most 1,000 in any case).",
+    )(func)
+
+
 def _no_color(context: click.Context, parameter: click.Parameter, value: bool) -> None:
     if value:
         import os

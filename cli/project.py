@@ -13,6 +13,7 @@ import sys
 import click
 from trainform.cli.render.diagnostics import render_diagnostics_text
 from trainform.cli.render.style import use_color
+from trainform.specs.diagnostic_budget import cap_per_run
 from trainform.specs.formatting import format_folder, write_formatted
 from trainform.specs.scaffold import init_folder
 
@@ -44,7 +45,8 @@ def fmt(spec_dir: str, check: bool) -> None:
     (comments, key order and quoting kept)."""
     result = format_folder(spec_dir)
     if result.problems:
-        click.echo(render_diagnostics_text(result.problems, color=use_color()), nl=False)
+        shown = cap_per_run(result.problems)
+        click.echo(render_diagnostics_text(shown, color=use_color()), nl=False)
         click.echo("Nothing was formatted.", err=True)
         sys.exit(1)
     if check:

@@ -23,6 +23,7 @@ from trainform.cli.options import (
 )
 from trainform.cli.output import print_diagnostics
 from trainform.cli.render.diagnostics import render_diagnostics_text
+from trainform.cli.render.plan_markdown import DEFAULT_BUDGET
 
 EXIT_ERROR, EXIT_DENIED = 1, 3
 
@@ -135,8 +136,10 @@ def review(
         if output_format == "markdown":
             # For the pull-request comment: the diagnostics, fenced, under a heading.
             files = len({d.location.file for d in error.error.diagnostics if d.location})
-            text = render_diagnostics_text(error.error.diagnostics, files, False)
-            click.echo(f"{MARKER}\n### trainform review: ERROR\n\n{summary}:\n\n```text\n{text}```")
+            head = f"{MARKER}\n### trainform review: ERROR\n\n{summary}:\n\n```text\n"
+            room = DEFAULT_BUDGET - len(head) - len("```")  # a pull-request comment
+            text = render_diagnostics_text(error.error.diagnostics, files, False, room)
+            click.echo(f"{head}{text}```")
         else:
             print_diagnostics(error.error, output_format)
         raise SystemExit(EXIT_ERROR) from None

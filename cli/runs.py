@@ -243,7 +243,7 @@ def usage(spec_dir: str, inputs: TemplateInputs, since: str, by: str, output_for
         window = Duration(since).seconds
     except ValueError as exc:
         _fail(f"--since {since!r} is not a duration (like 90m, 24h, 30d): {exc}")
-    workspace = open_or_exit(spec_dir, inputs, "json" if output_format == "json" else "text")
+    workspace = open_or_exit(spec_dir, inputs, output_format)
     try:
         report = usage_report(workspace, window, by)
     finally:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import io
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from trainform.specs.discovery import CONFIG_FILE, display_path, find_spec_files, missing_config
 from trainform.specs.errors import Diagnostic, Location, Severity
+from trainform.specs.file_writes import write_file
 from trainform.specs.yamlio import parse_file
 
 
@@ -123,16 +123,7 @@ def format_folder(folder: str) -> FormatResult:
 
 
 def write_formatted(result: FormatResult) -> None:
-    """Replace each changed file atomically, keeping its permissions."""
+    """Replace each changed file atomically, keeping its permissions (specs.file_writes:
+    a file that cannot be written raises FileWriteError and is left as it was)."""
     for path, text in result.changed.values():
-        mode = path.stat().st_mode & 0o7777
-        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8", newline="") as out:
-                out.write(text)
-            os.chmod(temporary, mode)
-            os.replace(temporary, path)
-        except BaseException:
-            if os.path.exists(temporary):
-                os.unlink(temporary)
-            raise
+        write_file(path, text, sync=False)

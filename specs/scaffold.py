@@ -13,7 +13,7 @@
 
 A file that already exists is never overwritten (its name is reported as kept), except the
 two schema files, which are generated and always refreshed. Nothing outside the folder is
-touched.
+touched; each file is written whole or not at all (specs.file_writes).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainform.specs.discovery import CONFIG_FILE, IGNORE_FILE
+from trainform.specs.file_writes import write_file
 from trainform.specs.schema import document_schema
 
 SCHEMA_DIR = ".schemas"
@@ -95,7 +96,7 @@ def init_folder(folder: str) -> InitResult:
             result.kept.append(name)
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        write_file(path, text)
         result.written.append(name)
     schemas = {DOCUMENT_SCHEMA: document_schema(None), CONFIG_SCHEMA: document_schema("Config")}
     for name, schema in schemas.items():
@@ -104,6 +105,6 @@ def init_folder(folder: str) -> InitResult:
             result.kept.append(name)
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(schema, indent=2) + "\n", encoding="utf-8")
+        write_file(path, json.dumps(schema, indent=2) + "\n")
         result.written.append(name)
     return result

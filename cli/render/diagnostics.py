@@ -43,14 +43,48 @@ def render_diagnostic_text(diagnostic: Diagnostic, color: bool = False) -> str:
 
 
 def render_diagnostics_text(
-    diagnostics: Sequence[Diagnostic], files: int | None = None, color: bool = False
+    diagnostics: Sequence[Diagnostic],
+    files: int | None = None,
+    color: bool = False,
+    max_chars: int | None = None,
 ) -> str:
+    """Every diagnostic, then the counts. With `max_chars`, whole diagnostics are left out
+    from the end so that the text stays within it, and a line says how many."""
     errors, warnings = _counts(diagnostics)
     blocks = [render_diagnostic_text(d, color) for d in diagnostics]
     where = f" in {_plural(files, 'file')}" if files is not None else ""
-    summary = f"{_plural(errors, 'error')}, {_plural(warnings, 'warning')}{where}"
-    blocks.append(paint(summary, "red" if errors else "yellow", color))
+    summary = paint(
+        f"{_plural(errors, 'error')}, {_plural(warnings, 'warning')}{where}",
+        "red" if errors else "yellow",
+        color,
+    )
+    if max_chars is not None:
+        blocks = _within(blocks, max_chars - len(summary) - 3, max_chars)
+    blocks.append(summary)
     return "\n\n".join(blocks) + "\n"
+
+
+def truncation_note(left_out: int, max_chars: int) -> str:
+    """The line standing for the diagnostics left out to keep the output within size."""
+    return (
+        f"... {left_out:,} more diagnostic{'' if left_out == 1 else 's'} not shown: the output "
+        f"is limited to {max_chars:,} characters (--max-chars)"
+    )
+
+
+def _within(blocks: list[str], room: int, max_chars: int) -> list[str]:
+    """The first blocks that fit in `room` characters (joined by blank lines) with the
+    note counting the others; `blocks` itself when all of them fit."""
+    if sum(len(block) + 2 for block in blocks) <= room:
+        return blocks
+    room -= len(truncation_note(len(blocks), max_chars)) + 2
+    kept: list[str] = []
+    for block in blocks:
+        room -= len(block) + 2
+        if room < 0:
+            break
+        kept.append(block)
+    return [*kept, truncation_note(len(blocks) - len(kept), max_chars)]
 
 
 def render_diagnostics_json(
