@@ -8,18 +8,19 @@ spec folder, so the file belongs in the spec folder (or in `.github/` or `docs/`
 as it does when the spec folder is the repository root.
 
 Syntax as GitHub and GitLab read it: one `pattern owner...` per line, `#` comments, the last
-matching line wins, a line without owners makes the path unowned. A pattern starting with
-`/` or holding a `/` before its end is anchored at the root, otherwise it matches at any
-depth; a trailing `/` means everything below that folder; `*` matches within one path
-segment, `**` across segments.
+matching line wins, a line without owners makes the path unowned. Patterns are matched by
+policies.globs, the one matcher `adminPaths` and `specPaths` use too (its docstring has the
+rules: `*` within one segment, `**` across segments, anchored when a `/` starts or sits in
+the pattern, `docs/*` the folder's direct entries only).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from trainform.policies.globs import PathGlob, compile_glob, normalize_path, probe_path
 
 FILE_NAME = "CODEOWNERS"
 # Where code hosts look for the file, in GitHub's order.
@@ -27,11 +28,21 @@ PLACES = (".github/CODEOWNERS", "CODEOWNERS", "docs/CODEOWNERS")
 MAX_BYTES = 1_000_000
 
 
+__all__ = ["CodeOwners", "OwnerRule", "find_code_owners", "parse_code_owners", "probe_path"]
+
+
 @dataclass(frozen=True)
 class OwnerRule:
+    """One CODEOWNERS line: its pattern, owners and 1-based line number."""
+
     pattern: str
     owners: tuple[str, ...]
-    regex: re.Pattern[str]
+    glob: PathGlob
+    line: int = 0
+
+    def describe(self) -> str:
+        """The line as written (`/teams/alignment/ @alignment-leads`)."""
+        return " ".join([self.pattern, *self.owners])
 
 
 @dataclass(frozen=True)
@@ -41,51 +52,29 @@ class CodeOwners:
     rules: tuple[OwnerRule, ...] = ()
     source: str = ""
 
+    def rule_for(self, path: str) -> OwnerRule | None:
+        """The line deciding who owns `path` (relative, `/`-separated): the last matching."""
+        path = normalize_path(path)
+        for rule in reversed(self.rules):
+            if rule.glob.matches(path):
+                return rule
+        return None
+
     def owners_of(self, path: str) -> tuple[str, ...]:
         """Owners of `path` (relative, `/`-separated): the last matching rule's; () if none."""
-        path = path.removeprefix("./").lstrip("/")
-        for rule in reversed(self.rules):
-            if rule.regex.match(path):
-                return rule.owners
-        return ()
-
-
-def _translate(pattern: str) -> re.Pattern[str]:
-    directory = pattern.endswith("/")
-    body = pattern.strip("/")
-    anchored = pattern.startswith("/") or "/" in body
-    parts: list[str] = []
-    index = 0
-    while index < len(body):
-        if body.startswith("**/", index):
-            parts.append("(?:.*/)?")
-            index += 3
-        elif body.startswith("**", index):
-            parts.append(".*")
-            index += 2
-        elif body[index] == "*":
-            parts.append("[^/]*")
-            index += 1
-        elif body[index] == "?":
-            parts.append("[^/]")
-            index += 1
-        else:
-            parts.append(re.escape(body[index]))
-            index += 1
-    start = "" if anchored else "(?:.*/)?"
-    end = "/.*" if directory else "(?:/.*)?"
-    return re.compile(start + "".join(parts) + end + r"\Z")
+        rule = self.rule_for(path)
+        return rule.owners if rule is not None else ()
 
 
 def parse_code_owners(text: str, source: str = "") -> CodeOwners:
     """The rules of a CODEOWNERS text; malformed lines (no pattern) are skipped."""
     rules = []
-    for raw in text.splitlines():
+    for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.split(" #", 1)[0].strip()
         if not line or line.startswith("#") or line.startswith("["):
             continue
         pattern, *owners = line.split()
-        rules.append(OwnerRule(pattern, tuple(owners), _translate(pattern)))
+        rules.append(OwnerRule(pattern, tuple(owners), compile_glob(pattern), number))
     return CodeOwners(tuple(rules), source)
 
 
@@ -105,11 +94,3 @@ def find_code_owners(folders: Iterable[Path]) -> CodeOwners:
                 continue
             return parse_code_owners(data.decode("utf-8", "replace"), candidate.as_posix())
     return CodeOwners()
-
-
-def probe_path(pattern: str) -> str:
-    """A path a glob such as `platform/**` or `teams/*/quotas.yaml` matches, to ask
-    CODEOWNERS who owns what the glob covers."""
-    text = re.sub(r"\[[^\]]*\]", "_", pattern.removeprefix("./").lstrip("/"))
-    text = text.replace("**", "_").replace("*", "_").replace("?", "_")
-    return text.rstrip("/") + ("/_" if text.endswith("/") else "")

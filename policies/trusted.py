@@ -32,6 +32,8 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError
 from trainform.policies.builtin import BUILTINS
+from trainform.policies.builtin.isolation import ID as ISOLATION_ID
+from trainform.policies.builtin.isolation import unanchored
 from trainform.policies.codeowners import CodeOwners, find_code_owners
 from trainform.policies.findings import Severity
 from trainform.policies.rules import RuleCompileError, UserRule
@@ -149,6 +151,27 @@ def _check_settings(
                 )
         if "severity" in values and values["severity"] not in ("deny", "warn"):
             raise PolicyConfigError(f"{where}: severity of `{policy}` must be deny or warn")
+    _check_admin_paths(settings.get(ISOLATION_ID, {}).get("adminPaths") or [], where)
+
+
+def _check_admin_paths(patterns: list[Any], where: str) -> None:
+    """adminPaths are globs as CODEOWNERS reads them; one that would match at any depth
+    without saying so (`quotas.yaml`, `platform/`) would make a team's own
+    teams/x/quotas.yaml an admin path, so it is refused with the anchored spelling."""
+    for pattern in patterns:
+        if not isinstance(pattern, str):
+            raise PolicyConfigError(
+                f"{where}: `{ISOLATION_ID}` adminPaths holds {pattern!r}, not a path glob"
+            )
+    loose = unanchored(patterns)
+    if loose:
+        first = loose[0].strip().removeprefix("./")
+        raise PolicyConfigError(
+            f"{where}: `{ISOLATION_ID}` adminPaths `{first}` matches at any depth (as in "
+            f"CODEOWNERS, a pattern without a `/` at its start or middle is not anchored), "
+            f"so it would make files inside team folders admin paths too: write `/{first}` "
+            f"for the one at the root, or `**/{first}` if every depth is meant"
+        )
 
 
 def _read_file(file: Path, display: str) -> TrustedPolicies:

@@ -18,15 +18,18 @@ the approval it needs: for platform documents the platform admins (`adminOwners`
 trusted CODEOWNERS owners of the admin paths), for project documents the owning Project's
 `owners`.
 
-Paths are globs relative to the spec folder, matched like `fnmatch` (`*` also matches `/`,
-so `teams/a/**` and `teams/a/*` both cover everything below teams/a). The check is linear:
-a file is matched once against the admin paths and once per project it declares documents
-of, whatever the number of documents in it.
+Paths are globs relative to the spec folder, matched by policies.globs exactly as the
+code host matches CODEOWNERS lines: `*` stays within one path segment (`teams/*/quotas.yaml`
+covers teams/a/quotas.yaml, never teams/a/x/quotas.yaml), `**` crosses segments, a pattern
+with a `/` at its start or middle is anchored at the root. A `specPaths` pattern that is not
+anchored (`jobs.yaml`, `team-a/`: it would match at any depth, inside other teams' folders
+too) is a finding at the Project, and so `**` alone is the only pattern matching anywhere.
+The check is linear: a file is matched once against the admin paths and once per project it
+declares documents of, whatever the number of documents in it.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import itertools
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -34,9 +37,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainform.policies.builtin.base import BuiltinPolicy, Violation
-from trainform.policies.codeowners import CodeOwners, probe_path
+from trainform.policies.codeowners import CodeOwners
 from trainform.policies.context import PolicyContext
 from trainform.policies.findings import Severity
+from trainform.policies.globs import GLOBSTAR, GlobSet, compile_glob, is_anchored, probe_path
 from trainform.specs import Resource
 
 ID = "project-isolation"
@@ -57,31 +61,37 @@ class _Tenant:
     name: str
     paths: tuple[str, ...]
     owners: tuple[str, ...]
-    pattern: re.Pattern[str]
+    pattern: GlobSet
 
 
-_WILD = re.compile(r"[*?\[]")
+_WILD = re.compile(r"[*?]")
 
 
-def _compile(patterns: Iterable[str]) -> re.Pattern[str] | None:
-    cleaned = [p.removeprefix("./") for p in patterns]
-    if not cleaned:
-        return None
-    return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in cleaned))
+def _compile(patterns: Iterable[str]) -> GlobSet | None:
+    globs = GlobSet(patterns)
+    return globs if globs else None
+
+
+def unanchored(patterns: Iterable[str]) -> list[str]:
+    """The patterns that match at any depth without saying so (`jobs.yaml`, `team-a/`): in
+    CODEOWNERS terms, those with no `/` but a trailing one, other than `**` itself."""
+    return [
+        p for p in patterns if not is_anchored(p) and p.strip().strip("/") not in (GLOBSTAR, "")
+    ]
 
 
 def admin_file(params: Mapping[str, Any], name: str) -> str | None:
     """A new file `name` placed where tenancy accepts platform kinds: in the folder of
-    the first `adminPaths` pattern that names a folder (`platform/**` ->
+    the first `adminPaths` pattern that names a folder (`platform/**` or `/platform/` ->
     `platform/NAME`) and matches the result; None without such a pattern."""
-    for pattern in [str(p).removeprefix("./") for p in params.get("adminPaths") or []]:
-        parts = pattern.split("/")
+    for pattern in [str(p) for p in params.get("adminPaths") or []]:
+        written = pattern.strip().removeprefix("./").lstrip("/")
+        parts = (written + GLOBSTAR if written.endswith("/") else written).split("/")
         literal = list(itertools.takewhile(lambda part: not _WILD.search(part), parts))
         if not literal or len(literal) == len(parts):
             continue
         candidate = "/".join([*literal, name])
-        compiled = _compile([pattern])
-        if compiled is not None and compiled.match(candidate):
+        if compile_glob(pattern).matches(candidate):
             return candidate
     return None
 
@@ -91,13 +101,22 @@ def _approval(who: str, owners: Iterable[str]) -> str:
     return f"needs approval of {who}: {listed}" if listed else f"needs approval of {who}"
 
 
-def _admin_approval(params: Mapping[str, Any], owners: CodeOwners, paths: list[str]) -> str:
-    explicit = [str(o) for o in params.get("adminOwners") or []]
+def admin_owners(params: Mapping[str, Any], owners: CodeOwners) -> tuple[str, ...]:
+    """The platform admins: `adminOwners` when set, else the owners CODEOWNERS gives each
+    admin path (asked about as its plainest path: `platform/**` as `platform/_`)."""
+    explicit = tuple(str(o) for o in params.get("adminOwners") or [])
     if explicit:
-        return _approval("the platform admins", explicit)
+        return explicit
     found: list[str] = []
-    for path in paths:
-        found += [o for o in owners.owners_of(probe_path(path)) if o not in found]
+    for path in params.get("adminPaths") or []:
+        found += [o for o in owners.owners_of(probe_path(str(path))) if o not in found]
+    return tuple(found)
+
+
+def _admin_approval(params: Mapping[str, Any], owners: CodeOwners) -> str:
+    found = admin_owners(params, owners)
+    if params.get("adminOwners"):
+        return _approval("the platform admins", found)
     if found:
         return _approval("the platform admins", found) + " (CODEOWNERS of the admin paths)"
     return "needs approval of the platform admins (adminPaths owners)"
@@ -142,12 +161,12 @@ class _Tenancy:
         if self.admin_pattern is None:
             return True  # unconfigured: every file counts as the platform's own
         if file not in self.admin_files:
-            self.admin_files[file] = self.admin_pattern.match(file) is not None
+            self.admin_files[file] = self.admin_pattern.matches(file)
         return self.admin_files[file]
 
     def admin_approval(self) -> str:
         if not self.approval_of_admins:
-            self.approval_of_admins = _admin_approval(self.params, self.owners, self.admin_paths)
+            self.approval_of_admins = _admin_approval(self.params, self.owners)
         return self.approval_of_admins
 
     def is_admin_document(self, resource: Resource) -> bool:
@@ -160,15 +179,13 @@ class _Tenancy:
         home = (file, project)
         if home not in self.at_home:
             own = self.by_name.get(project)
-            self.at_home[home] = own is not None and own.pattern.match(file) is not None
+            self.at_home[home] = own is not None and own.pattern.matches(file)
         return self.at_home[home]
 
     def folders_holding(self, file: str) -> tuple[str, ...]:
         """The projects whose specPaths cover `file` (matched once per file)."""
         if file not in self.covering:
-            self.covering[file] = tuple(
-                t.name for t in self.tenants if t.pattern.match(file) is not None
-            )
+            self.covering[file] = tuple(t.name for t in self.tenants if t.pattern.matches(file))
         return self.covering[file]
 
 
@@ -183,6 +200,7 @@ def tenancy_violations(
         return
     if tenancy.admin_pattern is None:
         yield _unset_admin_paths(tenancy, declared)
+    yield from _unanchored_spec_paths(tenancy, declared)
     projects = {
         resource.name: tuple(resource.document.spec.owners)  # type: ignore[attr-defined]
         for _, resource, _ in declared
@@ -210,6 +228,27 @@ def _unset_admin_paths(tenancy: _Tenancy, declared: list[Entry]) -> Violation:
         f" may come from and any team folder could declare them: {WHERE_TO_SET}",
         key="admin-paths-unset",
     )
+
+
+def _unanchored_spec_paths(tenancy: _Tenancy, declared: list[Entry]) -> Iterator[Violation]:
+    """A tenant's specPaths pattern that matches at any depth: `jobs.yaml` would make
+    teams/other/jobs.yaml this project's folder too, approved by the other team."""
+    addresses = {resource.name: address for address, resource, _ in declared}
+    for tenant in tenancy.tenants:
+        loose = unanchored(tenant.paths)
+        if not loose:
+            continue
+        written = ", ".join(f"`{p}`" for p in loose)
+        anchored = ", ".join(f"`/{p.strip().removeprefix('./')}`" for p in loose)
+        yield Violation(
+            addresses[tenant.name],
+            ("spec", "specPaths"),
+            f"project {tenant.name}'s specPaths {written} match at any depth (as in "
+            f"CODEOWNERS, a pattern without a `/` at its start or middle is not anchored), "
+            f"so they cover files inside other teams' folders too: write {anchored} for the "
+            "folder at the root, or `**/...` if every depth is meant",
+            key="spec-paths-unanchored",
+        )
 
 
 def _platform_violation(
