@@ -8,7 +8,8 @@ changes nothing and never runs code from the specs. The CLI exits 3 when `report
 
 `tenancy_diagnostics(specs, trusted)` is what `validate` runs: project-isolation alone, on
 the specs as loaded (no normalization, so it stays linear and cheap), its findings turned
-into diagnostics (deny: error, warn or waived: warning).
+into diagnostics (deny: error, warn or waived: warning), and, where a CODEOWNERS file is
+trusted, warnings where it and the admin paths disagree (policies.owner_agreement).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from trainform.policies.builtin import BUILTINS, BuiltinPolicy, Violation
 from trainform.policies.builtin.isolation import PROJECT_ISOLATION, tenancy_violations
 from trainform.policies.context import PolicyContext, Subject, field_path
 from trainform.policies.findings import PolicyFinding, Severity
+from trainform.policies.globs import GlobSet
+from trainform.policies.owner_agreement import agreement_diagnostics
 from trainform.policies.rules import run_rule
 from trainform.policies.trusted import TrustedPolicies
 from trainform.policies.waivers import EXPIRED_ID, apply_waivers
@@ -139,6 +142,17 @@ def evaluate_policies(
     return PolicyReport(sorted(waived, key=PolicyFinding.sort_key), ran, trusted.source)
 
 
+def _relative_files(specs: SpecSet) -> dict[str, str]:
+    """Each resource's file as the loader names it -> relative to the spec folder."""
+    root = os.path.normpath(str(specs.root))
+    relative: dict[str, str] = {}
+    for resource in specs.resources.values():
+        name = resource.location.file
+        if name not in relative:
+            relative[name] = Path(os.path.relpath(name, root)).as_posix()
+    return relative
+
+
 def evaluate_tenancy(
     specs: SpecSet, trusted: TrustedPolicies, today: date | None = None
 ) -> PolicyReport:
@@ -146,12 +160,7 @@ def evaluate_tenancy(
     applied. Subjects (for locations) are built only for the resources it reports."""
     if PROJECT_ISOLATION.id in trusted.disabled:
         return PolicyReport([], [], trusted.source)
-    root = os.path.normpath(str(specs.root))
-    relative: dict[str, str] = {}
-    for resource in specs.resources.values():
-        name = resource.location.file
-        if name not in relative:
-            relative[name] = Path(os.path.relpath(name, root)).as_posix()
+    relative = _relative_files(specs)
     entries = (
         (address, resource, relative[resource.location.file])
         for address, resource in specs.resources.items()
@@ -175,6 +184,23 @@ def evaluate_tenancy(
     )
 
 
+def _codeowners_agreement(specs: SpecSet, trusted: TrustedPolicies) -> list[Diagnostic]:
+    """Warnings where the trusted CODEOWNERS and the admin paths disagree (none without a
+    CODEOWNERS file); the tenants are the Projects with specPaths under the admin paths."""
+    if not trusted.code_owners.source or PROJECT_ISOLATION.id in trusted.disabled:
+        return []
+    relative = _relative_files(specs)
+    admin = GlobSet(trusted.parameters_of(PROJECT_ISOLATION.id).get("adminPaths") or [])
+    projects = {
+        resource.name: tuple(resource.document.spec.spec_paths)  # type: ignore[attr-defined]
+        for resource in specs.resources.values()
+        if resource.kind == "Project"
+        and resource.document.spec.spec_paths  # type: ignore[attr-defined]
+        and admin.matches(relative[resource.location.file])
+    }
+    return agreement_diagnostics(specs, trusted, relative.values(), projects)
+
+
 def _location(specs: SpecSet, finding: PolicyFinding) -> Location | None:
     """The finding's `file:line:column`, its file named as the loader names it."""
     resource = specs.resources.get(finding.address)
@@ -190,7 +216,7 @@ def tenancy_diagnostics(
     specs: SpecSet, trusted: TrustedPolicies, today: date | None = None
 ) -> list[Diagnostic]:
     """What `validate` reports of tenancy: a diagnostic per project-isolation finding."""
-    diagnostics = []
+    diagnostics = _codeowners_agreement(specs, trusted)
     for finding in evaluate_tenancy(specs, trusted, today).findings:
         diagnostics.append(
             Diagnostic(
