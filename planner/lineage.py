@@ -7,7 +7,10 @@ the `initFrom` job it started from, the spec commit and the lock and spec digest
 plan that submitted it. `trainform lineage` joins that record with what the provider
 knows of the run now (checkpoints, output folder, evaluations and their gates) and
 follows `initFrom` to the parent run's own lineage. A checkpoint path or a model folder
-is traced back to its run through the runs the providers report. Read-only.
+is traced back to its run through the runs the providers report. The run's process group
+(nodes, processes per node, world size) is read from its recorded resources, else from
+what the provider reports of its latest attempt, and each node's host from that attempt.
+Read-only.
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ from trainform.planner.gates import evaluate_gates, overall
 from trainform.planner.lockfile import git_output
 from trainform.planner.state import State
 from trainform.planner.status import matching_jobs, observe_jobs
+from trainform.planner.timeline import world_size
 from trainform.planner.workspace import Workspace
+from trainform.providers.launch import processes_per_node
 from trainform.specs.secrets import mask_tree
 
 MAX_DEPTH = 16
@@ -111,6 +116,23 @@ class Lineage:
             "evaluations": self.evaluations,
             "initFrom": self.recorded.get("initFrom"),
             "parent": self.parent.to_json() if self.parent else None,
+            **self.group(),
+        }
+
+    def group(self) -> dict[str, Any]:
+        """nodes, procsPerNode, worldSize and each node's hosts of the run."""
+        resources = (self.recorded.get("inputs") or {}).get("resources") or {}
+        attempts = (self.run or {}).get("attempts") or []
+        latest = attempts[-1] if attempts else {}
+        if resources.get("nodes"):
+            nodes, procs = resources["nodes"], processes_per_node(resources)
+        else:
+            nodes, procs = latest.get("nodes"), latest.get("procs_per_node")
+        return {
+            "nodes": nodes,
+            "procsPerNode": procs,
+            "worldSize": world_size(nodes, procs),
+            "hosts": list(latest.get("hosts") or []),
         }
 
 

@@ -2,7 +2,9 @@
 
 Per job: the current run and attempt, its phase and why it waits, the current step, the
 latest valid checkpoint and any invalid ones, evaluations with their metrics and gate
-results, and earlier runs kept in history.
+results, and earlier runs kept in history; and the shape of its process group (nodes,
+processes per node, world size, each node's host) as the provider reports the latest
+attempt, the spec filling in what a provider does not report.
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ from trainform.planner.gates import evaluate_gates, overall
 from trainform.planner.jobs import JobContext, identity_inputs, run_id_of
 from trainform.planner.lockfile import LockFile, resolve_pins
 from trainform.planner.refresh import Target, observe_all
-from trainform.planner.timeline import attempt_timelines, delivery, run_from_json
+from trainform.planner.timeline import attempt_timelines, delivery, run_from_json, world_size
 from trainform.planner.workspace import Workspace
 from trainform.providers.base import ObserveRequest
 from trainform.providers.errors import ProviderError
+from trainform.providers.launch import processes_per_node
 
 
 @dataclass
@@ -39,6 +42,10 @@ class JobReport:
     attempts: list[dict[str, Any]] = field(default_factory=list)
     delivery: dict[str, Any] | None = None
     last_lines: list[str] = field(default_factory=list)
+    nodes: int | None = None
+    procs_per_node: int | None = None
+    hosts: list[str] = field(default_factory=list)
+    """Each node's host (node-rank order), where the provider records them."""
 
     @property
     def settled(self) -> bool:
@@ -64,6 +71,10 @@ class JobReport:
             "attempts": self.attempts,
             "delivery": self.delivery,
             "lastLines": self.last_lines,
+            "nodes": self.nodes,
+            "procsPerNode": self.procs_per_node,
+            "worldSize": world_size(self.nodes, self.procs_per_node),
+            "hosts": self.hosts,
         }
 
 
@@ -181,10 +192,14 @@ def job_report(
                 "delivery": cycle,
             }
         )
+    resources = job.document.get("spec", {}).get("resources")
     if run is None or not run["attempts"]:
-        return JobReport(
+        report = JobReport(
             job.address, run_id, "not submitted", "run `trainform apply`", history=history
         )
+        if resources:
+            report.nodes, report.procs_per_node = resources["nodes"], processes_per_node(resources)
+        return report
     latest = run["attempts"][-1]
     valid = [c for c in run.get("checkpoints", []) if c["valid"]]
     evaluations = []
@@ -205,7 +220,15 @@ def job_report(
             }
         )
     attempts, cycle = timeline_json(run, now)
+    for entry in attempts if resources else []:  # what the provider did not report
+        if entry["procsPerNode"] is None:
+            entry["procsPerNode"] = processes_per_node(resources)
+            entry["worldSize"] = world_size(entry["nodes"], entry["procsPerNode"])
+    shape = attempts[-1] if attempts else {}
     return JobReport(
+        nodes=shape.get("nodes"),
+        procs_per_node=shape.get("procsPerNode"),
+        hosts=list(shape.get("hosts") or []),
         address=job.address,
         run_id=run_id,
         attempts=attempts,

@@ -19,6 +19,7 @@ from trainform.providers.jobs import (
     AttemptStatus,
     CheckpointStatus,
     EvaluationStatus,
+    LauncherStatus,
     RunPhase,
     RunStatus,
     WaitSpan,
@@ -84,9 +85,22 @@ class AttemptTimeline:
             "lostSeconds": _rounded(self.lost_seconds),
             "queue": status.queue or None,
             "nodes": status.nodes,
+            "procsPerNode": status.procs_per_node,
+            "worldSize": world_size(status.nodes, status.procs_per_node),
             "gpus": status.gpus,
             "cpus": status.cpus,
             "hosts": list(status.hosts),
+            "launchers": [
+                {
+                    "node": launcher.node,
+                    "host": launcher.host or None,
+                    "log": launcher.log or None,
+                    "startedAt": launcher.started_at or None,
+                    "endedAt": launcher.ended_at or None,
+                    "exitCode": launcher.exit_code,
+                }
+                for launcher in status.launchers
+            ],
             "log": status.log or None,
         }
 
@@ -117,6 +131,11 @@ class Delivery:
             "rerunSeconds": _rounded(self.rerun),
             "lostSteps": self.lost_steps,
         }
+
+
+def world_size(nodes: int | None, procs_per_node: int | None) -> int | None:
+    """Ranks of one process group: nodes x processes per node (None when not known)."""
+    return nodes * procs_per_node if nodes and procs_per_node else None
 
 
 def _rounded(value: float | None) -> float | None:
@@ -270,6 +289,9 @@ def run_from_json(data: dict[str, Any]) -> RunStatus:
         values = _known(AttemptStatus, entry)
         values["phase"] = RunPhase(values.get("phase", "queued"))
         values["waits"] = [WaitSpan(**_known(WaitSpan, w)) for w in entry.get("waits") or []]
+        values["launchers"] = [
+            LauncherStatus(**_known(LauncherStatus, n)) for n in entry.get("launchers") or []
+        ]
         attempts.append(AttemptStatus(**values))
     evaluations = []
     for entry in data.get("evaluations", []):

@@ -177,6 +177,18 @@ class CheckpointStatus:
 
 
 @dataclass
+class LauncherStatus:
+    """One node's launcher of a distributed attempt, where the provider records it."""
+
+    node: int
+    host: str = ""
+    log: str = ""
+    started_at: str = ""
+    ended_at: str = ""
+    exit_code: int | None = None
+
+
+@dataclass
 class WaitSpan:
     """One reason an attempt waited, from when it was first seen until it changed."""
 
@@ -217,7 +229,12 @@ class AttemptStatus:
     cpus: float = 0.0
     """CPU cores of the whole attempt (all nodes)."""
     hosts: list[str] = field(default_factory=list)
-    """Nodes it ran on, where the provider records them."""
+    """Nodes it ran on, where the provider records them (in node-rank order where known)."""
+    procs_per_node: int | None = None
+    """Processes per node, all in one process group of nodes x procs_per_node ranks, where
+    the provider records it (providers/launch.py)."""
+    launchers: list[LauncherStatus] = field(default_factory=list)
+    """Each node's launcher (its host, log, start, end), where the provider records them."""
 
 
 @dataclass

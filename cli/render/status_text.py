@@ -115,11 +115,23 @@ def attempt_lines(entry: dict[str, Any], color: bool) -> list[str]:
     if entry.get("startedAt"):
         ran = f"         ran {clock(entry['startedAt'])} -> {clock(entry.get('endedAt'))}"
         ran += f" ({human_duration(entry.get('ranSeconds'))})"
-        if entry.get("hosts"):
+        if entry.get("hosts") and (entry.get("nodes") or 1) > 1:
+            ran += f" on {plural(entry['nodes'], 'node')}"
+        elif entry.get("hosts"):
             ran += " on " + ", ".join(entry["hosts"])
         if entry.get("lastStep") is not None:
             ran += f", reached step {entry['lastStep']}"
         lines.append(ran)
+    if (entry.get("worldSize") or 1) > 1:
+        lines.append("         group: " + group_text(entry))
+    for launcher in entry.get("launchers") or []:
+        ended = "running"
+        if launcher.get("endedAt"):
+            ended = f"ended {clock(launcher['endedAt'])}, exit code {launcher.get('exitCode')}"
+        lines.append(
+            f"           node {launcher['node']} on {launcher.get('host') or '-'}: {ended}, "
+            f"log {launcher.get('log') or '-'}"
+        )
     for checkpoint in entry.get("checkpoints", []):
         lines.append(
             f"           checkpoint {checkpoint['id']} at {clock(checkpoint.get('writtenAt'))}"
@@ -128,6 +140,16 @@ def attempt_lines(entry: dict[str, Any], color: bool) -> list[str]:
     if entry.get("exitCode") is not None and entry["phase"] != "succeeded":
         lines.append(f"         exit code {entry['exitCode']}")
     return lines
+
+
+def group_text(entry: dict[str, Any]) -> str:
+    """`2 nodes x 2 processes, world size 4 (node 0 on a, node 1 on b)`."""
+    processes = plural(entry["procsPerNode"], "process", "processes")
+    text = f"{plural(entry['nodes'], 'node')} x {processes}, world size {entry['worldSize']}"
+    hosts = entry.get("hosts") or []
+    if hosts:
+        text += " (" + ", ".join(f"node {n} on {host}" for n, host in enumerate(hosts)) + ")"
+    return text
 
 
 def delivery_text(cycle: dict[str, Any]) -> str:

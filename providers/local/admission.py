@@ -14,8 +14,10 @@ In one write transaction (BEGIN IMMEDIATE) it
    (the nominalQuota summed over the queue's pools, minus what running attempts on the
    queue use) and its project's Quotas on that queue (cpu, memory, gpu, runningJobs). A
    StrictFIFO queue admits nothing behind its first attempt that does not fit;
-   BestEffortFIFO skips it. A waiting attempt's `reason` says why, and each change of it
-   is appended to the attempt's `waits` (closed when the reason changes or it starts).
+   BestEffortFIFO skips it. An attempt of N nodes needs N times its per-node cpu and
+   memory (capacity.Usage): its launchers start together or it waits. A waiting
+   attempt's `reason` says why, and each change of it is appended to the attempt's
+   `waits` (closed when the reason changes or it starts).
 
 Starting an attempt records it `running` (`admitted_at`, `host`) and spawns its supervisor
 (`python -m trainform.providers.local.supervisor DB ATTEMPT`) detached in its own session, with its
@@ -47,7 +49,13 @@ from trainform.providers.local.outcomes import (
     retry_wanted,
     schedule_retry,
 )
-from trainform.providers.local.processes import is_job_process, signal_group, supervisor_alive
+from trainform.providers.local.processes import (
+    is_job_process,
+    processes_with,
+    signal_group,
+    signal_process,
+    supervisor_alive,
+)
 from trainform.providers.local.runs import Attempt, RunStore, utc_now
 
 SUPERVISOR_GONE = "supervisor exited without recording an outcome (killed?)"
@@ -193,10 +201,14 @@ def admit(store: RunStore) -> list[str]:
 
 
 def settle_orphan(store: RunStore, attempt: Attempt) -> None:
-    """Record the end of an attempt whose supervisor died, stop its job processes, and
-    schedule its retry (call inside a transaction)."""
+    """Record the end of an attempt whose supervisor died, stop its job processes (all of
+    a distributed one's, found by their TRAINFORM_ATTEMPT_ID), and schedule its retry
+    (call inside a transaction)."""
     if is_job_process(attempt.child_pid, attempt.address, attempt.run_id, attempt.attempt):
         signal_group(attempt.child_pid or 0, signal.SIGKILL)
+    for pid in processes_with({"TRAINFORM_ATTEMPT_ID": attempt.id}):
+        if not signal_group(pid, signal.SIGKILL):
+            signal_process(pid, signal.SIGKILL)
     cancelled = bool(attempt.cancel_requested)
     attempt.phase = "cancelled" if cancelled else "failed"
     attempt.reason = "cancelled" if cancelled else SUPERVISOR_GONE

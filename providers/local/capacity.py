@@ -1,7 +1,9 @@
 """Capacity arithmetic for admission: what an attempt needs, what a queue or quota allows.
 
 Amounts are exact `Decimal`s read from normalized documents (decimal strings, memory in
-bytes). `check` says, in words a user reads in `trainform status`, why an attempt does
+bytes). An attempt needs what all its nodes need together: nodes x its cpu and memory
+(declared per node), and its GPUs (recorded for the whole attempt), so a group is admitted
+whole or waits whole. `check` says, in words a user reads in `trainform status`, why an attempt does
 not fit: "queue default-queue: cpu 2/2 in use by 1 job (needs 1)".
 """
 
@@ -26,7 +28,10 @@ class Usage:
 
     @classmethod
     def of(cls, attempt: Attempt) -> Usage:
-        return cls(Decimal(attempt.cpu), Decimal(attempt.memory), Decimal(attempt.gpus))
+        nodes = Decimal(attempt.nodes)
+        return cls(
+            nodes * Decimal(attempt.cpu), nodes * Decimal(attempt.memory), Decimal(attempt.gpus)
+        )
 
     @classmethod
     def total(cls, attempts: Iterable[Attempt]) -> Usage:

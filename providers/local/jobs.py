@@ -90,10 +90,8 @@ class LocalJobs:
             raise PermanentProviderError(f"unknown launch kind {launch.kind!r}")
         if launch.kind == "eval" and not launch.suite:
             raise PermanentProviderError("an evaluation launch names no suite")
-        if launch.nodes != 1:
-            raise PermanentProviderError(
-                f"the local provider runs single-node jobs; this one asks for {launch.nodes}"
-            )
+        if launch.nodes < 1:
+            raise PermanentProviderError(f"a launch needs at least one node, not {launch.nodes}")
         for name, amount in (("cpu", launch.cpu), ("memory", launch.memory)):
             try:
                 valid = Decimal(amount).is_finite() and Decimal(amount) >= 0

@@ -213,5 +213,6 @@ def schedule_retry(store: RunStore, ended: Attempt, resume_from: str | None) -> 
         last_step=None,
         peak_rss=None,
         host="",
+        launchers=[],
     )
     return retry if store.insert(retry) else None

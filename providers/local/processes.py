@@ -4,6 +4,13 @@ A recorded pid is only trusted after checking what runs under it now, since pids
 reused: a supervisor's command line names its module, a job's environment carries its
 run id and attempt. A zombie (exited, not yet reaped) counts as gone; a process whose
 arguments are still empty is one that is being exec'd (a supervisor just spawned).
+
+For the processes of a distributed attempt (providers/local/group.py), which are not all
+the supervisor's children (torchrun starts the workers, each in a session of its own):
+`children_of` a launcher, `environment_of` a process, the `exit_status` of one that has
+exited but is not yet reaped by its parent, and `processes_with` variables (every process
+of this user whose environment holds them, wherever it was reparented). Linux only (/proc):
+elsewhere they find nothing.
 """
 
 from __future__ import annotations
@@ -70,6 +77,75 @@ def is_job_process(pid: int | None, job: str, run_id: str, attempt: int) -> bool
     variables = set(environment.split(b"\0"))
     wanted = {f"TRAINFORM_JOB={job}", f"TRAINFORM_RUN_ID={run_id}", f"TRAINFORM_ATTEMPT={attempt}"}
     return {variable.encode() for variable in wanted} <= variables
+
+
+def children_of(pid: int) -> list[int]:
+    """Direct children of `pid` (of every one of its threads); [] when it is gone."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    found: list[int] = []
+    for task in tasks:
+        listed = _read(pid, f"task/{task}/children")
+        if listed is None:
+            return _children_by_scan(pid)  # a kernel without /proc/<pid>/task/<tid>/children
+        found += [int(child) for child in listed.split()]
+    return found
+
+
+def _children_by_scan(pid: int) -> list[int]:
+    children = []
+    for entry in _process_ids():
+        state = _state(entry)
+        if state is not None and state[1] == pid:
+            children.append(entry)
+    return children
+
+
+def _process_ids() -> list[int]:
+    try:
+        return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return []
+
+
+def environment_of(pid: int) -> dict[str, str] | None:
+    """The environment `pid` was started with; None when it is gone or not ours."""
+    environment = _read(pid, "environ")
+    if environment is None:
+        return None
+    variables = {}
+    for entry in environment.split(b"\0"):
+        name, equals, value = entry.partition(b"=")
+        if equals:
+            variables[name.decode(errors="replace")] = value.decode(errors="replace")
+    return variables
+
+
+def exit_status(pid: int) -> int | None:
+    """How `pid` ended, as a return code (negative: the signal that killed it), while it
+    is a zombie its parent has not reaped; None otherwise."""
+    stat = _read(pid, "stat")
+    if stat is None:
+        return None
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    if fields[0] != b"Z" or len(fields) < 50:
+        return None
+    return os.waitstatus_to_exitcode(int(fields[-1]))
+
+
+def processes_with(variables: dict[str, str]) -> list[int]:
+    """Every live process of this user (but this one) whose environment holds `variables`."""
+    wanted = {f"{name}={value}".encode() for name, value in variables.items()}
+    found = []
+    for pid in _process_ids():
+        if pid == os.getpid():
+            continue
+        environment = _read(pid, "environ")
+        if environment and wanted <= set(environment.split(b"\0")):
+            found.append(pid)
+    return found
 
 
 def signal_group(pid: int, signum: int) -> bool:

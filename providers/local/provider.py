@@ -205,16 +205,18 @@ class LocalProvider(Provider):
                     f"{len(facts.gpus)}",
                 )
         if resource.kind == "TrainingJob":
+            # N nodes are N launchers on this machine: their accelerators add up here.
             resources = spec["resources"]
-            if resources["nodes"] != 1:
-                problem("spec.resources.nodes", "the local provider runs jobs on one node only")
             gpus = len(self.facts.gpus)
-            if resources["acceleratorsPerNode"] > gpus:
-                problem(
-                    "spec.resources.acceleratorsPerNode",
-                    f"asks for {resources['acceleratorsPerNode']} accelerators; this machine "
-                    f"has {gpus}",
-                )
+            wanted = resources["acceleratorsPerNode"] * resources["nodes"]
+            if wanted > gpus:
+                asked = f"asks for {resources['acceleratorsPerNode']} accelerators"
+                if resources["nodes"] > 1:
+                    asked = (
+                        f"asks for {wanted} accelerators ({resources['acceleratorsPerNode']} on "
+                        f"each of {resources['nodes']} nodes, all on this machine)"
+                    )
+                problem("spec.resources.acceleratorsPerNode", f"{asked}; this machine has {gpus}")
         if resource.kind == "Image" and spec.get("runtime") != "host":
             problem("spec.runtime", "the local provider runs `runtime: host` images only")
         return problems

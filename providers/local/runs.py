@@ -17,7 +17,9 @@ Timeline columns: `submitted_at` (inserted), `eligible_at` (a retry not before i
 backoff), `admitted_at` (admission started it), `started_at` (its command started),
 `ended_at`; `waits` is a JSON list of {reason, since, until} appended by admission when
 a queued attempt's reason changes; `last_step` is the step the attempt reached (recorded
-when it ends); `peak_rss` the command's peak resident memory in bytes; `host` where it ran.
+when it ends); `peak_rss` the command's peak resident memory in bytes; `host` where it ran;
+`launchers` (a distributed attempt) a JSON list with one entry per node: {node, host, log,
+startedAt, endedAt, exitCode}.
 Databases made before a column existed get it on open (`ALTER TABLE ... ADD COLUMN`).
 """
 
@@ -90,12 +92,13 @@ ADDED_COLUMNS = {
     "last_step": "INTEGER",
     "peak_rss": "INTEGER",
     "host": "TEXT NOT NULL DEFAULT ''",
+    "launchers": "TEXT NOT NULL DEFAULT '[]'",
 }
 """Columns added after the first release of the table, with their definitions."""
 
 UNFINISHED = ("queued", "running")
 _BATCH = 500  # addresses per query: under SQLite's 999 bound variables
-_JSON_FIELDS = ("launch", "metrics", "waits")
+_JSON_FIELDS = ("launch", "metrics", "waits", "launchers")
 
 
 def utc_now() -> str:
@@ -156,10 +159,17 @@ class Attempt:
     last_step: int | None = None
     peak_rss: int | None = None
     host: str = ""
+    launchers: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def finished(self) -> bool:
         return self.phase not in UNFINISHED
+
+    @property
+    def nodes(self) -> int:
+        """Nodes of the attempt's launch: `cpu` and `memory` are per node, `gpus` all of them."""
+        nodes = self.launch.get("nodes")
+        return nodes if isinstance(nodes, int) and nodes >= 1 else 1
 
     @property
     def code_dir(self) -> Path:
@@ -188,7 +198,8 @@ _ATTEMPT_FIELDS = frozenset(f.name for f in fields(Attempt))
 _LIGHT_COLUMNS = ", ".join(
     [
         *(name for name in sorted(_ATTEMPT_FIELDS) if name != "launch"),
-        "json_object('nodes', json_extract(launch, '$.nodes'), 'checkpoint_store', "
+        "json_object('nodes', json_extract(launch, '$.nodes'), 'procs_per_node', "
+        "json_extract(launch, '$.procs_per_node'), 'checkpoint_store', "
         "json_extract(launch, '$.checkpoint_store')) AS launch",
     ]
 )
@@ -285,9 +296,9 @@ class RunStore:
     ) -> dict[str, list[Attempt]]:
         """Attempts of many jobs in few queries: address -> attempts in submission order.
 
-        `light` (reading status): each attempt's `launch` holds only `nodes` and
-        `checkpoint_store`, all a status reads of it; decoding whole launches is most of
-        the cost of reading thousands of attempts."""
+        `light` (reading status): each attempt's `launch` holds only `nodes`,
+        `procs_per_node` and `checkpoint_store`, all a status reads of it; decoding whole
+        launches is most of the cost of reading thousands of attempts."""
         found: dict[str, list[Attempt]] = {address: [] for address in addresses}
         columns = _LIGHT_COLUMNS if light else "*"
         for start in range(0, len(addresses), _BATCH):

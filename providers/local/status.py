@@ -11,7 +11,9 @@ Every AttemptStatus carries the attempt's timeline as the database recorded it (
 ISO-8601 UTC with milliseconds): submitted, eligible (retry backoff), admitted, started
 (its command), ended, the wait reasons seen, the cause, the checkpoint resumed from and
 its step, the last step reached (for an unfinished attempt: as far as it got so far), and
-what it asked for (queue, nodes, GPUs, CPUs) and where it ran (hosts).
+what it asked for (queue, nodes, processes per node, GPUs and CPUs of all its nodes) and
+where it ran (hosts: one per node, this machine for each); a distributed attempt also
+each node's launcher (host, log, start, end, exit code).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from trainform.providers.jobs import (
     AttemptStatus,
     Cause,
     EvaluationStatus,
+    LauncherStatus,
     RunPhase,
     RunStatus,
     WaitSpan,
@@ -33,6 +36,7 @@ from trainform.providers.jobs import (
 from trainform.providers.local.admission import SUPERVISOR_GONE
 from trainform.providers.local.checkpoint_sync import remote_store
 from trainform.providers.local.checkpoints import CheckCache, latest_valid, list_checkpoints
+from trainform.providers.local.group import processes_per_node
 from trainform.providers.local.outcomes import reached_step, resumed_step
 from trainform.providers.local.processes import supervisor_alive
 from trainform.providers.local.runs import Attempt, RunStore
@@ -92,9 +96,9 @@ def attempt_status(attempt: Attempt, gone: set[str]) -> AttemptStatus:
     last_step = attempt.last_step
     if attempt.kind == "train" and (not attempt.finished or attempt.id in gone):
         last_step = reached_step(attempt)
-    hosts = [attempt.host] if attempt.host else []
-    if not hosts and attempt.started_at:
-        hosts = [socket.gethostname()]  # started before hosts were recorded: this machine
+    host = attempt.host or (socket.gethostname() if attempt.started_at else "")
+    # every node is this machine (before hosts were recorded too, once it started)
+    hosts = [host] * attempt.nodes if host else []
     return AttemptStatus(
         attempt=attempt.attempt,
         phase=phase,
@@ -115,10 +119,22 @@ def attempt_status(attempt: Attempt, gone: set[str]) -> AttemptStatus:
         resumed_step=resumed_step(attempt),
         last_step=last_step,
         queue=attempt.queue,
-        nodes=int(attempt.launch.get("nodes") or 1),
+        nodes=attempt.nodes,
         gpus=attempt.gpus,
-        cpus=_cpus(attempt.cpu),
+        cpus=_cpus(attempt.cpu) * attempt.nodes,
         hosts=hosts,
+        procs_per_node=processes_per_node(attempt),
+        launchers=[
+            LauncherStatus(
+                node=int(entry.get("node", 0)),
+                host=str(entry.get("host", "")),
+                log=str(entry.get("log", "")),
+                started_at=str(entry.get("startedAt", "")),
+                ended_at=str(entry.get("endedAt", "")),
+                exit_code=entry.get("exitCode"),
+            )
+            for entry in attempt.launchers
+        ],
     )
 
 
@@ -186,6 +202,7 @@ def run_to_json(run: RunStatus) -> dict[str, Any]:
         entry["phase"] = str(attempt.phase)
         entry["waits"] = [dict(vars(wait)) for wait in attempt.waits]
         entry["hosts"] = list(attempt.hosts)
+        entry["launchers"] = [dict(vars(launcher)) for launcher in attempt.launchers]
         attempts.append(entry)
     evaluations = []
     for evaluation in run.evaluations:

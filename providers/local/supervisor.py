@@ -12,7 +12,11 @@ Admission spawns it detached (its own session, output appended to the attempt's 
 3. runs the command (an argument vector, never a shell) in the run's code snapshot, in a
    new process group, output appended to the log, and waits: past the attempt's max
    runtime the group gets SIGTERM, then SIGKILL after a grace period ("exceeded max
-   runtime"); SIGTERM or SIGINT to the supervisor is forwarded the same way (cancelled);
+   runtime"); SIGTERM or SIGINT to the supervisor is forwarded the same way (cancelled).
+   A distributed attempt (a torchrun command, or more than one process) runs instead as
+   one launcher per node (providers/local/group.py), watched and stopped as one group:
+   its failure is the first process that failed ("node 1 rank 3 killed by signal 9
+   (SIGKILL)");
 4. records the outcome: succeeded (exit 0), failed ("exit code N", "killed by signal N"),
    cancelled; `exit_code` is the return code as Python reports it (negative: a signal);
    `cause` its class (providers/local/outcomes.py, from the exit, the command's peak
@@ -41,6 +45,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
+from typing import Any, Protocol
 
 from trainform.providers.errors import ProviderError
 from trainform.providers.jobs import Cause, parse_utc
@@ -48,6 +53,7 @@ from trainform.providers.local.admission import admit
 from trainform.providers.local.checkpoint_sync import CheckpointSync, remote_store
 from trainform.providers.local.checkpoints import apply_retention, latest_valid
 from trainform.providers.local.environment import LaunchRefused, job_environment, resume_variables
+from trainform.providers.local.group import LauncherGroup, runs_as_group
 from trainform.providers.local.layout import suite_name
 from trainform.providers.local.outcomes import (
     classify,
@@ -99,6 +105,66 @@ def read_metrics(path: Path) -> dict[str, float]:
             raise ValueError(f"metrics file {path.name}: {name!r} is not a number")
         metrics[str(name)] = float(value)
     return metrics
+
+
+class Running(Protocol):
+    """The started processes of an attempt, as the supervisor waits for them."""
+
+    peak_rss: int | None
+
+    @property
+    def pid(self) -> int: ...
+    @property
+    def returncode(self) -> int: ...
+    def finished(self) -> bool: ...
+    def signal(self, signum: int) -> None: ...
+    def pause(self, seconds: float) -> None: ...
+    def close(self) -> None: ...
+    def describe(self) -> str: ...
+    def launchers(self) -> list[dict[str, Any]]: ...
+
+
+class SingleProcess:
+    """One child in a process group of its own: the command of a single-process job."""
+
+    def __init__(self, child: subprocess.Popen[bytes]) -> None:
+        self.child = child
+        self.pid = child.pid
+        self.peak_rss: int | None = None
+
+    @property
+    def returncode(self) -> int:
+        return int(self.child.returncode)
+
+    def finished(self) -> bool:
+        """True once the job exited; collects its return code and peak memory (wait4)."""
+        try:
+            pid, status, usage = os.wait4(self.child.pid, os.WNOHANG)
+        except ChildProcessError:
+            return self.child.poll() is not None  # already collected
+        if pid == 0:
+            return False
+        self.child.returncode = os.waitstatus_to_exitcode(status)
+        # ru_maxrss is in KiB on Linux, in bytes on macOS.
+        scale = 1 if sys.platform == "darwin" else 1024
+        self.peak_rss = usage.ru_maxrss * scale
+        return True
+
+    def signal(self, signum: int) -> None:
+        signal_group(self.child.pid, signum)
+
+    def pause(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    def close(self) -> None:
+        """Whatever the job left running in its process group ends with it."""
+        signal_group(self.child.pid, signal.SIGKILL)
+
+    def describe(self) -> str:
+        return ""  # the supervisor's own words: "exit code N", "killed by signal N"
+
+    def launchers(self) -> list[dict[str, Any]]:
+        return []  # one process: the attempt's own times and exit code say it all
 
 
 class Supervisor:
@@ -168,6 +234,7 @@ class Supervisor:
                 ended_at=attempt.ended_at,
                 last_step=attempt.last_step,
                 peak_rss=attempt.peak_rss,
+                launchers=attempt.launchers,
             )
             retry = schedule_retry(self.store, attempt, resume) if wanted else None
             if retry is not None:
@@ -211,24 +278,42 @@ class Supervisor:
             return Outcome("cancelled", "cancelled", cause=Cause.CANCELLED)
         started = utc_now()
         try:
-            with open(attempt.log_path, "ab") as log:
-                child = subprocess.Popen(
-                    command,
-                    cwd=attempt.code_dir,
-                    env=environment,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                    close_fds=True,
-                )
+            running = self._start(attempt, command, environment)
         except OSError as exc:
             reason = f"cannot start {command[0]}: {exc.strerror or exc}"
             return Outcome("failed", reason, cause=Cause.CODE_ERROR)
         attempt.started_at = started
-        self.store.update(attempt.id, child_pid=child.pid, started_at=started)
-        timed_out = self._wait(attempt, child)
-        code = child.returncode
+        self.store.update(
+            attempt.id, child_pid=running.pid, started_at=started, launchers=running.launchers()
+        )
+        timed_out = self._wait(attempt, running)
+        self.peak_rss = running.peak_rss
+        attempt.launchers = running.launchers()
+        return self._outcome(attempt, running, timed_out, metrics_file)
+
+    def _start(self, attempt: Attempt, command: list[str], environment: dict[str, str]) -> Running:
+        """The attempt's processes, started: one child, or a group of launchers."""
+        if runs_as_group(attempt):
+            group = LauncherGroup(attempt, command, environment, say)
+            group.start()
+            return group
+        with open(attempt.log_path, "ab") as log:
+            child = subprocess.Popen(
+                command,
+                cwd=attempt.code_dir,
+                env=environment,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                close_fds=True,
+            )
+        return SingleProcess(child)
+
+    def _outcome(
+        self, attempt: Attempt, running: Running, timed_out: bool, metrics_file: Path | None
+    ) -> Outcome:
+        code = running.returncode
         memory = memory_request(attempt)
         cause = classify(
             code,
@@ -243,12 +328,12 @@ class Supervisor:
             reason = f"exceeded max runtime ({attempt.max_runtime}s)"
             return Outcome("failed", reason, code, cause=cause)
         if code < 0:
-            reason = f"killed by signal {describe_signal(-code)}"
+            reason = running.describe() or f"killed by signal {describe_signal(-code)}"
             if cause is Cause.OUT_OF_MEMORY:
                 reason += f": out of memory (peak {self.peak_rss} bytes, request {memory})"
             return Outcome("failed", reason, code, cause=cause)
         if code > 0:
-            return Outcome("failed", f"exit code {code}", code, cause=cause)
+            return Outcome("failed", running.describe() or f"exit code {code}", code, cause=cause)
         if metrics_file is not None:
             try:
                 return Outcome("succeeded", "", code, read_metrics(metrics_file), cause=cause)
@@ -256,48 +341,34 @@ class Supervisor:
                 return Outcome("failed", str(exc), code, cause=Cause.CODE_ERROR)
         return Outcome("succeeded", "", code, cause=cause)
 
-    def _reaped(self, child: subprocess.Popen[bytes]) -> bool:
-        """True once the job exited; collects its return code and peak memory (wait4)."""
-        try:
-            pid, status, usage = os.wait4(child.pid, os.WNOHANG)
-        except ChildProcessError:
-            return child.poll() is not None  # already collected
-        if pid == 0:
-            return False
-        child.returncode = os.waitstatus_to_exitcode(status)
-        # ru_maxrss is in KiB on Linux, in bytes on macOS.
-        scale = 1 if sys.platform == "darwin" else 1024
-        self.peak_rss = usage.ru_maxrss * scale
-        return True
-
-    def _wait(self, attempt: Attempt, child: subprocess.Popen[bytes]) -> bool:
+    def _wait(self, attempt: Attempt, running: Running) -> bool:
         """Wait for the job, stopping it on a signal or past its runtime; True on timeout."""
         start = time.monotonic()
         deadline = start + attempt.max_runtime if attempt.max_runtime else None
         timed_out = False
         stopping_since: float | None = None
         last_retention = last_sync = start
-        while not self._reaped(child):
+        while not running.finished():
             now = time.monotonic()
             if stopping_since is None and self.stop_signal is not None:
                 say(f"forwarding signal {describe_signal(self.stop_signal)} to the job")
-                signal_group(child.pid, self.stop_signal)
+                running.signal(self.stop_signal)
                 stopping_since = now
             elif stopping_since is None and deadline is not None and now >= deadline:
                 say(f"max runtime of {attempt.max_runtime}s exceeded: stopping the job")
-                signal_group(child.pid, signal.SIGTERM)
+                running.signal(signal.SIGTERM)
                 stopping_since, timed_out = now, True
             elif stopping_since is not None and now - stopping_since >= GRACE_SECONDS:
-                signal_group(child.pid, signal.SIGKILL)
+                running.signal(signal.SIGKILL)
             if self.sync is not None and now - last_sync >= SYNC_EVERY:
                 self._publish()
                 last_sync = now
             if attempt.kind == "train" and now - last_retention >= RETENTION_EVERY:
                 self._retain(attempt)
                 last_retention = now
-            time.sleep(POLL_SECONDS)
-        # Whatever the job left running in its process group ends with it.
-        signal_group(child.pid, signal.SIGKILL)
+            running.pause(POLL_SECONDS)
+        # Whatever the job left running ends with it.
+        running.close()
         return timed_out
 
     def _publish(self) -> None:

@@ -224,7 +224,7 @@ def test_a_higher_priority_attempt_starts_first_when_capacity_frees(
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        pytest.param({"nodes": 2}, "single-node jobs", id="two-nodes"),
+        pytest.param({"nodes": 0}, "at least one node", id="no-node"),
         pytest.param({"cpu": "500m"}, "cpu '500m' is not an exact", id="unnormalized-cpu"),
         pytest.param({"kind": "eval"}, "names no suite", id="evaluation-without-suite"),
         pytest.param({"code_dir": "/no/such/code"}, "code folder /no/such/code", id="no-code"),
@@ -460,7 +460,9 @@ def test_observe_reports_runs_and_create_and_delete_manage_nothing_else(
     ("resources", "field"),
     [
         pytest.param(
-            {"nodes": 2, "acceleratorsPerNode": 0}, "spec.resources.nodes", id="two-nodes"
+            {"nodes": 2, "acceleratorsPerNode": 1},
+            "spec.resources.acceleratorsPerNode",
+            id="a-gpu-on-each-of-two-nodes",
         ),
         pytest.param(
             {"nodes": 1, "acceleratorsPerNode": 1},
@@ -476,3 +478,12 @@ def test_a_job_beyond_this_machine_is_refused(
     resource = DesiredResource(ADDRESS, "TrainingJob", "job", "research", document)
 
     assert [problem.field for problem in local.validate(resource)] == [field]
+
+
+def test_a_job_of_several_nodes_is_several_launchers_on_this_machine(
+    local: LocalProvider,
+) -> None:
+    document = {"metadata": {}, "spec": {"resources": {"nodes": 4, "acceleratorsPerNode": 0}}}
+    resource = DesiredResource(ADDRESS, "TrainingJob", "job", "research", document)
+
+    assert local.validate(resource) == []
