@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# A one-node Slurm test cluster on 127.0.0.1, everything under one folder.
+# A Slurm test cluster on 127.0.0.1 (one slurmctld, two slurmd nodes), everything under one
+# folder.
 #
 #   scripts/slurm-cluster.sh start DIR   # munge, MariaDB, slurmdbd, slurmctld, slurmd
 #   scripts/slurm-cluster.sh stop DIR    # stops the daemons DIR's pid files name
@@ -13,14 +14,21 @@
 # Needs root and the Debian packages scripts/services.sh installs (Slurm 22.05). No systemd:
 # each daemon is started directly, with its config, state, logs, pid file and socket under
 # DIR, so several clusters (one per test session) can run side by side and nothing global is
-# touched. Ports are free ones picked here, or SLURM_CLUSTER_PORTS="mysql dbd ctld slurmd".
-# The node (the short hostname, at 127.0.0.1) has 4 fake GPUs: character devices made with
-# mknod under DIR/dev (gres/gpu needs File= entries; count-only GRES drains the node).
+# touched. Ports are free ones picked here, or SLURM_CLUSTER_PORTS="mysql dbd ctld slurmd"
+# (the further nodes' slurmd listen on the ports after that one).
+# Nodes: SLURM_CLUSTER_NODES of them (default 2), each its own slurmd on this host (Debian's
+# Slurm is built with --enable-multiple-slurmd: `scontrol show config` says MULTIPLE_SLURMD
+# = Yes), started as `slurmd -N NAME` with a Port= of its own in its NodeName line and its
+# pid file, spool folder and log named after it (%n). The first node is the short hostname
+# and alone in the default `debug` partition; the others are `<hostname>-2` ... with
+# Feature=extra, in no partition until a test's own partition names them (a multi-node job).
+# Every node (at 127.0.0.1) has 4 fake GPUs: character devices made with mknod under DIR/dev
+# (gres/gpu needs File= entries; count-only GRES drains the node).
 # After start, DIR holds:
 #   slurm.conf                   SLURM_CONF for clients (sbatch, squeue, sacct, sacctmgr ...)
 #   trainform-partitions.conf    included at the end of slurm.conf, empty at start; the
 #                                `debug` default partition lives in slurm.conf itself
-#   cluster.env                  CLUSTER NODE CPUS MEMORY GPUS and the ports, shell syntax
+#   cluster.env                  CLUSTER NODE NODES CPUS MEMORY GPUS and the ports, shell syntax
 #   jobs/                        a folder for job outputs (always pass -o to sbatch)
 #   log/                         every daemon's log
 # Start fails (non-zero, with the log tails) unless every daemon answers and the node is idle.
@@ -28,6 +36,7 @@ set -euo pipefail
 
 CLUSTER_NAME=${SLURM_CLUSTER_NAME:-trainform}
 GPUS=4
+NODE_COUNT=${SLURM_CLUSTER_NODES:-2}
 CPUS=${SLURM_CLUSTER_CPUS:-8}
 MEMORY=${SLURM_CLUSTER_MEMORY:-8192}
 
@@ -157,8 +166,8 @@ stop_cluster() {
   fi
   # Every daemon at once (one by one takes ~9 s: each polls for ~2 s before it exits);
   # KILL whatever is still there after 15 s. Only the pids DIR's pid files name.
-  for entry in run/slurmd.pid:slurmd run/slurmctld.pid:slurmctld run/slurmdbd.pid:slurmdbd \
-      mysql/mysqld.pid:mariadbd munge/munged.pid:munged; do
+  for entry in $(slurmd_pid_files "$dir") run/slurmctld.pid:slurmctld \
+      run/slurmdbd.pid:slurmdbd mysql/mysqld.pid:mariadbd munge/munged.pid:munged; do
     if pid=$(live_pid "$dir/${entry%%:*}" "${entry##*:}"); then pids+=("$pid"); fi
   done
   terminate 150 "${pids[@]+"${pids[@]}"}"
@@ -166,6 +175,15 @@ stop_cluster() {
   mapfile -t pids < <(process_tree $(cluster_steps "$dir"))
   terminate 20 "${pids[@]+"${pids[@]}"}"
   rm -f "$dir"/run/*.pid "$dir/mysql/mysqld.pid" "$dir/munge/munged.pid"
+}
+
+# "run/slurmd-<node>.pid:slurmd" for every node's slurmd (and an older one-node layout's).
+slurmd_pid_files() {
+  local file
+  for file in "$1"/run/slurmd.pid "$1"/run/slurmd-*.pid; do
+    [ -e "$file" ] && echo "run/${file##*/}:slurmd"
+  done
+  return 0
 }
 
 no_steps() {
@@ -182,7 +200,9 @@ restart_controller() {
     || fail "$dir" "slurmctld does not answer"
   # The node is `unknown` until slurmd registers again; SIGHUP makes it register now
   # instead of at the controller's next node ping (seconds later).
-  if pid=$(live_pid "$dir/run/slurmd.pid" slurmd); then kill -HUP "$pid"; fi
+  for entry in $(slurmd_pid_files "$dir"); do
+    if pid=$(live_pid "$dir/${entry%%:*}" slurmd); then kill -HUP "$pid"; fi
+  done
   wait_for 60 node_usable "$dir" \
     || fail "$dir" "node is '$(node_state "$dir")' after the controller restarted"
 }
@@ -248,8 +268,33 @@ make_gpu_devices() {
   done
 }
 
+# The node names: the short hostname first, then <hostname>-2 ...
+node_names() {
+  local node=$1 i
+  echo "$node"
+  for ((i = 2; i <= NODE_COUNT; i++)); do echo "$node-$i"; done
+}
+
+# NodeName lines, one per node, each with its slurmd's own port: $2, $3 ... as given, else
+# the one after the previous.
+node_lines() {
+  local node=$1 i=0 name port feature
+  shift
+  local ports=("$@")
+  for name in $(node_names "$node"); do
+    port=${ports[$i]:-$((ports[0] + i))}
+    feature=""
+    ((i > 0)) && feature=" Feature=extra"
+    echo "NodeName=$name NodeHostname=$node NodeAddr=127.0.0.1 Port=$port CPUs=$CPUS" \
+      "RealMemory=$MEMORY Gres=gpu:$GPUS State=UNKNOWN$feature"
+    i=$((i + 1))
+  done
+}
+
 write_configs() {
   local dir=$1 node=$2 mysql_port=$3 dbd_port=$4 ctld_port=$5 slurmd_port=$6 password=$7
+  shift 7
+  local name
   local auth_info="socket=$dir/munge/munge.socket.2"
   # SlurmUser=root: acceptable for a test cluster (one folder, 127.0.0.1 only); a real
   # cluster runs the controller and slurmdbd as an unprivileged `slurm` user.
@@ -272,12 +317,13 @@ StorageLoc=slurm_acct_db
 EOF
   chmod 0600 "$dir/slurmdbd.conf"
 
-  cat >"$dir/gres.conf" <<EOF
-NodeName=$node Name=gpu File=$dir/dev/nvidia[0-$((GPUS - 1))]
-EOF
+  # Every node's slurmd sees the same fake devices (nothing opens them).
+  for name in $(node_names "$node"); do
+    echo "NodeName=$name Name=gpu File=$dir/dev/nvidia[0-$((GPUS - 1))]"
+  done >"$dir/gres.conf"
 
   cat >"$dir/slurm.conf" <<EOF
-# Written by scripts/slurm-cluster.sh: a one-node test cluster, all state under $dir.
+# Written by scripts/slurm-cluster.sh: a test cluster, all state under $dir.
 ClusterName=$CLUSTER_NAME
 SlurmctldHost=$node(127.0.0.1)
 SlurmctldPort=$ctld_port
@@ -289,11 +335,12 @@ AuthType=auth/munge
 AuthInfo=$auth_info
 CredType=cred/munge
 StateSaveLocation=$dir/state/ctld
-SlurmdSpoolDir=$dir/state/slurmd
+# One slurmd per node on this host: pid file, spool folder and log of each named after it.
+SlurmdSpoolDir=$dir/state/slurmd-%n
 SlurmctldPidFile=$dir/run/slurmctld.pid
-SlurmdPidFile=$dir/run/slurmd.pid
+SlurmdPidFile=$dir/run/slurmd-%n.pid
 SlurmctldLogFile=$dir/log/slurmctld.log
-SlurmdLogFile=$dir/log/slurmd.log
+SlurmdLogFile=$dir/log/slurmd-%n.log
 SlurmctldDebug=info
 SlurmdDebug=info
 # No cgroups here: device constraints make every job fail on this kind of machine.
@@ -331,8 +378,7 @@ SlurmdTimeout=60
 InactiveLimit=0
 KillWait=5
 MinJobAge=600
-NodeName=$node NodeHostname=$node NodeAddr=127.0.0.1 CPUs=$CPUS RealMemory=$MEMORY \
-  Gres=gpu:$GPUS State=UNKNOWN
+$(node_lines "$node" "$slurmd_port" "$@")
 PartitionName=debug Nodes=$node Default=YES MaxTime=INFINITE State=UP
 Include $dir/trainform-partitions.conf
 EOF
@@ -341,21 +387,34 @@ EOF
     || echo "# Slurm partitions written by trainform" >"$dir/trainform-partitions.conf"
 }
 
+# The state of node $2 (default: the first), or of every node with "all" (one a line),
+# lowercase as sinfo shows it (scontrol: sinfo leaves out nodes in no partition).
 node_state() {
-  SLURM_CONF="$1/slurm.conf" timeout 10 sinfo -h -N -o %T 2>/dev/null | head -n 1
+  local names=${2:-$(hostname -s)} name
+  [ "$names" = all ] && names=$(node_names "$(hostname -s)")
+  for name in $names; do
+    SLURM_CONF="$1/slurm.conf" timeout 10 scontrol -o show node "$name" 2>/dev/null \
+      | grep -o ' State=[^ ]*' | cut -d= -f2 | tr '[:upper:]' '[:lower:]'
+  done
 }
 
+# Node $2 (default: the first) is idle.
 node_idle() {
-  [ "$(node_state "$1")" = idle ]
+  [ "$(node_state "$1" "${2:-}")" = idle ]
 }
 
+# Every node can run jobs.
 node_usable() {
-  case $(node_state "$1") in idle | mixed | allocated | completing) return 0 ;; esac
-  return 1
+  local states state
+  states=$(node_state "$1" all)
+  [ -n "$states" ] || return 1
+  for state in $states; do
+    case $state in idle | mixed | allocated | completing) ;; *) return 1 ;; esac
+  done
 }
 
 start_cluster() {
-  local dir=$1 node ports mysql_port dbd_port ctld_port slurmd_port password
+  local dir=$1 node ports mysql_port dbd_port ctld_port slurmd_port more_ports password name
   [ "$(id -u)" = 0 ] || { echo "slurm-cluster.sh: must run as root" >&2; exit 1; }
   for program in munged mariadbd mysql_install_db slurmdbd slurmctld slurmd sacctmgr sinfo; do
     command -v "$program" >/dev/null || {
@@ -368,21 +427,24 @@ start_cluster() {
   # Whatever a previous start in this folder left running goes first.
   stop_cluster "$dir"
   chmod 0755 "$dir"
-  mkdir -p "$dir/run" "$dir/log" "$dir/state/ctld" "$dir/state/slurmd" "$dir/jobs"
+  mkdir -p "$dir/run" "$dir/log" "$dir/state/ctld" "$dir/jobs"
   chmod 1777 "$dir/jobs"
   node=$(hostname -s)
-  ports=${SLURM_CLUSTER_PORTS:-$(free_ports 4)}
-  read -r mysql_port dbd_port ctld_port slurmd_port <<<"$ports"
+  ports=${SLURM_CLUSTER_PORTS:-$(free_ports $((3 + NODE_COUNT)))}
+  read -r mysql_port dbd_port ctld_port slurmd_port more_ports <<<"$ports"
   if [ -z "$slurmd_port" ]; then
     echo "slurm-cluster.sh: SLURM_CLUSTER_PORTS needs 4 ports" >&2
     exit 2
   fi
   password=$(head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')
   make_gpu_devices "$dir"
-  write_configs "$dir" "$node" "$mysql_port" "$dbd_port" "$ctld_port" "$slurmd_port" "$password"
+  # shellcheck disable=SC2086 # one port per word
+  write_configs "$dir" "$node" "$mysql_port" "$dbd_port" "$ctld_port" "$slurmd_port" \
+    "$password" ${more_ports:-}
   cat >"$dir/cluster.env" <<EOF
 CLUSTER=$CLUSTER_NAME
 NODE=$node
+NODES=$(node_names "$node" | paste -sd,)
 CPUS=$CPUS
 MEMORY=$MEMORY
 GPUS=$GPUS
@@ -408,17 +470,23 @@ EOF
   slurmctld -f "$dir/slurm.conf" || fail "$dir" "slurmctld did not start"
   wait_for_daemon 60 "$dir/run/slurmctld.pid" slurmctld timeout 10 scontrol ping \
     || fail "$dir" "slurmctld does not answer on port $ctld_port"
-  slurmd -f "$dir/slurm.conf" -N "$node" || fail "$dir" "slurmd did not start"
-  if ! wait_for_daemon 60 "$dir/run/slurmd.pid" slurmd node_idle "$dir"; then
-    fail "$dir" "node $node is '$(node_state "$dir")', not idle:" \
-      "$(scontrol show node "$node" 2>&1 | grep -E 'State|Reason' | tr -s ' ')"
-  fi
-  for entry in run/slurmd.pid:slurmd run/slurmctld.pid:slurmctld run/slurmdbd.pid:slurmdbd \
-      mysql/mysqld.pid:mariadbd munge/munged.pid:munged; do
+  for name in $(node_names "$node"); do
+    mkdir -p "$dir/state/slurmd-$name"
+    slurmd -f "$dir/slurm.conf" -N "$name" || fail "$dir" "slurmd of node $name did not start"
+  done
+  for name in $(node_names "$node"); do
+    if ! wait_for_daemon 60 "$dir/run/slurmd-$name.pid" slurmd node_idle "$dir" "$name"; then
+      fail "$dir" "node $name is '$(node_state "$dir" "$name")', not idle:" \
+        "$(scontrol show node "$name" 2>&1 | grep -E 'State|Reason' | tr -s ' ')"
+    fi
+  done
+  for entry in $(slurmd_pid_files "$dir") run/slurmctld.pid:slurmctld \
+      run/slurmdbd.pid:slurmdbd mysql/mysqld.pid:mariadbd munge/munged.pid:munged; do
     live_pid "$dir/${entry%%:*}" "${entry##*:}" >/dev/null \
       || fail "$dir" "${entry%%:*} names no running ${entry##*:}"
   done
-  echo "slurm cluster $CLUSTER_NAME up: SLURM_CONF=$dir/slurm.conf node=$node" \
+  echo "slurm cluster $CLUSTER_NAME up: SLURM_CONF=$dir/slurm.conf" \
+    "nodes=$(node_names "$node" | paste -sd,)" \
     "cpus=$CPUS memory=$MEMORY gpus=$GPUS"
 }
 

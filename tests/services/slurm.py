@@ -1,10 +1,15 @@
-"""A real one-node Slurm 22.05 cluster for the Slurm provider's tests.
+"""A real Slurm 22.05 cluster of two nodes for the Slurm provider's tests.
 
 `start_slurm(folder)` runs `scripts/slurm-cluster.sh start folder` (munge, MariaDB, slurmdbd,
-slurmctld and slurmd, all on 127.0.0.1 with state, logs, pid files and sockets under the
-folder; one node with 4 fake GPUs, accounting with association/QOS limits enforced) and
-returns a `SlurmCluster`; `stop_slurm` stops the daemons by their pid files and removes the
-folder; `restart_controller` brings slurmctld back after a bad include file made it exit.
+slurmctld and one slurmd per node, all on 127.0.0.1 with state, logs, pid files and sockets
+under the folder; two nodes with 4 fake GPUs each, accounting with association/QOS limits
+enforced) and returns a `SlurmCluster`. Both nodes' slurmd run on this host (`slurmd -N
+<node>`, each on a port of its own: Debian's build has MULTIPLE_SLURMD); the first node
+(`node_name`, the short hostname) is the default `debug` partition's only node, the second
+(`<hostname>-2`, Feature=extra) belongs to no partition until a test's own partition names
+both (`node_names`), so a multi-node job spans two slurmd. `stop_slurm` stops the daemons
+by their pid files and removes the folder; `restart_controller` brings slurmctld back after
+a bad include file made it exit.
 `serve_slurm` is the session fixture's body: a fresh folder under /tmp per session (munged
 runs as user `munge` and must reach its socket, which pytest's 0700 temporary folders
 forbid; a socket path must also stay under 108 bytes).
@@ -46,6 +51,7 @@ class SlurmCluster:
     partitions_file: Path
     cluster_name: str
     node_name: str
+    node_names: tuple[str, ...]
     cpus: int
     memory_mb: int
     gpus: int
@@ -135,6 +141,7 @@ def _cluster(folder: Path) -> SlurmCluster:
         partitions_file=folder / "trainform-partitions.conf",
         cluster_name=values["CLUSTER"],
         node_name=values["NODE"],
+        node_names=tuple(values.get("NODES", values["NODE"]).split(",")),
         cpus=int(values["CPUS"]),
         memory_mb=int(values["MEMORY"]),
         gpus=int(values["GPUS"]),

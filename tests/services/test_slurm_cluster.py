@@ -201,6 +201,31 @@ def test_partition_from_include_file_appears_on_reconfigure(
     assert poll(lambda: "smoke" in ok(slurm_cluster, "sinfo", "-h", "-o", "%R").split())
 
 
+def test_a_two_node_job_spans_both_slurmd(slurm_cluster: SlurmCluster, partitions: Path) -> None:
+    """Each node is a slurmd of its own (one per port on this host): srun's tasks of a
+    2-node job run under both, the batch step on the first node."""
+    nodes = ",".join(slurm_cluster.node_names)
+    assert len(slurm_cluster.node_names) >= 2
+    partitions.write_text(partitions.read_text() + f"PartitionName=smoke Nodes={nodes}\n")
+    ok(slurm_cluster, "scontrol", "reconfigure")
+    assert poll(lambda: "smoke" in ok(slurm_cluster, "sinfo", "-h", "-o", "%R").split())
+    script = "srun --ntasks-per-node=1 sh -c 'echo task=$SLURM_NODEID:$SLURMD_NODENAME'"
+    job = submit(slurm_cluster, "span", "-p", "smoke", "-N", "2", "--wrap", script)
+
+    def completed() -> dict[str, Any] | None:
+        found = sacct_job(slurm_cluster, job)
+        return found if found and found["state"]["current"] == "COMPLETED" else None
+
+    finished = poll(completed, timeout=60)
+    assert finished, f"job {job} did not complete: {sacct_job(slurm_cluster, job)}"
+    output = (slurm_cluster.job_root / "span.out").read_text()
+    first, second = slurm_cluster.node_names[:2]
+    assert sorted(line for line in output.split() if line.startswith("task=")) == [
+        f"task=0:{first}",
+        f"task=1:{second}",
+    ], output
+
+
 @pytest.mark.parametrize(
     "line",
     [
