@@ -46,12 +46,14 @@ from trainform.providers.jobs import (
     RunPhase,
     RunStatus,
 )
+from trainform.providers.launch import processes_per_node
 from trainform.providers.local.checkpoints import STEP_FOLDER, latest_valid, list_checkpoints
 from trainform.providers.local.environment import dataset_folder, parameter_text, variable_suffix
 from trainform.providers.local.layout import RunLayout, job_parts, snapshot_code, suite_name
 from trainform.providers.slurm import attempts, history
 from trainform.providers.slurm.attempts import Submission
 from trainform.providers.slurm.commands import SlurmCommands
+from trainform.providers.slurm.distributed import distributed_of
 from trainform.providers.slurm.names import (
     check_identifier,
     check_job_id,
@@ -395,11 +397,15 @@ class SlurmJobs:
             "backoff": launch.backoff,
             "resume": launch.resume,
             "sbatch_options": self._run_options(launch),
+            "distributed": distributed_of(
+                list(launch.command), launch.nodes, processes_per_node(launch.resources())
+            ),
             "script": self._script(),
             "slurm": {
                 "conf": self.commands.conf,
                 "sbatch": self.commands.program("sbatch"),
                 "squeue": self.commands.program("squeue"),
+                "scontrol": self.commands.program("scontrol"),
             },
         }
         launch_file = folder / "launch.json"

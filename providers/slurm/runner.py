@@ -11,8 +11,10 @@ it is the batch step's main process and receives `--signal=B:USR1@<seconds>`. It
    checkpoint instead, so `scontrol requeue` continues the run; every start is appended to
    `starts.json` (time, restart count, checkpoint resumed from and its step);
 3. starts the command (an argv list, in the run's code snapshot, with the trainform
-   environment; through `srun`, one task per node, on a multi-node allocation), forwards
-   USR1 (checkpoint now), TERM and INT to it;
+   environment); a distributed one through `srun`, one launcher per node for torchrun or
+   one task per process otherwise, with the launch contract's variables and the rendezvous
+   on the job's first node (providers/slurm/distributed.py); forwards USR1 (checkpoint
+   now), TERM and INT to it (srun passes them on to every task);
 4. when the command failed by itself (no TERM or INT from Slurm, and the controller still
    shows the job RUNNING: a cancel, requeue, time limit or preemption is not retried here;
    Slurm's own requeue or the engine covers those) and `retries` allows another attempt,
@@ -44,7 +46,7 @@ from trainform.providers.jobs import retry_delay
 from trainform.providers.local.checkpoints import apply_retention, check_checkpoint, latest_valid
 from trainform.providers.local.checkpoints import list_checkpoints as listed
 from trainform.providers.local.datasets import build_manifest
-from trainform.providers.slurm import attempts
+from trainform.providers.slurm import attempts, distributed
 
 FORWARDED = (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT)
 STOPPING = (signal.SIGTERM, signal.SIGINT)
@@ -92,22 +94,42 @@ def _resume(launch: dict[str, Any]) -> dict[str, str]:
     return {"TRAINFORM_RESUME_FROM": str(folder), "TRAINFORM_RESUME_STEP": str(status.step)}
 
 
-def command_of(launch: dict[str, Any], environ: Mapping[str, str]) -> list[str]:
-    """The command argv; on a multi-node allocation, one task per node through srun.
+def command_of(launch: dict[str, Any], environ: Mapping[str, str], master: str = "") -> list[str]:
+    """The command argv: as given for one process (or one torchrun node), else through
+    srun and the node launcher (providers/slurm/distributed.py), `master` the rendezvous
+    host. A launch.json from before `distributed` runs one task per allocated node.
 
     The spec's argv is exec'd as given, never joined into a shell string; after srun's own
     options `--` comes first, so no element of it can be read as an srun option."""
-    nodes = int(environ.get("SLURM_JOB_NUM_NODES", "1") or 1)
-    if nodes <= 1:
+    if "distributed" not in launch:
+        nodes = int(environ.get("SLURM_JOB_NUM_NODES", "1") or 1)
+        if nodes <= 1:
+            return list(launch["command"])
+        return distributed.legacy_srun_argv(list(launch["command"]), nodes)
+    job = distributed.launch_in(launch, environ)
+    if not distributed.uses_srun(job):
         return list(launch["command"])
-    return [
-        "srun",
-        f"--nodes={nodes}",
-        "--ntasks-per-node=1",
-        "--kill-on-bad-exit=1",
-        "--",
-        *launch["command"],
-    ]
+    return distributed.srun_argv(launch, job, environ, master)
+
+
+def _launch(launch: dict[str, Any], environment: dict[str, str]) -> list[str]:
+    """The argv to start, after adding what a command started directly needs to
+    `environment`; says in the log how the job is launched."""
+    if "distributed" not in launch:
+        return command_of(launch, os.environ)
+    job = distributed.launch_in(launch, os.environ)
+    if not job.distributed and not job.torchrun:
+        return command_of(launch, os.environ)
+    master = distributed.first_node(launch, os.environ)
+    if not distributed.uses_srun(job):
+        environment.update(distributed.direct_environment(job, master))
+    print(
+        f"trainform: launching {job.nodes} node(s) x {job.procs_per_node} process(es) "
+        f"({'torchrun' if job.torchrun else 'one task per process'}), rendezvous "
+        f"{master}:{job.port}",
+        flush=True,
+    )
+    return command_of(launch, os.environ, master)
 
 
 def _record(path: Path, result: dict[str, Any]) -> None:
@@ -340,8 +362,9 @@ def _run_command(launch: dict[str, Any], environment: dict[str, str], received: 
 
     for number in FORWARDED:  # installed first: an early signal never kills the runner
         signal.signal(number, forward)
+    argv = _launch(launch, environment)
     child = subprocess.Popen(
-        command_of(launch, os.environ),
+        argv,
         cwd=launch["cwd"],
         env=environment,
         start_new_session=True,

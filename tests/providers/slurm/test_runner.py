@@ -116,6 +116,7 @@ def test_multi_node_allocations_run_one_task_per_node_through_srun() -> None:
         "srun",
         "--nodes=2",
         "--ntasks-per-node=1",
+        "--export=ALL",
         "--kill-on-bad-exit=1",
         "--",
         "python3",
