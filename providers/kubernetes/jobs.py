@@ -284,6 +284,7 @@ def ledger_entry(launch: JobLaunch, submitted_at: str) -> dict[str, Any]:
         "cancelled": False,
         "queue": launch.queue,
         "nodes": launch.nodes,
+        "procsPerNode": launch_contract(launch).procs_per_node,
         "gpus": launch.gpus,
         "cpus": _cpus(launch.cpu) * launch.nodes,
         "eligibleAt": launch.eligible_at,

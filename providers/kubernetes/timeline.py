@@ -26,12 +26,15 @@ Cause, once finished (first evidence wins, the pod that failed first among sever
   reason: taint manager, eviction API, pod GC of a lost node, kubelet shutdown) or pod
   reason Evicted / NodeLost / Terminated / Shutdown / UnexpectedAdmissionError /
   NodeAffinity -> node-failure; pod reason DeadlineExceeded -> time-limit; exit code != 0
-  -> code-error (the exit code recorded);
+  -> code-error (the exit code recorded); of a job of several nodes the reason names the
+  node (the pod's completion index): `node 2 (pod <name> on <host>): container main
+  exited with code 3 (Error)`;
 - a Failed Job without pod evidence -> code-error; a Job deleted outside trainform ->
   node-failure.
 
 Size: nodes from the Job's completions, cpus and gpus from the pod template's requests
-times nodes (the ledger's copy when the Job is gone); hosts from the pods' spec.nodeName.
+times nodes (the ledger's copy when the Job is gone); hosts from the pods' spec.nodeName,
+once each in node-rank order; processes per node as the ledger recorded them at submission.
 Once trainform records an attempt's facts in its ledger entry (`final`, written at the next
 submit or cancel), they are read from there. Pure; no I/O.
 """
@@ -230,12 +233,27 @@ def _terminations(pod: dict[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
-def _pod_evidence(pod: dict[str, Any]) -> tuple[str, int | None, str, str] | None:
-    """(cause, exit code, reason, when) a failed pod shows, or None if it shows nothing."""
+def node_hosts(pods: list[dict[str, Any]]) -> list[str]:
+    """The hosts the pods ran on, once each, in node-rank order."""
+    hosts: list[str] = []
+    for pod in sorted(pods, key=lambda p: (pod_index(p), str(p["metadata"].get("name")))):
+        host = (pod.get("spec") or {}).get("nodeName")
+        if host and str(host) not in hosts:
+            hosts.append(str(host))
+    return hosts
+
+
+def _pod_evidence(
+    pod: dict[str, Any], several: bool = False
+) -> tuple[str, int | None, str, str] | None:
+    """(cause, exit code, reason, when) a failed pod shows, or None if it shows nothing;
+    of a job of `several` nodes, the reason names the node (its completion index)."""
     metadata, status = pod.get("metadata") or {}, pod.get("status") or {}
     where = f"pod {metadata.get('name', '')}"
     if (pod.get("spec") or {}).get("nodeName"):
         where += f" on {pod['spec']['nodeName']}"
+    if several:
+        where = f"node {pod_index(pod)} ({where})"
     terminations = sorted(_terminations(pod), key=lambda t: str(t.get("finishedAt") or ""))
     for ended in terminations:
         message = str(ended.get("message") or "")
@@ -280,11 +298,12 @@ def failure(
         found = condition(workload, kind)
         if found:
             return Cause.PREEMPTED, None, f"{kind.lower()} by Kueue ({said(found)})"
+    several = int(((job.get("spec") or {}).get("completions")) or 1) > 1
     evidence = [
         found
         for pod in pods
         if (pod.get("status") or {}).get("phase") == "Failed"
-        for found in [_pod_evidence(pod)]
+        for found in [_pod_evidence(pod, several)]
         if found is not None
     ]
     if evidence:
@@ -328,9 +347,8 @@ def attempt_status(
         nodes=nodes,
         gpus=gpus,
         cpus=cpus,
-        hosts=sorted(
-            {str(p["spec"]["nodeName"]) for p in pods if p.get("spec", {}).get("nodeName")}
-        ),
+        hosts=node_hosts(pods),
+        procs_per_node=_procs(entry),
     )
     base.admitted_at, base.waits, _ = admission(workload, submitted)
     status = (job or {}).get("status") or {}
@@ -387,6 +405,12 @@ def final_facts(status: AttemptStatus) -> dict[str, Any]:
     return facts
 
 
+def _procs(entry: dict[str, Any]) -> int | None:
+    """Processes per node, as the ledger recorded them at submission (older entries: None)."""
+    value = entry.get("procsPerNode")
+    return value if isinstance(value, int) and value >= 1 else None
+
+
 def recorded(entry: dict[str, Any], final: dict[str, Any]) -> AttemptStatus:
     resumed_from = str(entry.get("resumeFrom") or "")
     status = AttemptStatus(
@@ -401,5 +425,6 @@ def recorded(entry: dict[str, Any], final: dict[str, Any]) -> AttemptStatus:
         if name != "phase" and name in final:
             setattr(status, name, final[name])
     status.hosts = list(final.get("hosts") or [])
+    status.procs_per_node = _procs(entry)
     status.waits = [WaitSpan(*wait) for wait in final.get("waits") or []]
     return status

@@ -214,6 +214,8 @@ def test_every_pod_of_a_torchrun_job_starts_one_group_as_torchrun_reads_it(
         assert (args.training_script, args.training_script_args) == ("train.py", ["--steps", "3"])
         endpoints.add(config.rdzv_endpoint)
     assert endpoints == {f"{master}:29500"}
+    [run] = provider.runs("TrainingJob/vision/llama")
+    assert (run.attempts[-1].nodes, run.attempts[-1].procs_per_node) == (3, 2)
     assert refused == []  # no pod of any job was refused after admission
 
 

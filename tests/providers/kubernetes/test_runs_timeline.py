@@ -307,8 +307,8 @@ def test_a_killed_run_resumes_after_its_backoff_and_its_timeline_logs_and_usage_
         137,
         failed_at,
     )
-    assert (
-        dead.reason == f"pod {pods1[0]} on node-a: container main exited with code 137 (OOMKilled)"
+    assert dead.reason == (  # a 2-node job: the reason names the node
+        f"node 0 (pod {pods1[0]} on node-a): container main exited with code 137 (OOMKilled)"
     )
     assert dead.last_step == 200
 
