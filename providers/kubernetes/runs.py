@@ -236,6 +236,7 @@ class KubernetesJobs(RunHistory):
             nodes=resources["nodes"],
             checkpoint_prefix=checkpoint.get("prefix", ""),
             image=f"{spec['image']} (pinned at submission)",
+            procs_per_node=resources.get("procsPerNode") or 0,
         )
         return job_manifest(self.naming, launch, Placement(()), None, launch.max_runtime)
 

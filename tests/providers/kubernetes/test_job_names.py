@@ -20,6 +20,7 @@ from trainform.providers.kubernetes.job_names import (
 )
 from trainform.providers.kubernetes.kueue_rules import resource_problems
 from trainform.providers.kubernetes.naming import Naming
+from trainform.providers.kubernetes.provider import KubernetesProvider
 
 DNS_1123 = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 DNS_1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
@@ -106,3 +107,15 @@ def test_spec_env_may_not_set_what_the_launch_contract_sets(
     assert [p.field for p in problems] == [f"spec.env.{name}" for name in refused]
     assert all("launch contract" in p.message for p in problems)
     assert resource_problems(_job({}, command), Naming()) == []
+
+
+def test_the_plan_shows_the_declared_processes_per_node() -> None:
+    resource = _job({}, ["python", "t.py"])
+    resource.spec["resources"]["procsPerNode"] = 2
+    resource.spec["image"] = "trainer"
+    [job] = KubernetesProvider().render(resource)
+
+    [container] = job["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert (env["WORLD_SIZE"], env["LOCAL_WORLD_SIZE"]) == ("4", "2")
+    assert container["command"][3:] == ["trainform-launch", "python", "t.py"]
