@@ -13,12 +13,15 @@ Invariants: an omitted error makes the count line an error, so a run never passe
 its errors were not shown; the count line has no location and sorts after every other
 diagnostic (specs.errors.Diagnostic.sort_key); the diagnostics kept are the first to arrive
 (files in discovery order, then references), sorted by file and line when the load ends.
-The CLI uses `cap_per_run` for what it adds after a load (tenancy, shared writes).
+The count is a floor ("at least") when some problems were only counted: a document past
+the budget is validated for its count, but `yaml-number` warnings, which need a walk of
+the text, are not looked for past it (as past a file's room). The CLI uses `cap_per_run`
+for what it adds after a load (tenancy, shared writes) and for `fmt`'s problems.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 from trainform.specs.errors import RUN_LIMIT_CODE, Diagnostic, Severity, plural
 
@@ -44,12 +47,6 @@ class DiagnosticBudget:
     @property
     def spent(self) -> bool:
         return len(self.kept) >= self.limit
-
-    def __len__(self) -> int:
-        return len(self.kept)
-
-    def __iter__(self) -> Iterator[Diagnostic]:
-        return iter(self.kept)
 
     def append(self, diagnostic: Diagnostic) -> None:
         if len(self.kept) < self.limit:

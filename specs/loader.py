@@ -260,7 +260,7 @@ def _parsed_files(
     if scanned:
         parsed = [parse_file(path, display, scan) for path, display in rest]
     for item, (path, display) in zip(parsed, rest, strict=True):
-        if item.rough and scan.rereads:
+        if item.rough and (scan.rereads is None or scan.rereads > 0):
             item = parse_file(path, display, scan)
         item.scan = scan
         yield item

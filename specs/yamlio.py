@@ -95,7 +95,7 @@ def too_deep(value: Any, budget: int = MAX_DEPTH) -> bool:
     return False
 
 
-def may_reread(parsed: ParsedFile) -> bool:
+def _may_reread(parsed: ParsedFile) -> bool:
     """Whether the text of `parsed` may be re-read by ruamel for a position: always
     outside a load, else while its scan budget has `rereads` left (each asks one)."""
     scan = parsed.scan
@@ -258,7 +258,7 @@ def _decode_error(parsed: ParsedFile, message: str) -> Diagnostic:
     first_line = message.splitlines()[-1] if message else "cannot parse"
     if "duplicate mapping key" in message:
         key = message.split(":", 1)[1].strip()
-        line, column, key_problem = _duplicate_position(parsed.text, key, may_reread(parsed))
+        line, column, key_problem = _duplicate_position(parsed.text, key, _may_reread(parsed))
         return _error(
             parsed.display,
             "duplicate-key",
@@ -285,7 +285,7 @@ def _decode_error(parsed: ParsedFile, message: str) -> Diagnostic:
             int(match[1]),
             int(match[2]),
         )
-    if len(parsed.text) > _LARGE_TEXT or not may_reread(parsed):
+    if len(parsed.text) > _LARGE_TEXT or not _may_reread(parsed):
         return _error(parsed.display, "yaml-syntax", f"invalid YAML: {first_line}")
     line, column, problem = ruamel_error_position(parsed.text)
     return _error(
@@ -390,7 +390,7 @@ def parse_text(parsed: ParsedFile) -> None:
 
         small = len(text) <= _LARGE_TEXT
         line, column, _ = (
-            ruamel_error_position(text) if small and may_reread(parsed) else (1, 1, "")
+            ruamel_error_position(text) if small and _may_reread(parsed) else (1, 1, "")
         )
         parsed.diagnostics.append(
             _error(
