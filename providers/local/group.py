@@ -61,6 +61,7 @@ from trainform.providers.local.processes import (
 from trainform.providers.local.runs import Attempt, utc_now
 
 LOCALHOST = "127.0.0.1"
+GROUP_VARIABLES = ("TRAINFORM_NODES", "TRAINFORM_NODE_INDEX", "TRAINFORM_ATTEMPT_ID")
 GRACE_SECONDS = 10.0
 JOIN_SECONDS = 10.0
 
@@ -87,6 +88,27 @@ def runs_as_group(attempt: Attempt) -> bool:
     """True when the attempt needs launchers: torchrun, or more than one process."""
     launch = attempt_launch(attempt)
     return launch.torchrun or launch.world_size > 1
+
+
+def env_problems(spec: dict[str, Any]) -> list[tuple[str, str]]:
+    """(field, message) for each `spec.env` variable a group sets itself for every process
+    of the TrainingJob `spec` (the launch contract's, and TRAINFORM_NODES, _NODE_INDEX,
+    _ATTEMPT_ID): ours would win, silently; none for a single process."""
+    launch = launch_of(spec)
+    if not (launch.torchrun or launch.world_size > 1):
+        return []
+    names = set(node_environment(launch, 0, LOCALHOST)) | set(GROUP_VARIABLES)
+    if not launch.torchrun:
+        names |= {"RANK", "LOCAL_RANK"}
+    return [
+        (
+            f"spec.env.{name}",
+            f"{name} is set by trainform for every process of this job ({launch.nodes} nodes "
+            f"x {launch.procs_per_node} processes: the launch contract, docs/distributed.md); "
+            "remove it from spec.env",
+        )
+        for name in sorted(set(spec.get("env") or {}) & names)
+    ]
 
 
 def free_port() -> int:

@@ -57,6 +57,7 @@ from trainform.providers.local.datasets import (
     resolve_source,
     version_folder,
 )
+from trainform.providers.local.group import env_problems
 from trainform.providers.local.jobs import LocalJobs
 from trainform.providers.local.machine import MachineFacts, read_machine_facts
 from trainform.providers.local.runs import RunStore
@@ -205,6 +206,8 @@ class LocalProvider(Provider):
                     f"{len(facts.gpus)}",
                 )
         if resource.kind == "TrainingJob":
+            for field, message in env_problems(spec):
+                problem(field, message)
             # N nodes are N launchers on this machine: their accelerators add up here.
             resources = spec["resources"]
             gpus = len(self.facts.gpus)

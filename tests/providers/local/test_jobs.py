@@ -480,6 +480,21 @@ def test_a_job_beyond_this_machine_is_refused(
     assert [problem.field for problem in local.validate(resource)] == [field]
 
 
+def test_a_distributed_job_may_not_set_what_the_launch_contract_sets(
+    local: LocalProvider,
+) -> None:
+    spec = {
+        "command": ["python3", "train.py"],
+        "env": {"MASTER_PORT": "1", "TRAINFORM_NODE_INDEX": "0", "SEED": "1"},
+        "resources": {"nodes": 2, "acceleratorsPerNode": 0, "procsPerNode": 2},
+    }
+    resource = DesiredResource(ADDRESS, "TrainingJob", "job", "research", {"spec": spec})
+
+    problems = local.validate(resource)
+    assert [p.field for p in problems] == ["spec.env.MASTER_PORT", "spec.env.TRAINFORM_NODE_INDEX"]
+    assert "2 nodes x 2 processes" in problems[0].message
+
+
 def test_a_job_of_several_nodes_is_several_launchers_on_this_machine(
     local: LocalProvider,
 ) -> None:
