@@ -16,8 +16,10 @@ the pattern, `docs/*` the folder's direct entries only).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from trainform.policies.globs import PathGlob, compile_glob, normalize_path, probe_path
@@ -52,13 +54,22 @@ class CodeOwners:
     rules: tuple[OwnerRule, ...] = ()
     source: str = ""
 
+    @cached_property
+    def _last_match(self) -> re.Pattern[str]:
+        """Every rule's pattern, last line first, as one alternation: a full match takes the
+        first branch that matches the whole path, i.e. the last matching line."""
+        branches = [
+            f"(?P<r{index}>{rule.glob.regex.pattern})"
+            for index, rule in reversed(list(enumerate(self.rules)))
+        ]
+        return re.compile("|".join(branches) or "(?!)", re.DOTALL)
+
     def rule_for(self, path: str) -> OwnerRule | None:
         """The line deciding who owns `path` (relative, `/`-separated): the last matching."""
-        path = normalize_path(path)
-        for rule in reversed(self.rules):
-            if rule.glob.matches(path):
-                return rule
-        return None
+        found = self._last_match.fullmatch(normalize_path(path))
+        if found is None or found.lastgroup is None:
+            return None
+        return self.rules[int(found.lastgroup[1:])]
 
     def owners_of(self, path: str) -> tuple[str, ...]:
         """Owners of `path` (relative, `/`-separated): the last matching rule's; () if none."""

@@ -17,10 +17,11 @@ The platform admins are `adminOwners`, else the owners CODEOWNERS gives the admi
 (isolation.admin_owners, the same names the findings print). The files compared are the
 spec files loaded and sample paths of every pattern involved (adminPaths, the tenants'
 specPaths, each CODEOWNERS line; wildcards filled with `_` and with the folder names those
-patterns spell, `**` with zero, one and two segments), so a disagreement shows before a
-pull request adds the file. All matching goes through policies.globs, the matcher both
-sides use. Nothing runs without a CODEOWNERS file or without adminPaths. Each warning is
-reported once per CODEOWNERS line (or admin pattern), at that line, with one example file.
+patterns spell, `**` with zero, one and two segments; at most MAX_SAMPLES), so a
+disagreement shows before a pull request adds the file. All matching goes through
+policies.globs, the matcher both sides use. Nothing runs without a CODEOWNERS file or
+without adminPaths. Each warning is reported once per CODEOWNERS line (or admin pattern),
+at that line, with one example file.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ from trainform.specs import Diagnostic, Location, SpecSet
 from trainform.specs import Severity as DiagnosticSeverity
 
 CODE = "codeowners-mismatch"
+MAX_SAMPLES = 20_000
+"""Sample paths compared at most (beyond the spec files), however large CODEOWNERS is."""
 
 
 @dataclass(frozen=True)
@@ -67,11 +70,11 @@ class _Sides:
     folder_owners: dict[str, frozenset[str]]
 
 
-def _fillers(owners: CodeOwners, patterns: Iterable[str]) -> list[str]:
-    """Folder names and paths spelled by the patterns (`teams`, `alignment`,
-    `teams/alignment`), to fill other patterns' wildcards with."""
+def _fillers(patterns: Iterable[str]) -> list[str]:
+    """Folder names and paths the patterns spell (`teams`, `alignment`, `teams/alignment`),
+    to fill other patterns' wildcards with."""
     found: list[str] = []
-    for pattern in [*(rule.pattern for rule in owners.rules), *patterns]:
+    for pattern in patterns:
         for prefix in literal_prefixes(pattern):
             found += [prefix, prefix.rsplit("/", 1)[-1]]
     return list(dict.fromkeys(found))
@@ -80,15 +83,22 @@ def _fillers(owners: CodeOwners, patterns: Iterable[str]) -> list[str]:
 def _candidates(
     files: Iterable[str], sides: _Sides, projects: Mapping[str, tuple[str, ...]], owners: CodeOwners
 ) -> dict[str, bool]:
-    """Paths to compare, real spec files first: path -> whether it is a spec file."""
+    """Paths to compare, real spec files first: path -> whether it is a spec file. Samples:
+    of each admin path with the folder names every pattern spells; of each CODEOWNERS line
+    with the project folders' names (where it might reach into a team folder); of each
+    specPaths pattern as it is. At most MAX_SAMPLES of them."""
     spec_paths = [p for paths in projects.values() for p in paths]
-    fillers = _fillers(owners, [*sides.admin.patterns, *spec_paths])
+    folders = _fillers(spec_paths)
+    everything = _fillers([*(rule.pattern for rule in owners.rules), *sides.admin.patterns])
+    sampled = [(pattern, [*folders, *everything]) for pattern in sides.admin.patterns]
+    sampled += [(rule.pattern, folders) for rule in owners.rules]
+    sampled += [(pattern, []) for pattern in spec_paths]
     found = dict.fromkeys(sorted(set(files)), True)
-    for pattern in [*sides.admin.patterns, *spec_paths]:
+    budget = len(found) + MAX_SAMPLES
+    for pattern, fillers in sampled:
         for path in sample_paths(pattern, fillers):
-            found.setdefault(path, False)
-    for rule in owners.rules:
-        for path in sample_paths(rule.pattern)[:1]:
+            if len(found) >= budget:
+                return found
             found.setdefault(path, False)
     return found
 
