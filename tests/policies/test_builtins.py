@@ -129,7 +129,7 @@ CASES = [
             "teams/team-b/job.yaml": job(),
             "platform/q.yaml": queue("team-a", 8),
         },
-        settings(project_isolation={"adminPaths": ["platform/**", "images.yaml"]}),
+        settings(project_isolation={"adminPaths": ["platform/**", "/images.yaml"]}),
         ("TrainingJob/team-a/train", "metadata.project", "teams/team-b/job.yaml:3:"),
         id="project-isolation",
     ),

@@ -24,8 +24,7 @@ from tests.policies.review.fixture import commit, git
 PLATFORM = REPO / "examples" / "platform"
 ADMINS = "needs approval of the platform admins: @ml-platform"
 ALIGNMENT_OWNERS = (
-    "needs approval of project alignment's owners: alignment-leads@example.com, "
-    "jokafor@example.com"
+    "needs approval of project alignment's owners: alignment-leads@example.com, jokafor@example.com"
 )
 
 GRAB = """\
@@ -82,6 +81,42 @@ settings:
   project-isolation: {adminPaths: ["**"]}
 disabled: [project-isolation]
 """
+
+
+def platform_objects(team: str, victim: str) -> str:
+    """The pull request of the adversarial tester, from `team`'s folder: a priority-1000
+    Queue, a Project claiming `victim`'s folder, a 512-GPU Quota and a job of `victim`."""
+    job = CROSS_TENANT.replace("project: alignment", f"project: {victim}").replace(
+        "/alignment/", f"/{victim}/"
+    )
+    return (
+        f"""\
+apiVersion: trainform/v1
+kind: Queue
+metadata: {{name: vip}}
+spec:
+  pools:
+    - pool: h100
+      nominalQuota: {{gpu: 0}}
+  defaultPriority: 1000
+---
+apiVersion: trainform/v1
+kind: Project
+metadata: {{name: shadow}}
+spec:
+  owners: [me@example.com]
+  specPaths: ["teams/{victim}/**"]
+---
+apiVersion: trainform/v1
+kind: Quota
+metadata: {{name: vip, project: {team}}}
+spec:
+  queue: vip
+  limits: {{gpu: 512}}
+---
+"""
+        + job
+    )
 
 
 def make_repository(root: Path) -> Path:
@@ -252,3 +287,83 @@ def test_unconfigured_tenancy_is_a_finding_that_says_where_to_configure_it(
     assert "error[project-isolation]: projects declare specPaths" in result.stdout
     assert "settings: {project-isolation: {adminPaths:" in result.stdout
     assert "trainform.yaml `policies.settings`" in result.stdout
+
+
+# Every nesting of a quotas.yaml under a team folder; only the first is an admin path.
+NESTINGS = ["", "x/", "x/y/", "x/y/z/", "teams/alignment/", "quotas/"]
+# The teams tried (the job they declare is alignment's) and their leads in CODEOWNERS.
+LEADS = {"llm-pretrain": "@llm-pretrain-leads", "eval-team": "@eval-leads"}
+
+
+def project_owners(repo: Path, name: str) -> list[str]:
+    """The owners of Project `name` in the repository's platform/projects.yaml."""
+    text = (repo / "platform" / "projects.yaml").read_text(encoding="utf-8")
+    [project] = [d for d in yaml.safe_load_all(text) if d["metadata"]["name"] == name]
+    return list(project["spec"]["owners"])
+
+
+def blocks(output: str) -> list[str]:
+    """The diagnostics of `validate`'s text output, one text each."""
+    return [block for block in output.split("\n\n") if block.strip()]
+
+
+@pytest.mark.parametrize("nesting", NESTINGS, ids=lambda n: f"teams-TEAM-{n or '.'}quotas")
+@pytest.mark.parametrize("team", sorted(LEADS))
+def test_only_the_quotas_file_directly_in_a_team_folder_may_declare_platform_kinds(
+    tmp_path: Path, team: str, nesting: str
+) -> None:
+    victim = "alignment"
+    repo = make_repository(tmp_path)
+    relative = f"teams/{team}/{nesting}quotas.yaml"
+    grab = platform_objects(team, victim)
+    if not nesting:  # the team's own quotas.yaml: the platform's, by CODEOWNERS too
+        grab = (repo / relative).read_text(encoding="utf-8") + "---\n" + grab
+    commit(repo, {relative: grab}, "capacity for us, from our folder")
+    file = f"repo/{relative}"
+    job = f"TrainingJob/{victim}/on-their-quota"
+    addresses = ("Queue/vip", "Project/shadow", f"Quota/{team}/vip", job)
+    validated = run_cli("validate", "repo", cwd=tmp_path)
+    reviewed = review(tmp_path)
+    owners = f"  {relative}: CODEOWNERS: "
+    assert "codeowners-mismatch" not in validated.stdout + reviewed.stdout
+    if not nesting:
+        assert validated.returncode == 0, validated.stdout + validated.stderr
+        assert reviewed.returncode == 0, reviewed.stdout + reviewed.stderr
+        assert reviewed.stdout.startswith("trainform review: allowed by policy")
+        assert f"{owners}@ml-platform; platform admins: @ml-platform" in reviewed.stdout
+        return
+
+    assert validated.returncode == 1, validated.stdout + validated.stderr
+    denied = [b for b in blocks(validated.stdout) if b.startswith("error[project-isolation]")]
+    assert len(denied) == 4, validated.stdout
+    for address in addresses:
+        [block] = [b for b in denied if f"address:  {address}\n" in b + "\n"]
+        assert re.search(rf"--> {re.escape(file)}:\d+:\d+", block), block
+    assert reviewed.returncode == 3, reviewed.stdout + reviewed.stderr
+    assert reviewed.stdout.startswith("trainform review: DENIED by policy")
+    for address in addresses[:3]:
+        assert_names(reviewed.stdout, file, address, ADMINS)
+    assert_names(reviewed.stdout, file, job, f"needs approval of project {victim}'s owners")
+    # The code host agrees: the team's leads approve the file, the platform admins do not.
+    [approvals] = [line for line in reviewed.stdout.splitlines() if line.startswith(owners)]
+    listed = ", ".join(project_owners(repo, team))
+    assert approvals == f"{owners}{LEADS[team]}; project {team} owners: {listed}"
+
+
+def test_validate_warns_where_codeowners_gives_an_admin_path_to_a_team(tmp_path: Path) -> None:
+    """The team's own quotas.yaml is allowed only while CODEOWNERS gives it to the platform:
+    with the team's line last, its leads alone would approve it, and validate says so."""
+    repo = make_repository(tmp_path)
+    codeowners = (repo / "CODEOWNERS").read_text(encoding="utf-8")
+    found = re.search(r"^/teams/alignment/ +@alignment-leads\n", codeowners, re.MULTILINE)
+    assert found is not None
+    reordered = codeowners.replace(found.group(0), "") + found.group(0)
+    (repo / "CODEOWNERS").write_text(reordered, encoding="utf-8")
+    line = len(reordered.splitlines())
+    validated = run_cli("validate", "repo", cwd=tmp_path)
+    assert validated.returncode == 0, validated.stdout + validated.stderr
+    [warning] = [b for b in blocks(validated.stdout) if "codeowners-mismatch" in b]
+    assert warning.startswith("warning[codeowners-mismatch]: CODEOWNERS line")
+    assert f"--> repo/CODEOWNERS:{line}:1" in warning
+    assert "lets @alignment-leads approve teams/alignment/quotas.yaml alone" in warning
+    assert "adminPaths `/teams/*/quotas.yaml`" in warning
