@@ -18,6 +18,7 @@ from pathlib import Path
 
 from trainform.planner.usage import compute_usage
 from trainform.providers.jobs import AccountedRun, Cause, RunPhase, RunStatus
+from trainform.providers.local.group import LauncherGroup, Member
 from trainform.providers.local.processes import processes_with
 from trainform.providers.local.provider import LocalProvider
 from trainform.providers.local.runs import Attempt
@@ -218,3 +219,35 @@ def test_usage_counts_the_accelerators_and_cpus_of_every_node() -> None:
     )
     [usage] = report.rows
     assert (usage.gpu_hours, usage.cpu_hours) == (8.0, 16.0)
+
+
+TORCHRUN_REPORT = """\
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-12-04_04:03:04
+  host      : localhost
+  rank      : 3 (local_rank: 1)
+  exitcode  : -9 (pid: 4242)  (SIGKILL)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 4242
+"""
+
+
+def test_a_worker_torchrun_reaped_unseen_is_named_from_torchrun_s_report(tmp_path: Path) -> None:
+    row = Attempt(
+        id=ATTEMPT, address=ADDRESS, run_id="r-1", attempt=1, kind="train",
+        queue="default-queue", cpu="1", memory="1024", phase="running",
+        launch={"nodes": 2, "procs_per_node": 2, "command": ["torchrun", "train.py"]},
+        workdir=str(tmp_path), checkpoint_dir=str(tmp_path), output_dir=str(tmp_path),
+        log_path=str(tmp_path / "attempt-1.log"), submitted_at="", manager="m",
+    )  # fmt: skip
+    (tmp_path / "attempt-1.node-1.log").write_text(TORCHRUN_REPORT)
+    group = LauncherGroup(row, ["torchrun", "train.py"], {}, lambda line: None)
+    worker = Member(4242, node=1, rank=3, ended=True, ended_at=1.0)  # its status never seen
+    launcher = Member(4200, node=1, rank=None, ended=True, returncode=1, ended_at=2.0)
+    group.members, group.unseen, group.failure = [launcher, worker], [worker], launcher
+
+    group.close()
+
+    assert group.failure is worker and group.returncode == -9
+    assert group.describe() == "node 1 rank 3 killed by signal 9 (SIGKILL)"
