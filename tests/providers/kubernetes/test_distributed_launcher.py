@@ -28,8 +28,8 @@ import os, sys, torch, torch.distributed as dist
 dist.init_process_group("gloo")
 value = torch.tensor([float(dist.get_rank())])
 dist.all_reduce(value)
-print(dist.get_rank(), dist.get_world_size(), os.environ["LOCAL_RANK"], int(value.item()),
-      sys.argv[1:], flush=True)
+line = f"{dist.get_rank()} {dist.get_world_size()} {os.environ['LOCAL_RANK']} "
+os.write(1, f"{line}{int(value.item())} {sys.argv[1:]}\\n".encode())  # one write: no interleaving
 dist.destroy_process_group()
 """
 WORKER = """
