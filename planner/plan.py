@@ -31,7 +31,7 @@ from trainform.planner.lockfile import (
 )
 from trainform.planner.orphans import orphan_findings
 from trainform.planner.plan_model import Action, Plan, PlanFinding, ResourceChange
-from trainform.planner.provider_checks import change_impacts, provider_problems
+from trainform.planner.provider_checks import change_impacts, provider_problems, provider_warnings
 from trainform.planner.refresh import Target, observe_all
 from trainform.planner.resource_changes import change_for, forced_replace
 from trainform.planner.session import ProviderSet, config_as_data
@@ -201,6 +201,9 @@ def check_requests(
             )
     scope.problems += provider_problems(
         specs, desired, providers, lambda item: _desired_resource(item, recorded)
+    )
+    scope.findings += provider_warnings(
+        desired, providers, lambda item: _desired_resource(item, recorded)
     )
     if scope.problems:
         raise PlanError(scope.problems)

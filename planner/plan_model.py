@@ -177,7 +177,9 @@ def _shown_field(change: FieldChange, masks: dict[str, str]) -> FieldChange:
     return FieldChange(change.path, before, after, change.forces_replacement)
 
 
-PLAN_ONLY_FINDINGS = frozenset({"not-reconciled", "not-submitted", "retry-backoff", "running-work"})
+PLAN_ONLY_FINDINGS = frozenset(
+    {"not-reconciled", "not-submitted", "retry-backoff", "running-work", "provider-warning"}
+)
 """Findings about the plan itself. Every other finding is something drift reports too (an
 orphan, a failed job, mutated data, a moved tag, a broken checkpoint...): unless it is
 acknowledged it makes `plan --detailed-exitcode` exit 2, as it makes drift exit 2."""

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainform.planner.desired import DesiredItem
+from trainform.planner.plan_model import PlanFinding
 from trainform.planner.session import ProviderSet
 from trainform.providers.base import DesiredResource, Observation, ValidationProblem
 from trainform.providers.launch import launch_problems
@@ -105,6 +106,24 @@ def provider_problems(
         where = locator.locate(problem.address, problem.field, fallback)
         lines.append(f"{problem.address} ({where}): {problem.field}: {problem.message}")
     return sorted(set(lines), key=lines.index)
+
+
+def provider_warnings(
+    desired: dict[str, DesiredItem],
+    providers: ProviderSet,
+    make_resource: Callable[[DesiredItem], DesiredResource],
+) -> list[PlanFinding]:
+    """What providers warn of at plan (plan-only findings, never drift)."""
+    found = []
+    for item in desired.values():
+        for name in item.providers:
+            provider = providers.get(name)
+            if provider.supports(item.kind):
+                found += [
+                    PlanFinding(item.address, "provider-warning", "warning", f"{name}: {line}")
+                    for line in provider.plan_warnings(make_resource(item))
+                ]
+    return found
 
 
 def change_impacts(

@@ -167,6 +167,11 @@ class Provider(ABC):
     def render(self, resource: DesiredResource) -> list[dict[str, Any]]:
         return []
 
+    def plan_warnings(self, resource: DesiredResource) -> list[str]:
+        """What the plan should warn about a resource, one readable line each, that is not
+        drift (what this provider cannot check from here); pure, no I/O."""
+        return []
+
     def change_impact(self, resource: DesiredResource, observation: Observation) -> list[str]:
         """What an update of `resource` does to work already running (workloads a lower
         quota leaves over it, say), one readable line each, for the plan; read-only."""

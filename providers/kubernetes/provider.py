@@ -31,6 +31,7 @@ from trainform.providers.kubernetes import manifests
 from trainform.providers.kubernetes.client import KubeClient, describe, make_api_client
 from trainform.providers.kubernetes.discovery import discover_documents
 from trainform.providers.kubernetes.evidence import last_change
+from trainform.providers.kubernetes.gang import gang_admission_warnings
 from trainform.providers.kubernetes.impact import admitted_usage, quota_impact
 from trainform.providers.kubernetes.kinds import (
     BY_KIND,
@@ -122,6 +123,9 @@ class KubernetesProvider(KubernetesJobs, Provider):
 
     def validate_all(self, resources: list[DesiredResource]) -> list[ValidationProblem]:
         return instance_problems(resources)
+
+    def plan_warnings(self, resource: DesiredResource) -> list[str]:
+        return gang_admission_warnings(resource)
 
     def render(self, resource: DesiredResource) -> list[dict[str, Any]]:
         naming, address, name, document = (
