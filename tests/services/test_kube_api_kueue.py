@@ -143,7 +143,7 @@ def test_a_queued_job_gets_a_workload_that_is_admitted_and_unsuspends_it(
     assert job.spec.template.spec.node_selector == {"pool": "h100"}
     queue = cluster.custom.get_cluster_custom_object(KUEUE, V, "clusterqueues", cq)
     assert queue["status"]["admittedWorkloads"] == 1
-    assert queue["metadata"]["finalizers"] == ["kueue.k8s.io/resource-in-use"]
+    assert queue["metadata"]["finalizers"] == ["kueue.x-k8s.io/resource-in-use"]
 
 
 def test_a_workload_over_the_free_quota_waits_with_kueues_message_until_quota_is_released(
@@ -298,6 +298,63 @@ def test_a_deleted_cluster_queue_stays_terminating_while_a_workload_holds_quota(
     assert gone.value.status == 404
     listed = cluster.custom.list_namespaced_custom_object(KUEUE, V, cluster.namespace, "workloads")
     assert listed["items"] == []
+
+
+def test_a_flavor_listed_by_a_cluster_queue_and_its_topology_stay_until_it_is_unlisted(
+    cluster: Cluster,
+) -> None:
+    """Kueue's resource-in-use finalizers (kueue_finalizers.py): a deleted flavor waits for
+    the last ClusterQueue listing it, a deleted Topology for the last flavor naming it."""
+    name = unique("tas")
+    body = {"apiVersion": f"{KUEUE}/{V}", "kind": "Topology", "metadata": {"name": name}}
+    body["spec"] = {"levels": [{"nodeLabel": "block"}, {"nodeLabel": "kubernetes.io/hostname"}]}
+    cluster.custom.create_cluster_custom_object(KUEUE, V, "topologies", body)
+    cluster.flavor(name, nodeLabels={"pool": "h100"}, topologyName=name)
+    spare = cluster.flavor(unique("spare"))
+    cq = unique("cq")
+    cluster.cluster_queue(cq, {name: {"cpu": 8}, spare: {"cpu": 8}})
+
+    def read(plural: str, which: str) -> dict[str, Any] | None:
+        try:
+            return cluster.custom.get_cluster_custom_object(KUEUE, V, plural, which)  # type: ignore[no-any-return]
+        except ApiException as error:
+            assert error.status == 404
+            return None
+
+    for plural in ("topologies", "resourceflavors", "clusterqueues"):
+        found = read(plural, cq if plural == "clusterqueues" else name)
+        assert found is not None and found["metadata"]["finalizers"] == [
+            "kueue.x-k8s.io/resource-in-use"
+        ]
+    cluster.custom.delete_cluster_custom_object(KUEUE, V, "topologies", name)
+    cluster.custom.delete_cluster_custom_object(KUEUE, V, "resourceflavors", name)
+    for plural in ("topologies", "resourceflavors"):
+        held = read(plural, name)
+        assert held is not None and held["metadata"]["deletionTimestamp"]
+    queue = read("clusterqueues", cq)
+    assert queue is not None
+    queue["spec"]["resourceGroups"][0]["flavors"] = queue["spec"]["resourceGroups"][0]["flavors"][
+        1:
+    ]
+    cluster.custom.replace_cluster_custom_object(KUEUE, V, "clusterqueues", cq, queue)
+    assert read("resourceflavors", name) is None
+    assert read("topologies", name) is None
+
+
+def test_the_topology_name_of_a_flavor_cannot_change_or_go(cluster: Cluster) -> None:
+    """The CRD's CEL rule: topologyName is immutable once set (and cannot be removed)."""
+    name = unique("tas")
+    cluster.flavor(name, nodeLabels={"pool": "h100"}, topologyName=name)
+    for spec in (
+        {"nodeLabels": {"pool": "h100"}},
+        {"nodeLabels": {"pool": "h100"}, "topologyName": "x"},
+    ):
+        flavor = cluster.custom.get_cluster_custom_object(KUEUE, V, "resourceflavors", name)
+        flavor["spec"] = spec
+        with pytest.raises(ApiException) as refused:
+            cluster.custom.replace_cluster_custom_object(KUEUE, V, "resourceflavors", name, flavor)
+        assert refused.value.status == 422
+        assert "topologyName is immutable when topologyName is set" in refused.value.body
 
 
 def test_the_quota_tree_follows_kueues_resource_node_arithmetic() -> None:

@@ -24,9 +24,11 @@ pkg/scheduler):
   its quota; a deleted Job's Workload is deleted (garbage collection of the owned object);
 - a minimal Job controller (job_controller.py) creates the pods of running Jobs, subject
   to ResourceQuota admission (refusals land in `jobs.refused`);
-- ClusterQueues and ResourceFlavors carry Kueue's finalizers; a deleted ClusterQueue
-  stays Terminating (inactive) while Workloads hold quota in it; ClusterQueue and
-  LocalQueue status report pending, reserving and admitted counts and the Active condition.
+- ClusterQueues, ResourceFlavors and Topologies carry Kueue's `resource-in-use`
+  finalizer (kueue_finalizers.py): a deleted ClusterQueue stays Terminating (inactive)
+  while Workloads hold quota in it, a deleted flavor while a ClusterQueue lists it, a
+  deleted Topology while a flavor names it; ClusterQueue and LocalQueue status report
+  pending, reserving and admitted counts and the Active condition.
 Not modelled: preemption, admission checks, the mutating webhook that suspends Jobs on
 create (tests create Jobs suspended, as trainform does), fair sharing, topology placement.
 """
@@ -39,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from tests.services.kube_api import deletion, operations
 from tests.services.kube_api.errors import ApiError
 from tests.services.kube_api.job_controller import JobController
+from tests.services.kube_api.kueue_finalizers import settle
 from tests.services.kube_api.kueue_flavors import assign
 from tests.services.kube_api.kueue_quota import Tree
 from tests.services.kube_api.kueue_status import queue_statuses
@@ -57,8 +60,6 @@ if TYPE_CHECKING:
     from tests.services.kube_api.server import KubeAPI
 
 KUEUE = "kueue.x-k8s.io"
-QUEUE_FINALIZER = "kueue.k8s.io/resource-in-use"
-FLAVOR_FINALIZER = "kueue.x-k8s.io/resource-in-use"
 AGENT = "kueue/v0.14.0"
 WATCHED = {
     ("batch", "jobs"),
@@ -391,35 +392,16 @@ class KueueController:
 
     def _queues(self) -> None:
         workloads = self._items(KUEUE, "workloads")
-        in_use = {
-            f["name"]
-            for q in self._items(KUEUE, "clusterqueues")
-            for g in (q.get("spec") or {}).get("resourceGroups") or []
-            for f in g.get("flavors") or []
+        held = {
+            (w["status"].get("admission") or {}).get("clusterQueue")
+            for w in workloads
+            if reserving(w)
         }
-        for flavor in self._items(KUEUE, "resourceflavors"):
-            finalizers = flavor["metadata"].get("finalizers") or []
-            if flavor["metadata"].get("deletionTimestamp"):
-                if flavor["metadata"]["name"] not in in_use:
-                    self._drop_finalizer(KUEUE, "resourceflavors", flavor, FLAVOR_FINALIZER)
-            elif FLAVOR_FINALIZER not in finalizers:
-                flavor["metadata"]["finalizers"] = [*finalizers, FLAVOR_FINALIZER]
-                self._write(KUEUE, "resourceflavors", flavor)
-        for queue in self._items(KUEUE, "clusterqueues"):
-            name = queue["metadata"]["name"]
-            finalizers = queue["metadata"].get("finalizers") or []
-            holding = any(
-                reserving(w) and (w["status"].get("admission") or {}).get("clusterQueue") == name
-                for w in workloads
-            )
-            if queue["metadata"].get("deletionTimestamp"):
-                if not holding:
-                    self._drop_finalizer(KUEUE, "clusterqueues", queue, QUEUE_FINALIZER)
-                    continue
-            elif QUEUE_FINALIZER not in finalizers:
-                queue["metadata"]["finalizers"] = [*finalizers, QUEUE_FINALIZER]
-                self._write(KUEUE, "clusterqueues", queue)
-                queue = self.api.store.get(KUEUE, "clusterqueues", "", name) or queue
+        settle(
+            lambda plural: self._items(KUEUE, plural),
+            lambda plural, obj: self._write(KUEUE, plural, obj),
+            lambda name: name in held,
+        )
         for plural, obj, status in queue_statuses(self.api.store, self._missing_flavors, workloads):
             if obj.get("status") != status:
                 obj["status"] = status
