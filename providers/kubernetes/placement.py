@@ -13,10 +13,19 @@ whose nodes can hold one of its pods, and say which pools those are:
   required node affinity with one term per candidate of that resource (each term the
   pool's nodeSelector), so neither Kueue nor kube-scheduler place them on a pool of the
   same resource whose nodes are too small;
-- the pool's topology (its Topology levels, widest first) comes with it, for the
-  topology request (pods.py); only candidates with the first one's topology are kept
-  (Kueue places a pod set with a topology request only on flavors with a topology, and
-  one without it only on flavors without one, so a mixed set could not be honoured).
+- topology-aware scheduling (TAS) is asked for only where it costs no pool, as Kueue's
+  flavor assigner decides (pkg/scheduler/flavorassigner/tas_flavorassigner.go,
+  checkPodSetAndFlavorMatchForTAS): a pod set with a topology request is admitted only
+  on flavors with a Topology carrying the requested level ('does not support
+  TopologyAwareScheduling', 'does not contain the requested level'), one without a
+  request only on flavors without a Topology ('supports only TopologyAwareScheduling')
+  unless every flavor of the ClusterQueue has one. So when every candidate has a
+  Topology, all are kept and the request names a level they all carry (`topology`: the
+  levels common to all, widest first; pods.py picks one); when some have none, the job
+  asks for no topology and keeps the candidates without one, the only ones Kueue would
+  admit it on (a CPU job on a queue of a topology GPU pool and a CPU pool goes to the
+  CPU pool); candidates whose topologies share no level keep those that share one with
+  the first.
 
 `Pool` is what a ResourceFlavor written by this provider says of its pool (the annotation
 trainform.dev/pool, its nodeLabels, its Topology). Pure; no I/O.
@@ -56,9 +65,9 @@ class Placement:
 
     @property
     def topology(self) -> tuple[str, ...]:
-        """The topology levels of the pools, when every one of them has the same."""
-        levels = {pool.topology for pool in self.pools}
-        return levels.pop() if len(levels) == 1 else ()
+        """The topology levels every pool carries (widest first, as the first pool lists
+        them); empty when a pool has no topology."""
+        return common_levels(self.pools)
 
     def node_affinity(self) -> dict[str, Any] | None:
         """A required node affinity naming the pools, or None when a pool has no labels
@@ -139,6 +148,28 @@ def fits(pool: Pool, per_node: int, cpu: Any, memory: Any) -> bool:
     )
 
 
+def common_levels(pools: tuple[Pool, ...] | list[Pool]) -> tuple[str, ...]:
+    """The topology levels every pool has, in the first pool's order; empty for none."""
+    if not pools or any(not pool.topology for pool in pools):
+        return ()
+    return tuple(
+        level for level in pools[0].topology if all(level in pool.topology for pool in pools)
+    )
+
+
+def _topology_kept(candidates: list[Pool]) -> list[Pool]:
+    """The candidates Kueue admits one pod set on: all of them when each has a Topology
+    and they share a level, else those without a Topology (no request), else those
+    sharing a level with the first."""
+    if any(not pool.topology for pool in candidates):
+        return [pool for pool in candidates if not pool.topology]
+    kept: list[Pool] = []
+    for pool in candidates:
+        if common_levels([*kept, pool]):
+            kept.append(pool)
+    return kept
+
+
 def place(pools: list[Pool], per_node: int, cpu: Any, memory: Any) -> Placement:
     """The pools (of the first fitting pool's accelerator resource) the job may run on;
     empty when none fits."""
@@ -146,11 +177,9 @@ def place(pools: list[Pool], per_node: int, cpu: Any, memory: Any) -> Placement:
     if not candidates:
         return Placement(())
     first = candidates[0]
-    return Placement(
-        tuple(
-            pool
-            for pool in candidates
-            if pool.topology == first.topology
-            and (not per_node or pool.resource_name == first.resource_name)
-        )
-    )
+    same_resource = [
+        pool
+        for pool in candidates
+        if not per_node or pool.resource_name == first.resource_name
+    ]
+    return Placement(tuple(_topology_kept(same_resource)))

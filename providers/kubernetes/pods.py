@@ -5,11 +5,11 @@ jobs.py assembles the Job from these (docs/distributed.md, docs/kubernetes.md).
 
 - Topology: when the pools the job may run on have topology levels (a Kueue Topology),
   the pod template asks Kueue's topology-aware scheduling (TAS) for them: a multi-node job
-  `kueue.x-k8s.io/podset-preferred-topology` at the widest level (packed into one block
-  when one has room, spread over several when none has), a single pod
-  `kueue.x-k8s.io/podset-required-topology` at the narrowest (one host). Kueue places a
-  pod set carrying either only on flavors with a topology, which is why placement.py
-  never mixes pools with and without one.
+  `kueue.x-k8s.io/podset-preferred-topology` at the widest level every pool carries
+  (packed into one block when one has room, spread over several when none has), a single
+  pod `kueue.x-k8s.io/podset-required-topology` at the narrowest (one host). Kueue places
+  a pod set carrying either only on flavors whose Topology has that level, which is why
+  placement.py asks for topology only when every pool it keeps has one.
 - Placement is Kueue's: TAS packs pods onto nodes by free capacity and pins each pod to
   its node, and ignores pod (anti-)affinities, so a required anti-affinity that forbids
   two pods of the job on one node leaves a pod TAS packed beside another unschedulable,

@@ -14,6 +14,7 @@ from tests.providers.kubernetes.schemas import check_manifest
 from tests.providers.kubernetes.test_manifests import _launch
 
 BLOCK = ("example.com/block", "kubernetes.io/hostname")
+SUBBLOCK = ("example.com/block", "example.com/subblock", "kubernetes.io/hostname")
 
 
 def _pool(name: str, resource: str | None, count: int, topology: tuple[str, ...] = ()) -> Pool:
@@ -38,9 +39,26 @@ QUEUE = [
         pytest.param(QUEUE, 0, "8", ["plain-h100", "cpu"], id="cpu-job-on-plain-pools"),
         pytest.param(QUEUE, 9, "8", [], id="no-node-large-enough"),
         pytest.param(QUEUE, 1, "65", [], id="more-cpu-than-a-node"),
+        pytest.param(
+            [QUEUE[1], QUEUE[3]], 0, "8", ["cpu"], id="cpu-job-off-a-topology-gpu-pool"
+        ),
+        pytest.param(
+            [QUEUE[1], _pool("sub-h100", "nvidia.com/gpu", 8, SUBBLOCK)],
+            8,
+            "8",
+            ["tas-h100", "sub-h100"],
+            id="topology-pools-sharing-levels-all-kept",
+        ),
+        pytest.param(
+            [QUEUE[1], _pool("rack", "nvidia.com/gpu", 8, ("example.com/rack",)), QUEUE[1]],
+            8,
+            "8",
+            ["tas-h100", "tas-h100"],
+            id="topologies-sharing-no-level-keep-the-first-ones",
+        ),
     ],
 )
-def test_a_job_is_placed_on_the_first_fitting_pools_of_one_resource_and_topology(
+def test_a_job_is_placed_on_the_fitting_pools_of_one_resource_kueue_admits_it_on(
     pools: list[Pool], per_node: int, cpu: str, expected: list[str]
 ) -> None:
     placement = place(pools, per_node, cpu, "1Gi")
@@ -126,3 +144,19 @@ def test_the_headless_service_selects_the_jobs_pods() -> None:
     check_manifest(service)
     assert service["spec"]["clusterIP"] == "None"
     assert service["spec"]["selector"] == {pods.JOB_NAME_LABEL: "resnet-1"}
+
+
+def test_pools_of_different_topologies_are_asked_for_a_level_they_all_carry() -> None:
+    """examples/platform's finetune queue: a100 (block, host) before h100 (block,
+    sub-block, host); Kueue may use either when the request names a level both have."""
+    pools = [QUEUE[1], _pool("sub-h100", "nvidia.com/gpu", 8, SUBBLOCK)]
+    placement = place(pools, 8, "16", "64Gi")
+
+    assert placement.topology == BLOCK
+    assert pods.topology_annotations(placement, 2) == {pods.PREFERRED_TOPOLOGY: BLOCK[0]}
+    assert pods.topology_annotations(placement, 1) == {pods.REQUIRED_TOPOLOGY: BLOCK[-1]}
+    terms = placement.node_affinity()["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert [t["matchExpressions"][0]["values"] for t in terms["nodeSelectorTerms"]] == [
+        ["tas-h100"],
+        ["sub-h100"],
+    ]
