@@ -225,6 +225,10 @@ class _Walk:
                 outputs[name] = self.call(
                     lambda p=provider, n=name: p.update(desired, outputs.get(n, {}))
                 )
+            elif previous is not None and outputs.get(name):  # missing on the provider
+                outputs[name] = self.call(
+                    lambda p=provider, n=name: p.recreate(desired, outputs.get(n, {}))
+                )
             else:
                 outputs[name] = self.call(lambda p=provider: p.create(desired))
         self.record_applied(change, outputs)

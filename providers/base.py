@@ -198,6 +198,12 @@ class Provider(ABC):
     @abstractmethod
     def delete(self, address: str, kind: str, outputs: dict[str, Any]) -> None: ...
 
+    def recreate(self, resource: DesiredResource, outputs: dict[str, Any]) -> dict[str, Any]:
+        """Create again what state records (`outputs`) but the platform no longer has
+        (deleted outside trainform). Default: `create`. A provider whose outputs record how
+        the object is owned (adopted by import) writes it back as that owner."""
+        return self.create(resource)
+
     def resolve(self, resource: DesiredResource) -> dict[str, Any]:
         """Content pins of a resource for `trainform.lock`: an Image's digest
         ({"digest": ...}), a Dataset's manifest digest per version

@@ -168,7 +168,9 @@ def _queue(
     partition = {
         key: value
         for key, value in settings.items()
-        if key in PARTITION_KEYS and not (key == "MaxTime" and runtime)
+        if key in PARTITION_KEYS
+        and not (key == "MaxTime" and runtime)
+        and not (key == "State" and value.upper() in mapping.STOP_POLICIES)
     }
     slurm: dict[str, Any] = {}
     if partition:

@@ -21,7 +21,7 @@ from trainform.providers.slurm import mapping, settings
 from trainform.providers.slurm.accounting import AccountingSnapshot, Qos
 from trainform.providers.slurm.names import duration_text, parse_tres
 from trainform.providers.slurm.ownership import is_ours
-from trainform.providers.slurm.partitions import ManagedFile, parse_settings
+from trainform.providers.slurm.partitions import ManagedFile
 
 if TYPE_CHECKING:
     from trainform.providers.slurm.instance import SlurmInstance
@@ -94,7 +94,7 @@ def observe_queue(
             return Observation(exists=False)
     elif block is None or block.manager != provider.manager or block.is_record:
         return Observation(exists=False)
-    partition = parse_settings(line or "")
+    partition = managed.partition_settings(name) if managed else {}
     spec = request.document["spec"]
     qos_name = settings.qos_name(name, spec)
     qos = snapshot.qos.get(qos_name) if partition.get("QOS") or not adopted else None
@@ -138,7 +138,13 @@ def _put_live_partition(
     live_spec = live["spec"]
     declared = settings.queue_partition(spec, adopted, name)
     seen_partition = _put_live(declared, {"State": "UP", **partition})
-    live_spec["stopPolicy"] = mapping.STOP_POLICIES.get(seen_partition["State"].upper(), "None")
+    state = seen_partition["State"].upper()
+    if "State" in _verbatim(spec, "partition"):
+        live_spec["stopPolicy"] = spec.get("stopPolicy", "None")  # the verbatim State rules
+    elif state in mapping.STOP_POLICIES:
+        live_spec["stopPolicy"] = mapping.STOP_POLICIES[state]
+    else:  # DRAIN: no stop policy says it (spec.slurm.partition.State can)
+        mapping.annotate_drift(live, f"partition {name} State={seen_partition['State']}")
     if "maxRuntime" in spec and "MaxTime" not in _verbatim(spec, "partition"):
         if settings.same("MaxTime", declared["MaxTime"], partition.get("MaxTime")):
             pass
@@ -260,7 +266,7 @@ def observe_quota(
     outputs["declared"] = settings.declared("Quota", spec, adopted, request.name)
     if adopted:
         outputs["adopted"] = True
-    queue_qos = parse_settings(managed.partition_line(partition) or "").get("QOS", partition)
+    queue_qos = managed.partition_settings(partition).get("QOS", partition)
     findings = _shadowed(snapshot, queue_qos.lower(), limits)
     places = {"spec.limits": f"association of account {account}"}
     for user in (slurm or {}).get("users", {}):

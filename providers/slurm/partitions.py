@@ -8,11 +8,15 @@ Features=...` record for a ResourcePool, or a `# quota Account=... Partition=...
 for a Quota. A partition written by hand and adopted by `trainform import` keeps its line
 unmarked (import never writes; state records the adoption).
 
-The file is kept line by line: an edit replaces the values of the settings it changes in
-one line, in place, and leaves every other byte as it was (settings trainform does not
-manage, comments, blank lines, order). A partition name appears on one line only: `put`
-replaces the line that names it, and a file that already names a partition twice is
-refused before anything is written.
+The file is read as Slurm's parser reads it (providers/slurm/conf_syntax.py: comments,
+`\\` continuations, escapes, keys without case, `PartitionName=DEFAULT`) and kept entry by
+entry: an edit replaces the values of the settings it changes where they stand (on
+whichever continued line), adds new ones after the last setting before any comment, and
+leaves every other byte as it was (settings trainform does not manage, comments, blank
+lines, order). A partition name appears on one line only: `put` replaces the line that
+names it, and a file that already names a partition twice is refused before anything is
+written. A partition whose line has `# trainform: ignore` in the comment lines directly
+above it is invisible to import and never written.
 
 Writing (`PartitionFile.change`), under an exclusive lock on `<file>.lock`:
 1. render the new text; check semantics (every partition's nodes exist, every QOS exists)
@@ -41,6 +45,14 @@ from typing import Any
 
 from trainform.providers.errors import PermanentProviderError, ProviderConfigError
 from trainform.providers.slurm.commands import SlurmCommands
+from trainform.providers.slurm.conf_syntax import (
+    edit_entry,
+    group_lines,
+    is_ignore_marker,
+    parse_entry,
+    render_value,
+    with_defaults,
+)
 from trainform.providers.slurm.names import parse_marker
 from trainform.specs.models.slurm import PARTITION_KEPT_KEYS
 from trainform.specs.models.slurm import PARTITION_KEYS as MANAGED_KEYS
@@ -51,9 +63,9 @@ HEADER = (
 )
 POOL_RECORD = "# pool "
 QUOTA_RECORD = "# quota "
-PARTITION_KEYS = ("PartitionName", "Nodes", "State", *MANAGED_KEYS, *PARTITION_KEPT_KEYS)
+PARTITION_KEYS = ("PartitionName", "Nodes", *MANAGED_KEYS, *PARTITION_KEPT_KEYS)
+CANONICAL = {key.lower(): key for key in PARTITION_KEYS}
 INCLUDE = re.compile(r"^\s*include\s+(\S+)\s*$", re.IGNORECASE)
-TOKEN = re.compile(r"\S+")
 
 
 @dataclass
@@ -79,7 +91,8 @@ class Block:
 
 @dataclass
 class ManagedFile:
-    """The file as an ordered list of marked blocks and raw lines (kept byte for byte)."""
+    """The file as an ordered list of marked blocks and raw entries (kept byte for byte;
+    an entry continued with `\\` holds its physical lines joined by newlines)."""
 
     items: list[Block | str] = field(default_factory=list)
     new: bool = True
@@ -110,10 +123,34 @@ class ManagedFile:
     def find(self, address: str) -> Block | None:
         return next((b for b in self.blocks if b.address.lower() == address.lower()), None)
 
+    def ignored(self) -> set[str]:
+        """Partitions (lowercase) marked `# trainform: ignore` in the comment lines
+        directly above their line: never imported, adopted or written."""
+        found, marked = set(), False
+        for item in self.items:
+            text = item if isinstance(item, str) else ""
+            if text.lstrip().startswith("#"):
+                marked = marked or is_ignore_marker(text)
+                continue
+            name = _partition_name(item)
+            if marked and name:
+                found.add(name)
+            marked = False
+        return found
+
+    def refuse_ignored(self, name: str) -> None:
+        if name.lower() in self.ignored():
+            raise PermanentProviderError(
+                f"cannot write partition {name}: its line is marked `# trainform: ignore`, "
+                "so trainform leaves it alone (remove the marker to manage it)"
+            )
+
     def put(self, block: Block) -> None:
         """Replace the block of the address, or the line naming the same partition; else
-        append. One partition, one line."""
+        append. One partition, one line; a partition marked to be ignored is refused."""
         name = parse_settings(block.line).get("PartitionName", "").lower()
+        if name:
+            self.refuse_ignored(name)
         for index, item in enumerate(self.items):
             if isinstance(item, Block) and item.address.lower() == block.address.lower():
                 self.items[index] = block
@@ -132,9 +169,14 @@ class ManagedFile:
         ]
 
     def remove_partition(self, name: str) -> None:
+        if name.lower() in self.ignored():
+            return
         self.items = [i for i in self.items if _partition_name(i) != name.lower()]
 
     def partition_line(self, name: str) -> str | None:
+        """The line of partition `name` (None when absent or marked to be ignored)."""
+        if name.lower() in self.ignored():
+            return None
         for item in self.items:
             if _partition_name(item) == name.lower():
                 return item.line if isinstance(item, Block) else item
@@ -142,6 +184,7 @@ class ManagedFile:
 
     def set_partition_line(self, name: str, line: str) -> None:
         """Put `line` where the partition's line is (marked or not)."""
+        self.refuse_ignored(name)
         for index, item in enumerate(self.items):
             if _partition_name(item) == name.lower():
                 self.items[index] = (
@@ -151,39 +194,61 @@ class ManagedFile:
         raise PermanentProviderError(f"cannot change partition {name}: no line names it")
 
     def partitions(self) -> dict[str, dict[str, str]]:
-        """Every PartitionName line in the file (owned or not), by lowercased name."""
-        found = {}
-        for item in self.items:
-            name = _partition_name(item)
-            if name:
-                found[name] = parse_settings(item.line if isinstance(item, Block) else item)
-        return found
+        """Every partition line in the file (owned or not, not marked to be ignored), by
+        lowercased name, with the `PartitionName=DEFAULT` settings above it put in."""
+        entries = [
+            parse_settings(item.line if isinstance(item, Block) else item)
+            for item in self.items
+            if _partition_name(item) or _is_defaults(item)
+        ]
+        ignored = self.ignored()
+        return {k: v for k, v in with_defaults(entries).items() if k not in ignored}
+
+    def partition_settings(self, name: str) -> dict[str, str]:
+        """The settings Slurm applies to partition `name` ({} when absent or ignored)."""
+        return self.partitions().get(name.lower(), {})
 
     def duplicates(self) -> list[str]:
         names = [n for n in (_partition_name(i) for i in self.items) if n]
         return sorted({n for n in names if names.count(n) > 1})
 
 
+def _text(item: Block | str) -> str:
+    return item.line if isinstance(item, Block) else item
+
+
 def _partition_name(item: Block | str) -> str:
-    line = item.line if isinstance(item, Block) else item
+    """The partition an entry defines (lowercase), "" for anything else (comments,
+    records, `PartitionName=DEFAULT`)."""
+    line = _text(item)
     if line.lstrip().startswith("#"):
         return ""
-    return parse_settings(line).get("PartitionName", "").lower()
+    entry = parse_entry(line)
+    if entry.first_key != "partitionname":
+        return ""
+    name = entry.values(CANONICAL).get("PartitionName", "")
+    return "" if name.upper() == "DEFAULT" else name.lower()
+
+
+def _is_defaults(item: Block | str) -> bool:
+    line = _text(item)
+    if line.lstrip().startswith("#"):
+        return False
+    entry = parse_entry(line)
+    return entry.first_key == "partitionname" and entry.settings[0].value.upper() == "DEFAULT"
 
 
 def parse_settings(line: str) -> dict[str, str]:
-    """`Key=Value Key=Value` -> dict, keys in Slurm's canonical spelling where known."""
-    canonical = {key.lower(): key for key in PARTITION_KEYS}
-    settings = {}
-    for token in line.split():
-        key, separator, value = token.partition("=")
-        if separator:
-            settings[canonical.get(key.lower(), key)] = value
-    return settings
+    """A slurm.conf entry's settings as Slurm reads them (comments, continuations and
+    escapes as parse_config.c treats them), keys in Slurm's canonical spelling where
+    known, a later setting of a key winning."""
+    return parse_entry(line).values(CANONICAL)
 
 
 def render_settings(settings: dict[str, str]) -> str:
-    return " ".join(f"{key}={value}" for key, value in settings.items() if value != "")
+    return " ".join(
+        f"{key}={render_value(value)}" for key, value in settings.items() if value != ""
+    )
 
 
 def pool_record(spec: dict[str, Any]) -> str:
@@ -193,37 +258,21 @@ def pool_record(spec: dict[str, Any]) -> str:
 
 
 def edit_line(line: str, changes: dict[str, str | None]) -> str:
-    """`line` with the values of `changes` put in place (None removes the setting); new
-    settings go at the end; every other character stays."""
-    canonical = {key.lower(): key for key in PARTITION_KEYS}
-    pending = dict(changes)
-    parts: list[str] = []
-    position = 0
-    for match in TOKEN.finditer(line):
-        key, separator, _ = match.group().partition("=")
-        name = canonical.get(key.lower(), key)
-        parts.append(line[position : match.start()])
-        position = match.end()
-        if separator and name in pending:
-            value = pending.pop(name)
-            if value is None:
-                parts[-1] = parts[-1].rstrip(" ") + (" " if parts[-1] else "")
-                continue
-            parts.append(f"{key}={value}")
-        else:
-            parts.append(match.group())
-    parts.append(line[position:])
-    text = "".join(parts).rstrip()
-    added = [f"{key}={value}" for key, value in pending.items() if value is not None]
-    return " ".join([text, *added]) if added else text
+    """`line` (an entry, continued or not) with the values of `changes` put in place (None
+    removes the setting); new settings go after the last setting of its last physical
+    line, before its comment; every other character stays."""
+    try:
+        return edit_entry(line, changes, CANONICAL)
+    except ValueError as exc:
+        raise PermanentProviderError(f"cannot edit the partition line: {exc}") from None
 
 
 def parse_file(text: str) -> ManagedFile:
     managed = ManagedFile(new=not text, trailing_newline=not text or text.endswith("\n"))
     owner: tuple[str, str] | None = None
-    for raw in text.split("\n")[:-1] if text.endswith("\n") else text.split("\n"):
-        if not raw and not text:
-            continue
+    raws = text.split("\n")[:-1] if text.endswith("\n") else text.split("\n")
+    for group in group_lines([] if not text else raws):
+        raw = "\n".join(group)
         if raw.startswith("#") and owner is None:
             found = parse_marker(raw.lstrip("#").strip())
             if found is not None:
@@ -258,12 +307,12 @@ def syntax_problems(managed: ManagedFile) -> list[str]:
     for block in managed.blocks:
         if block.is_record:
             continue
-        for token in block.line.split():
-            key, separator, value = token.partition("=")
-            if not separator or not value:
-                problems.append(f"{block.address}: {token!r} is not Key=Value")
-            elif key.lower() not in {k.lower() for k in PARTITION_KEYS}:
-                problems.append(f"{block.address}: unknown partition setting {key}")
+        entry = parse_entry(block.line)
+        if entry.leftover:
+            problems.append(f"{block.address}: {entry.leftover!r} is not Key=Value")
+        for setting in entry.settings:
+            if setting.key.lower() not in CANONICAL:
+                problems.append(f"{block.address}: unknown partition setting {setting.key}")
     return problems
 
 

@@ -377,6 +377,11 @@ class SlurmProvider(Provider):
         self.require_valid(resource)
         return writes.put(self, resource, outputs)
 
+    def recreate(self, resource: DesiredResource, outputs: dict[str, Any]) -> dict[str, Any]:
+        """Written back with what state recorded: an adopted object stays adopted (a
+        hand-deleted adopted partition line comes back, its site QOS is not refused)."""
+        return self._put(resource, outputs)
+
     def delete(self, address: str, kind: str, outputs: dict[str, Any]) -> None:
         writes.remove(self, address, kind, outputs)
 

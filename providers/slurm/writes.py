@@ -223,6 +223,7 @@ def put_queue(
     name = resource.name.lower()
     spec = resource.spec
     managed = provider.partitions.read()
+    managed.refuse_ignored(name)  # before anything is written
     if not adopted:
         owned(provider, managed, resource.address)
     qos_name = settings.qos_name(name, spec)
@@ -258,7 +259,7 @@ def put_queue(
 
         provider.partitions.change(create, semantic_check(provider))
     else:
-        live = {"State": "UP", **parse_settings(line)}
+        live = {"State": "UP", **managed.partition_settings(name)}
         changed: dict[str, str | None] = dict(settings.differing(wanted, live))
         for key in settings.dropped(before.get("partition", []), wanted):
             if key in live:

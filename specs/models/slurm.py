@@ -63,6 +63,7 @@ PARTITION_KEYS = (
     "PriorityJobFactor",
     "PriorityTier",
     "QOS",
+    "State",
 )
 PARTITION_KEPT_KEYS = (
     "AllocNodes",
