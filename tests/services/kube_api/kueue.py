@@ -38,7 +38,7 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from tests.services.kube_api import deletion, operations
+from tests.services.kube_api import deletion, kueue_tas, operations
 from tests.services.kube_api.errors import ApiError
 from tests.services.kube_api.job_controller import JobController
 from tests.services.kube_api.kueue_finalizers import settle
@@ -54,6 +54,7 @@ from tests.services.kube_api.kueue_workloads import (
     workload_for,
     workload_name,
 )
+from tests.services.kube_api.nodes import PodScheduler
 from tests.services.kube_api.target import Target
 
 if TYPE_CHECKING:
@@ -126,6 +127,7 @@ class KueueController:
         self.running = False
         self.errors: list[str] = []  # writes the server refused: a bug of the stand-in
         self.jobs = JobController(api)  # pods for the Jobs it unsuspends
+        self.scheduler = PodScheduler(api)  # binds them to nodes (nodes.py)
 
     def start(self) -> None:
         self.running = True
@@ -194,6 +196,8 @@ class KueueController:
                 self._schedule()
                 self._start_jobs()
                 self.jobs.sync()
+                kueue_tas.ungate(self.api)
+                self.scheduler.bind()
                 self._queues()
                 if store.revision == before:
                     return
@@ -298,6 +302,7 @@ class KueueController:
             ]
             for t in self._items(KUEUE, "topologies")
         }
+        placer = kueue_tas.placer_for(self.api, flavors, levels)
         workloads = self._items(KUEUE, "workloads")
         for workload in workloads:
             admission = (workload.get("status") or {}).get("admission") or {}
@@ -330,7 +335,7 @@ class KueueController:
             if queue_name_ in blocked:
                 continue  # StrictFIFO: behind a head that does not fit
             queue = queues[queue_name_]
-            outcome = assign(workload, queue, flavors, tree, levels)
+            outcome = assign(workload, queue, flavors, tree, levels, placer)
             if not outcome.fits:
                 self._pending(workload, "Pending", outcome.message)
                 if (queue.get("spec") or {}).get(
@@ -387,6 +392,7 @@ class KueueController:
                 for toleration in flavor_spec.get("tolerations") or []:
                     if toleration not in pod_spec.setdefault("tolerations", []):
                         pod_spec["tolerations"].append(toleration)
+            kueue_tas.gate(pod_spec, assignments)
             spec["suspend"] = False
             self._write("batch", "jobs", job)
 

@@ -2,25 +2,29 @@
 
 `assign(workload, queue, flavors, tree)` tries, for every pod set and every resource it
 requests, the flavors of the ClusterQueue's resource group covering that resource, in
-order. A flavor is skipped when its ResourceFlavor is missing ("flavor x not found"), when
-its nodeTaints are not tolerated ("untolerated taint k=v:NoSchedule in flavor x") or when
-the pod's nodeSelector, restricted to the flavor's label keys, does not match its
-nodeLabels ("flavor x doesn't match node affinity"), or when the pod set and the flavor
-disagree on topology-aware scheduling (a pod set with a topology request needs a flavor
-with a topologyName whose Topology has the requested level: 'Flavor "x" does not support
-TopologyAwareScheduling'; one without a request is kept off topology flavors: 'Flavor "x"
-supports only TopologyAwareScheduling', unless every flavor of the queue has a topology).
-Then each resource of the group must fit: beyond the most the queue could ever get it is
-"insufficient quota for r in flavor x, previously considered podsets requests (a) +
-current podset request (b) > maximum capacity (c)"; beyond what is unused now
-"insufficient unused quota for r in flavor x, n more needed" (the stand-in does not
-preempt, so that waits too). A flavor that fits within the queue's own quota is taken at
-once; one that needs borrowing is taken at once under `whenCanBorrow: MayStopSearch` and
-only if no later flavor fits without borrowing under `TryNextFlavor`. A queue with a
-`pods` resource counts one per pod. The failure message is Kueue's: "couldn't assign
-flavors to pod set main: " and the sorted reasons.
-Not modelled: node affinity terms, preemption, partial admission, placing pods in
-topology domains (nodes are not modelled: a topology request that matches is admitted).
+order. A flavor is skipped when its ResourceFlavor is missing ("flavor x not found"),
+when its nodeTaints are not tolerated ("untolerated taint k=v:NoSchedule in flavor x")
+or when the pod's nodeSelector, restricted to the flavor's label keys, does not match
+its nodeLabels, or its required node affinity narrowed to the flavor's label keys
+matches none of its terms ("flavor x doesn't match node affinity"; flavorSelector), or
+when the pod set and the flavor disagree on topology-aware scheduling (a pod set with a
+topology request needs a flavor with a topologyName whose Topology has the requested
+level: 'Flavor "x" does not support TopologyAwareScheduling'; one without a request is
+kept off topology flavors: 'Flavor "x" supports only TopologyAwareScheduling', unless
+every flavor of the queue has a topology). Then each resource of the group must fit:
+beyond the most the queue could ever get it is "insufficient quota for r in flavor x,
+previously considered podsets requests (a) + current podset request (b) > maximum
+capacity (c)"; beyond what is unused now "insufficient unused quota for r in flavor x, n
+more needed" (the stand-in does not preempt, so that waits too). A flavor that fits
+within the queue's own quota is taken at once; one that needs borrowing is taken at once
+under `whenCanBorrow: MayStopSearch` and only if no later flavor fits without borrowing
+under `TryNextFlavor`. A queue with a `pods` resource counts one per pod. The failure
+message is Kueue's: "couldn't assign flavors to pod set main: " and the sorted reasons.
+When the cluster has Node objects, a pod set admitted on a topology flavor (a topology
+request, or none on a queue whose flavors all have one: TAS implied) also needs a
+topology assignment from kueue_tas.py, else it waits with TAS's reason ('topology "t"
+allows to fit only 1 out of 2 pod(s)'); with no Node objects a matching request is
+admitted with no assignment. Not modelled: preemption, partial admission.
 """
 
 from __future__ import annotations
@@ -28,8 +32,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.services.kube_api import quantities
+from tests.services.kube_api import nodes, quantities
 from tests.services.kube_api.kueue_quota import Tree
+from tests.services.kube_api.kueue_tas import Placer
 from tests.services.kube_api.kueue_workloads import pod_requests
 
 
@@ -46,38 +51,20 @@ class Assignment:
         return not self.message
 
 
-def _taint_text(taint: dict[str, Any]) -> str:
-    value = taint.get("value", "")
-    key = f"{taint.get('key', '')}={value}" if value else taint.get("key", "")
-    return f"{key}:{taint.get('effect', '')}"
-
-
-def _tolerates(toleration: dict[str, Any], taint: dict[str, Any]) -> bool:
-    if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
-        return False
-    if toleration.get("key") and toleration["key"] != taint.get("key"):
-        return False
-    if toleration.get("operator") == "Exists":
-        return True
-    if not toleration.get("key"):
-        return False  # an empty key tolerates everything only with operator Exists
-    return bool(toleration.get("value", "") == taint.get("value", ""))
-
-
 def _flavor_problem(name: str, flavor: dict[str, Any] | None, pod_spec: dict[str, Any]) -> str:
+    """Kueue's checkFlavorForPodSets: the flavor's nodeTaints against the pod's and the
+    flavor's tolerations, its nodeLabels against the pod's nodeSelector and required node
+    affinity narrowed to the flavor's label keys (flavorSelector)."""
     if flavor is None:
         return f"flavor {name} not found"
     spec = flavor.get("spec") or {}
     tolerations = list(pod_spec.get("tolerations") or []) + list(spec.get("tolerations") or [])
-    for taint in spec.get("nodeTaints") or []:
-        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
-            continue
-        if not any(_tolerates(t, taint) for t in tolerations):
-            return f"untolerated taint {_taint_text(taint)} in flavor {name}"
-    labels = spec.get("nodeLabels") or {}
-    for key, value in (pod_spec.get("nodeSelector") or {}).items():
-        if key in labels and labels[key] != value:
-            return f"flavor {name} doesn't match node affinity"
+    taint = nodes.untolerated_taint(list(spec.get("nodeTaints") or []), tolerations)
+    if taint is not None:
+        return f"untolerated taint {nodes.taint_text(taint)} in flavor {name}"
+    labels = dict(spec.get("nodeLabels") or {})
+    if not nodes.affinity_matches(pod_spec, labels, keys=set(labels)):
+        return f"flavor {name} doesn't match node affinity"
     return ""
 
 
@@ -203,13 +190,20 @@ def assign(
     flavors: dict[str, dict[str, Any]],
     tree: Tree,
     levels: dict[str, list[str]] | None = None,
+    placer: Placer | None = None,
 ) -> Assignment:
     """Flavors for every pod set of `workload` in `queue`; `levels`: the node labels of each
-    Topology object by name (for pod sets that request topology-aware scheduling)."""
+    Topology object by name (for pod sets that request topology-aware scheduling);
+    `placer`: the nodes' topology domains (kueue_tas.py), which then give a pod set on a
+    topology flavor its topologyAssignment or the reason it does not fit (and count it)."""
     result = Assignment()
     taken: dict[tuple[str, str], int] = {}
+    placed: list[tuple[dict[str, Any], dict[str, Any]]] = []
     for pod_set in (workload.get("spec") or {}).get("podSets") or []:
         chosen, reasons = _pod_set(pod_set, queue, flavors, tree, taken, levels or {})
+        topology, problem = _topology(pod_set, chosen, queue, flavors, placer)
+        if problem:
+            reasons = [problem]
         if reasons:
             name = pod_set.get("name", "main")
             result.message = f"couldn't assign flavors to pod set {name}: " + ", ".join(
@@ -228,7 +222,38 @@ def assign(
                     r: quantities.render(r, per_pod[r] * count) for r in sorted(chosen)
                 },
                 "count": count,
+                **({"topologyAssignment": topology} if topology else {}),
             }
         )
+        if topology:
+            placed.append((topology, pod_set))
+    for topology, pod_set in placed:
+        assert placer is not None
+        placer.take(topology, pod_set)
     result.usage = taken
     return result
+
+
+def _topology(
+    pod_set: dict[str, Any],
+    chosen: dict[str, str],
+    queue: dict[str, Any],
+    flavors: dict[str, dict[str, Any]],
+    placer: Placer | None,
+) -> tuple[dict[str, Any] | None, str]:
+    """The pod set's topology assignment when its flavor has a Topology and TAS is asked
+    for or implied (WorkloadsTopologyRequests, then FindTopologyAssignmentsForWorkload)."""
+    tas = [f for f in sorted(set(chosen.values())) if _spec(flavors, f).get("topologyName")]
+    if placer is None or not tas:
+        return None, ""
+    names = [f["name"] for g in _groups(queue) for f in g.get("flavors") or []]
+    implied = pod_set.get("topologyRequest") is None and all(
+        _spec(flavors, n).get("topologyName") for n in names
+    )
+    if pod_set.get("topologyRequest") is None and not implied:
+        return None, ""
+    return placer.place(pod_set, tas[0], int(pod_set.get("count", 1)), implied)
+
+
+def _spec(flavors: dict[str, dict[str, Any]], name: str) -> dict[str, Any]:
+    return dict((flavors.get(name) or {}).get("spec") or {})
