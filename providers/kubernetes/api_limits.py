@@ -1,69 +1,137 @@
-"""What the Kubernetes API server, Kueue's CRD rules and Kueue's scheduler would refuse, or
-never admit, found at plan time so apply never fails half-way. Called by kueue_rules.py;
-each problem names the field (the engine adds file:line).
+"""What the Kubernetes API server and Kueue's CRD rules and webhooks would refuse in the
+objects one resource becomes, found at plan time so apply never fails half-way. Called by
+kueue_rules.py; each problem names the field (the engine adds file:line). The table of
+docs/kubernetes.md ("Plan-time checks") lists every rule with its source.
 
 One resource at a time (`limit_problems`):
 
 - ResourcePool: more than 8 nodeSelector labels or tolerations (ResourceFlavor
   `nodeLabels` maxProperties, `tolerations` maxItems), more than 16 topology levels
-  (Topology `levels` maxItems), a toleration key that is not a qualified name;
-- Queue: a defaultPriority above 1,000,000,000 (the largest value a PriorityClass outside
-  `system-` may have), a queue whose PriorityClass name would start with `system-`
-  (reserved), a maxPriorityThreshold outside int32;
-- TrainingJob: a priority outside int32 (WorkloadPriorityClass `value`).
+  (Topology `levels` maxItems), a toleration key that is not a qualified name, a
+  toleration value that is not a label value (core/validation ValidateTolerations: the
+  Job Kueue adds the flavor's tolerations to at admission is refused, so it never starts),
+  an accelerator `resourceName` that is not an extended resource name (core/validation
+  validateContainerResourceName and helper.IsExtendedResourceName: `vendor/name`, a
+  qualified name outside kubernetes.io, `requests.<name>` a qualified name too; a
+  standard name such as `cpu` would also repeat a covered resource of the queue);
+- Queue: a maxPriorityThreshold outside int32, a fairShareWeight that is not a finite
+  quantity or lies in (0, 1e-9] (Kueue pkg/webhooks/common.go validateFairSharing: "When
+  not 0, weight must be > 10e-9");
+- TrainingJob: a priority outside int32 (WorkloadPriorityClass `value`);
+- time limits (TrainingJob and Queue `maxRuntime`, Quota `maxWallTime`) of 0 seconds
+  (Kueue's Job webhook, jobframework validateCreateForMaxExecTime: "should be greater
+  than 0") or longer than 2**31 - 1 seconds: Kueue reads `kueue.x-k8s.io/max-exec-time-seconds` with
+  strconv.ParseInt(..., 32) (jobframework MaximumExecutionTimeSecondsForObject) and
+  drops a longer limit silently, so the Workload would run without it;
+- any kind: a label or annotation key whose DNS prefix is over 253 characters
+  (apimachinery IsQualifiedName; also a nodeSelector key, refused by Kueue's
+  ResourceFlavor webhook, and a topology level, refused by its Job webhook in the pod
+  template's topology annotation), and annotations over 256 KiB in all
+  (ValidateAnnotations, TotalAnnotationSizeLimitB), trainform's own included.
 
-Across resources (`queue_size_problems`, `job_fit_problems`):
+No limit holds any more for WorkloadPriorityClass values inside int32 or for names
+starting with `system-`: those were PriorityClass rules, and trainform writes none.
 
-- a ClusterQueue with more than 512 flavor x resource pairs (Kueue's webhook limit);
-- a job whose pods fit no node of any pool of its queue (accelerators, cpu or memory per
-  node), or whose accelerators exceed what every pool it fits can ever admit: the queue's
-  nominalQuota plus its borrowingLimit, or without one, what the other queues of its
-  cohort hold on that pool (lendingLimit or nominalQuota). A cohort queue with no
-  accelerator quota of its own and none to borrow keeps a GPU job pending forever.
-
-Pure; no I/O.
+Across resources (`queue_size_problems`): a ClusterQueue with more than 512 flavor x
+resource pairs (Kueue's webhook limit). What Kueue's scheduler never admits is in
+admission_fit.py. Pure; no I/O.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import re
 from decimal import Decimal
 from typing import Any
 
 from trainform.providers.base import DesiredResource, ValidationProblem
 from trainform.providers.kubernetes.naming import Naming
-from trainform.providers.kubernetes.placement import fits, pool_from_facts
-from trainform.specs.quantity import parse_quantity
+from trainform.providers.kubernetes.placement import duration_seconds
 
 MAX_NODE_LABELS = 8
 MAX_TOLERATIONS = 8
 MAX_TOPOLOGY_LEVELS = 16
 MAX_FLAVOR_RESOURCES = 512
-MAX_USER_PRIORITY = 1_000_000_000
+MAX_PREFIX = 253
+MAX_ANNOTATIONS = 256 * 1024
+SMALLEST_WEIGHT = Decimal("1e-9")
 INT32 = (-(2**31), 2**31 - 1)
+STANDARD_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage", "pods", "storage"})
 _NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 Found = list[tuple[str, str]]
 
 
 def qualified_name(text: str) -> bool:
     """A Kubernetes qualified name: `[prefix/]name`, prefix a DNS subdomain."""
     prefix, slash, name = text.rpartition("/")
-    if slash and (not prefix or len(prefix) > 253 or not _SUBDOMAIN.match(prefix)):
+    if slash and (not prefix or len(prefix) > MAX_PREFIX or not _SUBDOMAIN.match(prefix)):
         return False
     return 0 < len(name) <= 63 and bool(_NAME.match(name))
+
+
+def label_value(text: str) -> bool:
+    return len(text) <= 63 and bool(_LABEL_VALUE.match(text))
 
 
 def _int32(value: Any) -> bool:
     return isinstance(value, int) and INT32[0] <= value <= INT32[1]
 
 
-def _pool_limits(spec: dict[str, Any]) -> Found:
+def _long_prefixes(keys: Any, field: str, what: str) -> Found:
     found: Found = []
-    if len(spec.get("nodeSelector") or {}) > MAX_NODE_LABELS:
-        found.append(
-            ("spec.nodeSelector", f"a ResourceFlavor holds at most {MAX_NODE_LABELS} nodeLabels")
-        )
+    for key in keys:
+        prefix, slash, _ = str(key).rpartition("/")
+        if slash and len(prefix) > MAX_PREFIX:
+            found.append(
+                (
+                    field,
+                    f"the prefix of {what} {key!r} has {len(prefix)} characters: a key's "
+                    f"DNS prefix is at most {MAX_PREFIX}, and the API server refuses it",
+                )
+            )
+    return found
+
+
+def _accelerator_name(spec: dict[str, Any]) -> Found:
+    accelerator = spec.get("accelerator") or {}
+    name = accelerator.get("resourceName")
+    if not accelerator or name is None:
+        return []
+    field = "spec.accelerator.resourceName"
+    if "/" not in name:
+        if name in STANDARD_RESOURCES or name.startswith("hugepages-"):
+            return [
+                (
+                    field,
+                    f"{name!r} is a standard resource, not an accelerator: the queue's "
+                    "ClusterQueues would cover it twice, which Kueue refuses",
+                )
+            ]
+        return [
+            (
+                field,
+                f"{name!r} is not an extended resource name: the API server refuses a "
+                "container resource that is neither standard nor fully qualified "
+                "(vendor/name, e.g. nvidia.com/gpu)",
+            )
+        ]
+    if not qualified_name(name) or not qualified_name(f"requests.{name}"):
+        return [
+            (
+                field,
+                f"{name!r} is not a qualified name (a lower-case DNS prefix of at most "
+                f"{MAX_PREFIX - len('requests.')} characters, '/', a name of at most 63): "
+                "Kueue's webhooks refuse it as a covered resource",
+            )
+        ]
+    return []
+
+
+def _tolerations(spec: dict[str, Any]) -> Found:
+    found: Found = []
     tolerations = spec.get("tolerations") or []
     if len(tolerations) > MAX_TOLERATIONS:
         found.append(
@@ -79,33 +147,62 @@ def _pool_limits(spec: dict[str, Any]) -> Found:
                     "characters of letters, digits, '-', '_' and '.')",
                 )
             )
-    if len(spec.get("topology") or []) > MAX_TOPOLOGY_LEVELS:
-        found.append(
-            ("spec.topology", f"a Kueue Topology holds at most {MAX_TOPOLOGY_LEVELS} levels")
-        )
+        value = toleration.get("value") or ""
+        if toleration.get("operator") != "Exists" and not label_value(value):
+            found.append(
+                (
+                    f"spec.tolerations[{index}].value",
+                    f"{value!r} is not a label value (at most 63 letters, digits, '-', '_' "
+                    "or '.', starting and ending with a letter or digit): the API server "
+                    "refuses the Job Kueue gives this toleration at admission",
+                )
+            )
     return found
 
 
-def _queue_limits(resource: DesiredResource, naming: Naming) -> Found:
-    spec = resource.spec
+def _pool_limits(spec: dict[str, Any]) -> Found:
     found: Found = []
-    priority = spec.get("defaultPriority", 0)
-    if isinstance(priority, int) and priority > MAX_USER_PRIORITY:
+    selector = spec.get("nodeSelector") or {}
+    if len(selector) > MAX_NODE_LABELS:
         found.append(
-            (
-                "spec.defaultPriority",
-                f"{priority} is above {MAX_USER_PRIORITY:,}, the highest priority Kubernetes "
-                "allows a PriorityClass outside the system- classes",
-            )
+            ("spec.nodeSelector", f"a ResourceFlavor holds at most {MAX_NODE_LABELS} nodeLabels")
         )
-    name = naming.cluster_name(resource.name)
-    if name.startswith("system-"):
+    found += _long_prefixes(selector, "spec.nodeSelector", "node label")
+    found += _tolerations(spec)
+    levels = spec.get("topology") or []
+    if len(levels) > MAX_TOPOLOGY_LEVELS:
         found.append(
-            (
-                "metadata.name",
-                f"PriorityClass {name!r}: names starting with system- are reserved by Kubernetes",
-            )
+            ("spec.topology", f"a Kueue Topology holds at most {MAX_TOPOLOGY_LEVELS} levels")
         )
+    for index, level in enumerate(levels):
+        found += _long_prefixes([level], f"spec.topology[{index}]", "topology level")
+    return found + _accelerator_name(spec)
+
+
+def _weight(spec: dict[str, Any]) -> Found:
+    weight = spec.get("fairShareWeight")
+    if not isinstance(weight, int | float):
+        return []
+    if not math.isfinite(weight):
+        return [
+            (
+                "spec.fairShareWeight",
+                f"{weight} is not a finite number; Kueue's fairSharing.weight is a quantity",
+            )
+        ]
+    if 0 < Decimal(repr(float(weight))) <= SMALLEST_WEIGHT:
+        return [
+            (
+                "spec.fairShareWeight",
+                f"{weight} is in (0, 1e-9]: Kueue's webhook refuses it (a weight that small "
+                "would collapse the queue's share); use 0 or more than 1e-9",
+            )
+        ]
+    return []
+
+
+def _queue_limits(spec: dict[str, Any]) -> Found:
+    found = _weight(spec)
     threshold = ((spec.get("preemption") or {}).get("borrowWithinCohort") or {}).get(
         "maxPriorityThreshold"
     )
@@ -119,21 +216,80 @@ def _queue_limits(resource: DesiredResource, naming: Naming) -> Found:
     return found
 
 
+TIME_LIMITS = {
+    "TrainingJob": "spec.maxRuntime",
+    "Queue": "spec.maxRuntime",
+    "Quota": "spec.limits.maxWallTime",
+}
+
+
+def _time_limit(resource: DesiredResource) -> Found:
+    field = TIME_LIMITS.get(resource.kind)
+    if field is None:
+        return []
+    value: Any = resource.document
+    for part in field.split("."):
+        value = (value or {}).get(part)
+    seconds = duration_seconds(value) if isinstance(value, str) else None
+    if seconds == 0:
+        return [
+            (
+                field,
+                f"{value} is no time at all: Kueue's webhook refuses a Job whose "
+                "kueue.x-k8s.io/max-exec-time-seconds is not above 0; remove the limit or "
+                "give it a length",
+            )
+        ]
+    if seconds is None or seconds <= INT32[1]:
+        return []
+    return [
+        (
+            field,
+            f"{value} is {seconds:,} seconds: Kueue reads a job's time limit "
+            f"(kueue.x-k8s.io/max-exec-time-seconds) as a 32-bit integer and drops one "
+            f"longer than {INT32[1]:,} seconds (68 years), so the job would run unlimited",
+        )
+    ]
+
+
+def _metadata(resource: DesiredResource, naming: Naming) -> Found:
+    metadata = resource.document.get("metadata") or {}
+    labels, annotations = metadata.get("labels") or {}, metadata.get("annotations") or {}
+    found = _long_prefixes(labels, "metadata.labels", "label")
+    found += _long_prefixes(annotations, "metadata.annotations", "annotation")
+    written = dict(annotations) | naming.annotations(resource.address)
+    if resource.kind == "Project":
+        spec = resource.spec
+        written["trainform.dev/display-name"] = spec.get("displayName", "")
+        written["trainform.dev/owners"] = json.dumps(spec.get("owners", []))
+    size = sum(len(str(key)) + len(str(value)) for key, value in written.items())
+    if size > MAX_ANNOTATIONS:
+        found.append(
+            (
+                "metadata.annotations",
+                f"the annotations trainform writes come to {size:,} bytes (display name "
+                f"and owners included); the API server allows {MAX_ANNOTATIONS:,}",
+            )
+        )
+    return found
+
+
 def limit_problems(resource: DesiredResource, naming: Naming) -> Found:
+    found = _metadata(resource, naming) + _time_limit(resource)
     if resource.kind == "ResourcePool":
-        return _pool_limits(resource.spec)
-    if resource.kind == "Queue":
-        return _queue_limits(resource, naming)
-    if resource.kind == "TrainingJob":
+        found += _pool_limits(resource.spec)
+    elif resource.kind == "Queue":
+        found += _queue_limits(resource.spec)
+    elif resource.kind == "TrainingJob":
         priority = resource.spec.get("priority")
         if priority is not None and not _int32(priority):
-            return [
+            found.append(
                 (
                     "spec.priority",
                     f"{priority} does not fit a 32-bit integer (a WorkloadPriorityClass value)",
                 )
-            ]
-    return []
+            )
+    return found
 
 
 def _accelerator(pool: dict[str, Any]) -> str | None:
@@ -157,89 +313,3 @@ def queue_size_problems(
             f"resource pairs; Kueue accepts at most {MAX_FLAVOR_RESOURCES} in a ClusterQueue",
         )
     ]
-
-
-def _amount(entry: dict[str, Any] | None, field: str) -> Decimal | None:
-    value = ((entry or {}).get(field) or {}).get("gpu")
-    if value is None:
-        return None
-    try:
-        return parse_quantity(str(value))
-    except ValueError:
-        return None
-
-
-def _capacity(
-    queue: dict[str, Any], entry: dict[str, Any], queues: list[dict[str, Any]]
-) -> Decimal:
-    """The most accelerators the queue can ever admit on the entry's pool."""
-    nominal = _amount(entry, "nominalQuota") or Decimal(0)
-    if not queue.get("cohort"):
-        return nominal
-    lent = Decimal(0)
-    for other in queues:
-        if other is queue or other.get("cohort") != queue["cohort"]:
-            continue
-        for theirs in other.get("pools", []):
-            if theirs.get("pool") == entry.get("pool"):
-                lending = _amount(theirs, "lendingLimit")
-                lent += lending if lending is not None else _amount(theirs, "nominalQuota") or 0
-    borrowing = _amount(entry, "borrowingLimit")
-    return nominal + (lent if borrowing is None else min(borrowing, lent))
-
-
-def job_fit_problems(
-    job: DesiredResource,
-    queue: dict[str, Any],
-    pools: dict[str, dict[str, Any]],
-    queues: list[dict[str, Any]],
-) -> list[ValidationProblem]:
-    wanted = job.spec.get("resources") or {}
-    per_node = int(wanted.get("acceleratorsPerNode", 0))
-    total = per_node * int(wanted.get("nodes", 1))
-    cpu, memory = wanted.get("cpu"), wanted.get("memory")
-    entries = [e for e in queue.get("pools", []) if e.get("pool") in pools]
-    if not entries:
-        return []
-    name = job.spec.get("queue", "")
-    fitting = [
-        e for e in entries if fits(pool_from_facts(e["pool"], pools[e["pool"]]), 0, cpu, memory)
-    ]
-    if not fitting:
-        return [
-            ValidationProblem(
-                job.address,
-                "spec.resources",
-                f"cpu {cpu} and memory {memory} per node: no pool of queue {name} has nodes "
-                "that large, so Kueue would find no flavor for its pods",
-            )
-        ]
-    fitting = [
-        e
-        for e in fitting
-        if fits(pool_from_facts(e["pool"], pools[e["pool"]]), per_node, cpu, memory)
-    ]
-    if not fitting:
-        return [
-            ValidationProblem(
-                job.address,
-                "spec.resources.acceleratorsPerNode",
-                f"{per_node} accelerators per node: no pool of queue {name} has nodes that "
-                "large, so its pods would never be scheduled",
-            )
-        ]
-    if not total:
-        return []
-    limits = [_capacity(queue, entry, queues) for entry in fitting]
-    if all(total > limit for limit in limits):
-        cohort = f" or borrow from cohort {queue['cohort']}" if queue.get("cohort") else ""
-        return [
-            ValidationProblem(
-                job.address,
-                "spec.resources",
-                f"{total} accelerators in all: more than queue {name} can ever admit on the "
-                f"pools its pods fit (at most {max(limits)} of its own quota{cohort}); Kueue "
-                "would keep it pending forever",
-            )
-        ]
-    return []

@@ -24,10 +24,12 @@ Across the resources of one provider instance (`instance_problems`):
 - runningJobs on a Quota whose project has a multi-node job on that queue (Kueue counts
   pods, so it would count one job per node), or whose queue has several pools some of
   which have topology (see project_queues.py);
-- the API and admission limits of api_limits.py (sizes, priorities, reserved names,
-  flavor x resource pairs, and a TrainingJob no pool of its queue can hold: pods larger
-  than every pool's nodes, or more accelerators than the queue can ever admit on the
-  pools its pods fit, its cohort's lendable quota included).
+- the API and webhook limits of api_limits.py (sizes, priorities, fair-share weights,
+  accelerator resource names, toleration values, label key prefixes, annotation sizes,
+  time limits, flavor x resource pairs), and a TrainingJob Kueue would never admit
+  (admission_fit.py): pods larger than every pool's nodes, or more accelerators, cpu or
+  memory than its queue (with what its cohort lends) or its project's Quota could ever
+  give it on the pools its pods fit, or a Quota with runningJobs 0.
 
 Cohort cycles cannot be expressed: `spec.cohort` names a flat cohort (trainform has no
 Cohort kind with a parent), so a cohort never contains another. Sharing a flavor between
@@ -42,11 +44,8 @@ from decimal import Decimal
 from typing import Any
 
 from trainform.providers.base import DesiredResource, ValidationProblem
-from trainform.providers.kubernetes.api_limits import (
-    job_fit_problems,
-    limit_problems,
-    queue_size_problems,
-)
+from trainform.providers.kubernetes.admission_fit import job_fit_problems
+from trainform.providers.kubernetes.api_limits import limit_problems, queue_size_problems
 from trainform.providers.kubernetes.job_checks import job_problems
 from trainform.providers.kubernetes.manifests import AMOUNT_FIELDS
 from trainform.providers.kubernetes.naming import Naming
@@ -188,6 +187,7 @@ def instance_problems(resources: list[DesiredResource]) -> list[ValidationProble
     pools = {r.name for r in resources if r.kind == "ResourcePool"}
     problems: list[ValidationProblem] = []
     quotas: dict[tuple[str | None, str], str] = {}
+    quota_resources: dict[tuple[str | None, str], DesiredResource] = {}
     for resource in resources:
         if resource.kind == "Queue":
             for index, entry in enumerate(resource.spec.get("pools", [])):
@@ -212,6 +212,7 @@ def instance_problems(resources: list[DesiredResource]) -> list[ValidationProble
                     )
                 )
             quotas.setdefault(key, resource.address)
+            quota_resources.setdefault(key, resource)
     problems += _running_jobs_problems(resources)
     queues = {r.name: r for r in resources if r.kind == "Queue"}
     pool_specs = {r.name: r.spec for r in resources if r.kind == "ResourcePool"}
@@ -221,7 +222,10 @@ def instance_problems(resources: list[DesiredResource]) -> list[ValidationProble
     for resource in resources:
         if resource.kind == "TrainingJob" and resource.spec.get("queue") in queues:
             queue_resource = queues[resource.spec["queue"]]
-            problems += job_fit_problems(resource, queue_resource.spec, pool_specs, queue_specs)
+            quota = quota_resources.get((resource.project, resource.spec["queue"]))
+            problems += job_fit_problems(
+                resource, queue_resource.spec, pool_specs, queue_specs, quota
+            )
         if resource.kind == "TrainingJob":
             queue = resource.spec.get("queue", "")
             if (resource.project, queue) not in quotas:

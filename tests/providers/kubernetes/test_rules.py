@@ -191,7 +191,9 @@ def _pool(count: int) -> DesiredResource:
     ("job", "fields"),
     [
         pytest.param(_job(4, 8), [], id="fits-within-nominal-plus-borrowing"),
-        pytest.param(_job(6, 8), ["spec.resources"], id="more-than-the-queue-can-admit"),
+        pytest.param(
+            _job(6, 8), ["spec.resources.acceleratorsPerNode"], id="more-than-the-queue-can-admit"
+        ),
         pytest.param(
             _job(1, 16), ["spec.resources.acceleratorsPerNode"], id="node-larger-than-any-pool"
         ),
@@ -200,7 +202,13 @@ def _pool(count: int) -> DesiredResource:
 def test_a_job_that_can_never_be_admitted_is_a_problem(
     job: DesiredResource, fields: list[str]
 ) -> None:
-    resources = [_queue(), _pool(8), _quota("vision", "a", "train"), job]
+    quota = {"gpu": "32", "cpu": "800", "memory": "4096"}  # the job's 1 byte per node fits
+    resources = [
+        _queue(pools__0__nominalQuota=quota),
+        _pool(8),
+        _quota("vision", "a", "train"),
+        job,
+    ]
 
     problems = instance_problems(resources)
 

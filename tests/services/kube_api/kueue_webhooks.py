@@ -10,7 +10,8 @@ request: <field errors>` (one error as is, several as `[a, b]`).
   name is a qualified name and appears in one resource group only, every flavor in one
   group only; each flavor lists its resources in the order of coveredResources; quotas
   are not negative; borrowingLimit and lendingLimit need a cohort (a parent for a Cohort);
-  a ClusterQueue's lendingLimit is at most its nominalQuota.
+  a ClusterQueue's lendingLimit is at most its nominalQuota; a fairSharing weight is not
+  negative nor in (0, 1n] (common.go validateFairSharing: such a weight would collapse).
 - ResourceFlavor (vresourceflavor.kb.io): nodeLabels are valid labels; nodeTaints have
   label-like keys and values and are unique per key and effect.
 - batch/v1 Job (mjob.kb.io, vjob.kb.io): a Job created with a queue name is suspended;
@@ -134,6 +135,23 @@ def _resource_groups(spec: dict[str, Any], has_parent: bool, is_cohort: bool) ->
     return errors
 
 
+def _fair_sharing(spec: dict[str, Any]) -> list[str]:
+    """validateFairSharing (pkg/webhooks/common.go), for ClusterQueues and Cohorts."""
+    weight = (spec.get("fairSharing") or {}).get("weight")
+    if weight is None:
+        return []
+    try:
+        value = quantities.parse(weight)
+    except ValueError:
+        return []  # the CRD's quantity pattern refused it already
+    path = "spec.fairSharing"
+    if value < 0:
+        return [_invalid(path, str(weight), "must be greater than or equal to 0")]
+    if 0 < value <= quantities.parse("1n"):
+        return [_invalid(path, str(weight), "When not 0, weight must be > 10e-9")]
+    return []
+
+
 def _label_value_problem(value: str) -> str:
     if value and (len(value) > 63 or not _QUALIFIED.fullmatch(value)):
         return (
@@ -246,8 +264,10 @@ def validate(kind: str, obj: dict[str, Any], old: dict[str, Any] | None = None) 
         errors = _job(obj, old)
     elif kind == "ClusterQueue":
         errors = _resource_groups(spec, bool(spec.get("cohortName")), False)
+        errors += _fair_sharing(spec)
     elif kind == "Cohort":
         errors = _resource_groups(spec, bool(spec.get("parentName")), True)
+        errors += _fair_sharing(spec)
     elif kind == "ResourceFlavor":
         errors = _flavor(spec)
     else:

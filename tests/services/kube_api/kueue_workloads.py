@@ -6,7 +6,10 @@
   reference), labelled with the Job's uid, one pod set `main` of `parallelism` pods (fewer
   when fewer completions remain) with the pod template (and a topologyRequest from its
   `kueue.x-k8s.io/podset-{required,preferred,unconstrained}-topology` annotation), the
-  queue name and the priority.
+  queue name and the priority, and `maximumExecutionTimeSeconds` from the label
+  `kueue.x-k8s.io/max-exec-time-seconds` when it parses as a positive 32-bit integer
+  (jobframework MaximumExecutionTimeSecondsForObject: ParseInt(.., 10, 32); a longer or
+  malformed limit is dropped, the Workload runs without one).
 - `pod_requests`: one pod's requests as the scheduler counts them (each container's
   requests, its limits where a request is missing; the largest init container wins when it
   asks more; plus the pod overhead).
@@ -25,6 +28,7 @@ from tests.services.kube_api import fields, quantities
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+MAX_EXEC_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
 WORKLOAD_FINALIZER = "kueue.x-k8s.io/resource-in-use"
 
 
@@ -70,6 +74,16 @@ def topology_request(template: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def max_exec_seconds(job: dict[str, Any]) -> int | None:
+    """The Job's time limit as Kueue's Workload carries it, or None (dropped)."""
+    text = ((job.get("metadata") or {}).get("labels") or {}).get(MAX_EXEC_LABEL)
+    try:
+        value = int(text, 10) if isinstance(text, str) and text.strip() == text else None
+    except ValueError:
+        return None
+    return value if value is not None and 0 < value <= 2**31 - 1 else None
+
+
 def workload_for(
     job: dict[str, Any], priority: int | None, priority_class: dict[str, str] | None
 ) -> dict[str, Any]:
@@ -89,6 +103,9 @@ def workload_for(
         spec["priorityClassRef"] = priority_class
     if priority is not None:
         spec["priority"] = priority
+    limit = max_exec_seconds(job)
+    if limit is not None:
+        spec["maximumExecutionTimeSeconds"] = limit
     return {
         "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "Workload",

@@ -1,0 +1,306 @@
+"""Every spec class of spec_refusals.py is refused by `trainform plan` at its file:line and
+field, and the objects trainform would write for it are refused (or never run) by the
+strict fake API server and its Kueue stand-in, as a real cluster with Kueue does: the plan
+check and the stand-in agree. The stale refusals (a queue priority above 1e9, a queue
+named `system-...`) are accepted by both, and the valid platform they all start from is
+planned and admitted.
+
+The objects are rendered by the provider from the loaded specs, each class under its own
+name and namespace prefixes, and sent as a client would create them; the Job is the one
+runs.py submits (placement from the queue's pools, the queue's WorkloadPriorityClass, the
+shortest time limit).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from trainform.cli.commands import cli
+from trainform.planner.desired import build_desired
+from trainform.providers.base import DesiredResource, ProviderContext
+from trainform.providers.jobs import JobLaunch
+from trainform.providers.kubernetes.jobs import job_manifest
+from trainform.providers.kubernetes.manifests import pool_facts
+from trainform.providers.kubernetes.placement import duration_seconds, place, pool_from_facts
+from trainform.providers.kubernetes.pods import MAX_EXEC_TIME_LABEL
+from trainform.providers.kubernetes.provider import KubernetesProvider
+from trainform.specs import load_specs
+
+from tests.providers.kubernetes.spec_refusals import BASE, CLASSES, STALE, SpecClass
+from tests.providers.kubernetes.test_plan_refusals import CONFIG
+from tests.services.kube_api import KubeAPI
+
+KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
+PLURALS = {
+    "ResourceFlavor": "resourceflavors",
+    "Topology": "topologies",
+    "Cohort": "cohorts",
+    "WorkloadPriorityClass": "workloadpriorityclasses",
+    "ClusterQueue": "clusterqueues",
+    "LocalQueue": "localqueues",
+}
+IMAGE = f"registry.example.com/t@sha256:{'1' * 64}"
+
+
+def _folder(tmp_path: Path, text: str) -> Path:
+    (tmp_path / "trainform.yaml").write_text(CONFIG)
+    (tmp_path / "platform.yaml").write_text(text)
+    return tmp_path
+
+
+def _plan(root: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[int, list[str]]:
+    monkeypatch.chdir(root)
+    result = CliRunner(env={"NO_COLOR": "1"}).invoke(cli, ["plan", ".", "--no-refresh"])
+    # a refused plan raises its diagnostics (the console script prints them on stderr)
+    shown = result.output + (str(result.exception) if result.exception else "")
+    return result.exit_code, shown.splitlines()
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.id) for c in CLASSES])
+def test_plan_refuses_each_class_at_its_file_line_and_field(
+    case: SpecClass, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = case.text()
+    code, lines = _plan(_folder(tmp_path, text), monkeypatch)
+
+    assert code == 1, "\n".join(lines)
+    pattern = re.compile(
+        rf"^\s+{re.escape(case.address)} \(platform\.yaml:(\d+):\d+\): "
+        rf"{re.escape(case.field)}: .*{re.escape(case.words)}"
+    )
+    found = [m for m in map(pattern.match, lines) if m]
+    assert found, "\n".join(lines)
+    key = [part for part in re.split(r"[.\[\]]", case.field) if part and not part.isdigit()][-1]
+    assert key in text.splitlines()[int(found[0][1]) - 1]  # the line of the field itself
+    assert not (tmp_path / ".trainform" / "state.json").exists()
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.id) for c in STALE])
+def test_plan_accepts_what_only_priority_classes_refused(
+    case: SpecClass, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, lines = _plan(_folder(tmp_path, case.text()), monkeypatch)
+
+    assert code == 0, "\n".join(lines)
+    assert not [line for line in lines if "error" in line.lower()], "\n".join(lines)
+
+
+def test_plan_accepts_the_platform_the_classes_start_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, lines = _plan(_folder(tmp_path, BASE), monkeypatch)
+
+    assert code == 0, "\n".join(lines)
+
+
+# --- the stand-in ---------------------------------------------------------------------
+
+
+def _send(api: KubeAPI, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    request = urllib.request.Request(
+        api.url + path,
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json", "Accept": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def _get(api: KubeAPI, path: str) -> dict[str, Any]:
+    with urllib.request.urlopen(api.url + path, timeout=30) as answer:
+        return json.loads(answer.read())  # type: ignore[no-any-return]
+
+
+def _delete(api: KubeAPI, path: str) -> None:
+    request = urllib.request.Request(api.url + path, method="DELETE")
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        assert answer.status == 200
+
+
+def _collection(obj: dict[str, Any]) -> str:
+    namespace = obj["metadata"].get("namespace")
+    if obj["kind"] == "Namespace":
+        return "/api/v1/namespaces"
+    if obj["kind"] == "Job":
+        return f"/apis/batch/v1/namespaces/{namespace}/jobs"
+    where = f"/namespaces/{namespace}" if namespace else ""
+    return f"{KUEUE}{where}/{PLURALS[obj['kind']]}"
+
+
+def _job(provider: KubernetesProvider, desired: dict[str, Any]) -> dict[str, Any]:
+    """The Job runs.py submits for the job's first attempt."""
+    job = desired["TrainingJob/vision/job"].document["spec"]
+    queue = next(i for i in desired.values() if i.kind == "Queue").document["spec"]
+    quota = next(i for i in desired.values() if i.kind == "Quota").document["spec"]
+    pools = {i.name: i.document["spec"] for i in desired.values() if i.kind == "ResourcePool"}
+    naming = provider.naming
+    wanted = job["resources"]
+    placement = place(
+        [
+            pool_from_facts(
+                naming.cluster_name(entry["pool"]),
+                pool_facts(pools[entry["pool"]]),
+                pools[entry["pool"]].get("nodeSelector"),
+                tuple(pools[entry["pool"]].get("topology") or ()),
+            )
+            for entry in queue["pools"]
+        ],
+        wanted["acceleratorsPerNode"],
+        wanted["cpu"],
+        wanted["memory"],
+    )
+    limits = [
+        duration_seconds(text)
+        for text in (
+            job.get("maxRuntime"),
+            queue.get("maxRuntime"),
+            quota["limits"].get("maxWallTime"),
+        )
+        if text
+    ]
+    seconds = min((s for s in limits if s is not None), default=None)
+    launch = JobLaunch(
+        address="TrainingJob/vision/job",
+        run_id="r-0a1b2c3d",
+        attempt=1,
+        kind="train",
+        project="vision",
+        queue=job["queue"],
+        priority=0,
+        command=list(job["command"]),
+        code_dir=None,
+        parameters={},
+        env={},
+        datasets=[],
+        cpu=wanted["cpu"],
+        memory=wanted["memory"],
+        gpus=wanted["acceleratorsPerNode"] * wanted["nodes"],
+        nodes=wanted["nodes"],
+        image=IMAGE,
+        max_runtime=seconds,
+    )
+    manifest = job_manifest(naming, launch, placement, naming.cluster_name(job["queue"]), seconds)
+    if seconds == 0:  # the limit as it would be written (job_manifest leaves a 0 out)
+        manifest["metadata"]["labels"][MAX_EXEC_TIME_LABEL] = "0"
+        manifest["spec"]["activeDeadlineSeconds"] = 0
+    return manifest
+
+
+def _objects(root: Path, prefix: str) -> list[dict[str, Any]]:
+    """Everything trainform would write for the folder, in the order apply writes it."""
+    provider = KubernetesProvider()
+    connection = {"namespacePrefix": f"{prefix}-", "namePrefix": f"{prefix}-"}
+    provider.configure("k8s", connection, ProviderContext(root))
+    desired = build_desired(load_specs(root))
+    outputs: dict[str, dict[str, Any]] = {}
+    objects: list[dict[str, Any]] = []
+    for kind in ("Project", "ResourcePool", "Queue", "Quota"):
+        for address, item in desired.items():
+            if item.kind != kind:
+                continue
+            resource = DesiredResource(
+                address,
+                kind,
+                item.name,
+                item.project,
+                item.document,
+                {d: {"k8s": outputs[d]} for d in item.dependencies if d in outputs},
+            )
+            rendered = provider.render(resource)
+            outputs[address] = provider._outputs(resource, rendered)
+            objects += rendered
+    return [*objects, _job(provider, desired)]
+
+
+def _workload(api: KubeAPI, namespace: str) -> dict[str, Any]:
+    [workload] = _get(api, f"{KUEUE}/namespaces/{namespace}/workloads")["items"]
+    return workload
+
+
+def _condition(workload: dict[str, Any], kind: str) -> dict[str, Any]:
+    conditions = (workload.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c["type"] == kind), {})
+
+
+def _write_all(api: KubeAPI, objects: list[dict[str, Any]]) -> tuple[str, int, str] | None:
+    """Create the objects in order; the first refusal (kind, code, message), if any."""
+    for obj in objects:
+        code, body = _send(api, _collection(obj), obj)
+        if code != 201:
+            return obj["kind"], code, str(body.get("message"))
+    return None
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.id) for c in CLASSES])
+def test_the_stand_in_refuses_or_never_runs_each_class(
+    case: SpecClass, tmp_path: Path, kueue: KubeAPI
+) -> None:
+    prefix = re.sub(r"[^a-z0-9]", "", case.id)[:20]
+    objects = _objects(_folder(tmp_path, case.text()), prefix)
+    job = objects[-1]
+    namespace = job["metadata"]["namespace"]
+    outcome = case.outcome
+
+    refusal = _write_all(kueue, objects)
+
+    if outcome.what == "refused":
+        assert refusal is not None, "the stand-in accepted every object"
+        assert refusal[:2] == (outcome.kind, outcome.code), refusal
+        assert outcome.words in refusal[2], refusal
+        return
+    assert refusal is None, refusal
+    workload = _workload(kueue, namespace)
+    if outcome.what == "pending":
+        reserved = _condition(workload, "QuotaReserved")
+        assert (reserved.get("status"), reserved.get("reason")) == ("False", "Pending"), reserved
+        assert outcome.words in reserved["message"], reserved["message"]
+    elif outcome.what == "start_refused":
+        errors = list(kueue.kueue.errors)
+        path = f"{_collection(job)}/{job['metadata']['name']}"
+        stored = _get(kueue, path)
+        _delete(kueue, path)  # or the stand-in tries to start it again on every write
+        kueue.kueue.errors.clear()
+        assert _condition(workload, "Admitted").get("status") == "True"
+        assert any(outcome.words in error for error in errors), errors
+        assert stored["spec"]["suspend"] is True  # Kueue could not start it
+    else:
+        assert outcome.what == "no_limit"
+        assert int(job["metadata"]["labels"][MAX_EXEC_TIME_LABEL]) > 2**31 - 1
+        assert "maximumExecutionTimeSeconds" not in workload["spec"], workload["spec"]
+
+
+@pytest.mark.parametrize(
+    ("text", "priority", "limit"),
+    [
+        pytest.param(BASE, 0, None, id="base"),
+        pytest.param(STALE[0].text(), 2_000_000_000, None, id=STALE[0].id),
+        pytest.param(
+            BASE.replace("  image: trainer\n", "  image: trainer\n  maxRuntime: 2h\n"),
+            0,
+            7200,
+            id="base-with-max-runtime",
+        ),
+    ],
+)
+def test_the_stand_in_admits_what_the_plan_accepts(
+    text: str, priority: int, limit: int | None, tmp_path: Path, kueue: KubeAPI, request: Any
+) -> None:
+    prefix = re.sub(r"[^a-z0-9]", "", request.node.callspec.id)[:20]
+    objects = _objects(_folder(tmp_path, text), prefix)
+
+    assert _write_all(kueue, objects) is None
+    workload = _workload(kueue, objects[-1]["metadata"]["namespace"])
+    assert _condition(workload, "Admitted").get("status") == "True", workload.get("status")
+    assert workload["spec"].get("priority") == priority
+    assert workload["spec"].get("maximumExecutionTimeSeconds") == limit
