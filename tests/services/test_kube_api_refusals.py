@@ -17,6 +17,8 @@ from tests.services.kube_api.refusals import CASES, Refusal
 
 PLURALS = {
     "ClusterQueue": "clusterqueues",
+    "Cohort": "cohorts",
+    "WorkloadPriorityClass": "workloadpriorityclasses",
     "ResourceFlavor": "resourceflavors",
     "Topology": "topologies",
     "LocalQueue": "localqueues",
@@ -108,6 +110,11 @@ def test_every_case_id_is_unique_and_names_its_source() -> None:
         pytest.param(refusals.topology(["block", "kubernetes.io/hostname"]), id="topology"),
         pytest.param(refusals.local_queue("first"), id="local-queue"),
         pytest.param(refusals.priority_class("accepted-high", 1_000_000_000), id="priority-class"),
+        pytest.param(refusals.cohort(fairSharing={"weight": "2n"}), id="cohort-smallest-weight"),
+        pytest.param(
+            refusals.workload_priority_class("system-train", 2_000_000_000),
+            id="workload-priority-class-above-1e9-named-system",
+        ),
         pytest.param(refusals.job(parallelism=2**31 - 1), id="job"),
         pytest.param(refusals.indexed_job("a" * 61, 10), id="indexed-job-longest-name"),
         pytest.param(refusals.service("llama-0a1b2c3d-1"), id="service"),

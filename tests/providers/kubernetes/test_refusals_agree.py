@@ -17,6 +17,7 @@ import json
 import re
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +102,15 @@ def test_plan_accepts_the_platform_the_classes_start_from(
 
 
 # --- the stand-in ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def stand_in(kueue: KubeAPI) -> Iterator[KubeAPI]:
+    """The module's server with Kueue running, emptied of each test's objects after it
+    (the stand-in reconciles everything stored after every write)."""
+    before = kueue.snapshot()
+    yield kueue
+    kueue.delete_created_since(before)
 
 
 def _send(api: KubeAPI, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -244,7 +254,7 @@ def _write_all(api: KubeAPI, objects: list[dict[str, Any]]) -> tuple[str, int, s
 
 @pytest.mark.parametrize("case", [pytest.param(c, id=c.id) for c in CLASSES])
 def test_the_stand_in_refuses_or_never_runs_each_class(
-    case: SpecClass, tmp_path: Path, kueue: KubeAPI
+    case: SpecClass, tmp_path: Path, stand_in: KubeAPI
 ) -> None:
     prefix = re.sub(r"[^a-z0-9]", "", case.id)[:20]
     objects = _objects(_folder(tmp_path, case.text()), prefix)
@@ -252,7 +262,7 @@ def test_the_stand_in_refuses_or_never_runs_each_class(
     namespace = job["metadata"]["namespace"]
     outcome = case.outcome
 
-    refusal = _write_all(kueue, objects)
+    refusal = _write_all(stand_in, objects)
 
     if outcome.what == "refused":
         assert refusal is not None, "the stand-in accepted every object"
@@ -260,17 +270,17 @@ def test_the_stand_in_refuses_or_never_runs_each_class(
         assert outcome.words in refusal[2], refusal
         return
     assert refusal is None, refusal
-    workload = _workload(kueue, namespace)
+    workload = _workload(stand_in, namespace)
     if outcome.what == "pending":
         reserved = _condition(workload, "QuotaReserved")
         assert (reserved.get("status"), reserved.get("reason")) == ("False", "Pending"), reserved
         assert outcome.words in reserved["message"], reserved["message"]
     elif outcome.what == "start_refused":
-        errors = list(kueue.kueue.errors)
+        errors = list(stand_in.kueue.errors)
         path = f"{_collection(job)}/{job['metadata']['name']}"
-        stored = _get(kueue, path)
-        _delete(kueue, path)  # or the stand-in tries to start it again on every write
-        kueue.kueue.errors.clear()
+        stored = _get(stand_in, path)
+        _delete(stand_in, path)  # or the stand-in tries to start it again on every write
+        stand_in.kueue.errors.clear()
         assert _condition(workload, "Admitted").get("status") == "True"
         assert any(outcome.words in error for error in errors), errors
         assert stored["spec"]["suspend"] is True  # Kueue could not start it
@@ -294,13 +304,13 @@ def test_the_stand_in_refuses_or_never_runs_each_class(
     ],
 )
 def test_the_stand_in_admits_what_the_plan_accepts(
-    text: str, priority: int, limit: int | None, tmp_path: Path, kueue: KubeAPI, request: Any
+    text: str, priority: int, limit: int | None, tmp_path: Path, stand_in: KubeAPI, request: Any
 ) -> None:
     prefix = re.sub(r"[^a-z0-9]", "", request.node.callspec.id)[:20]
     objects = _objects(_folder(tmp_path, text), prefix)
 
-    assert _write_all(kueue, objects) is None
-    workload = _workload(kueue, objects[-1]["metadata"]["namespace"])
+    assert _write_all(stand_in, objects) is None
+    workload = _workload(stand_in, objects[-1]["metadata"]["namespace"])
     assert _condition(workload, "Admitted").get("status") == "True", workload.get("status")
     assert workload["spec"].get("priority") == priority
     assert workload["spec"].get("maximumExecutionTimeSeconds") == limit

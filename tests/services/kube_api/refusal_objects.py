@@ -1,7 +1,8 @@
 """The objects of the refusal cases (refusals.py): valid Kueue and built-in objects to
 start from, and small builders that break one rule each.
 
-`cluster_queue`, `resource_flavor`, `topology`, `local_queue`, `priority_class`, `job`,
+`cluster_queue`, `cohort`, `resource_flavor`, `topology`, `local_queue`, `priority_class`,
+`workload_priority_class`, `job`,
 `labelled_job` and `job_pod` build objects a real server accepts (tests check that) unless
 their arguments break a rule; `Refusal` is one case.
 """
@@ -81,6 +82,20 @@ def queue_with_groups(*wanted: tuple[list[str], list[str]]) -> dict[str, Any]:
         for covered, flavors in wanted
     ]
     return cluster_queue(resourceGroups=built)
+
+
+def cohort(**spec: Any) -> dict[str, Any]:
+    """A valid Cohort (no quota of its own) with `spec`."""
+    return {"apiVersion": KUEUE, "kind": "Cohort", "metadata": {"name": "refused"}, "spec": spec}
+
+
+def workload_priority_class(name: str, value: int) -> dict[str, Any]:
+    return {
+        "apiVersion": KUEUE,
+        "kind": "WorkloadPriorityClass",
+        "metadata": {"name": name},
+        "value": value,
+    }
 
 
 def resource_flavor(**spec: Any) -> dict[str, Any]:

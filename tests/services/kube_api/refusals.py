@@ -24,6 +24,7 @@ from tests.services.kube_api.refusal_objects import (  # noqa: F401 - builders t
     REQUIRED,
     Refusal,
     cluster_queue,
+    cohort,
     container,
     failure_policy,
     hostname_moved,
@@ -40,6 +41,7 @@ from tests.services.kube_api.refusal_objects import (  # noqa: F401 - builders t
     service,
     topology,
     with_resources,
+    workload_priority_class,
 )
 
 _CRD, _CEL, _WEBHOOK, _BUILTIN = (
@@ -221,6 +223,27 @@ CASES: list[Refusal] = [
         400,
         'strict decoding error: unknown field "spec.cohort"',
         query={"fieldValidation": "Strict"},
+        source=_CRD,
+    ),
+    Refusal(
+        "cohort-fair-sharing-weight-at-most-1n",
+        cohort(fairSharing={"weight": "1e-10"}),
+        403,
+        'spec.fairSharing: Invalid value: "1e-10": When not 0, weight must be > 10e-9',
+        source=_WEBHOOK,
+    ),
+    Refusal(
+        "cq-fair-sharing-weight-negative",
+        cluster_queue(fairSharing={"weight": "-1"}),
+        403,
+        'spec.fairSharing: Invalid value: "-1": must be greater than or equal to 0',
+        source=_WEBHOOK,
+    ),
+    Refusal(
+        "cohort-fair-sharing-weight-not-a-quantity",
+        cohort(fairSharing={"weight": "inf"}),
+        422,
+        "spec.fairSharing.weight",
         source=_CRD,
     ),
     Refusal(
