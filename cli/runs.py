@@ -171,6 +171,19 @@ def lineage(
         click.echo(redact(render_lineage_text(found)), nl=False)
 
 
+def binary_size(value: Any) -> Any:
+    """Bytes as a person reads them, exactly (`536870912` -> `512Mi`); else unchanged."""
+    text = str(value)
+    if not text.isdigit() or int(text) == 0:
+        return value
+    amount, unit = int(text), ""
+    for suffix in ("Ki", "Mi", "Gi", "Ti"):
+        if amount % 1024:
+            break
+        amount, unit = amount // 1024, suffix
+    return f"{amount}{unit}"
+
+
 def render_lineage_text(found: Lineage, indent: str = "") -> str:
     data = found.to_json()
     lines = [
@@ -195,7 +208,8 @@ def render_lineage_text(found: Lineage, indent: str = "") -> str:
     for name, value in sorted((data.get("parameters") or {}).items()):
         lines.append(f"{pad}parameter:   {name} = {json.dumps(value)}")
     if data.get("resources"):
-        lines.append(f"{pad}resources:   {json.dumps(data['resources'], sort_keys=True)}")
+        shown = {k: binary_size(v) if k == "memory" else v for k, v in data["resources"].items()}
+        lines.append(f"{pad}resources:   {json.dumps(shown, sort_keys=True)}")
     lines.append(f"{pad}spec commit: {data.get('specCommit') or 'not recorded'}")
     lines.append(f"{pad}lock digest: {data.get('lockDigest') or 'none'}")
     if data.get("environment"):

@@ -15,12 +15,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from trainform.planner.run_spans import Requeue, requeues, span_seconds
 from trainform.providers.jobs import (
     AttemptStatus,
     CheckpointStatus,
     EvaluationStatus,
     LauncherStatus,
     RunPhase,
+    RunSpan,
     RunStatus,
     WaitSpan,
     parse_utc,
@@ -53,8 +55,22 @@ class AttemptTimeline:
     """Checkpoints written while it ran."""
     backoff: float | None = None
     """Seconds it waited for its retry backoff."""
+    requeues: list[Requeue] = field(default_factory=list)
+    """Runs the platform stopped and requeued (planner/run_spans.py)."""
+
+    @property
+    def held(self) -> float:
+        """Seconds between its runs: requeue holds and the waits after them."""
+        return sum(r.held or 0.0 for r in self.requeues)
 
     def to_json(self) -> dict[str, Any]:
+        data = self._json()
+        if self.requeues:  # only requeued attempts carry these
+            data["heldSeconds"] = _rounded(self.held)
+            data["requeues"] = [r.to_json() for r in self.requeues]
+        return data
+
+    def _json(self) -> dict[str, Any]:
         status = self.status
         return {
             "attempt": status.attempt,
@@ -118,9 +134,13 @@ class Delivery:
     backoff: float = 0.0
     first_submitted: str = ""
     ended: str = ""
+    held: float = 0.0
+    """Requeue holds (between the runs of requeued attempts), apart from waits and runs."""
 
     def to_json(self) -> dict[str, Any]:
+        held = {"heldSeconds": _rounded(self.held)} if self.held else {}
         return {
+            **held,
             "attempts": self.attempts,
             "firstSubmittedAt": self.first_submitted or None,
             "endedAt": self.ended or None,
@@ -191,11 +211,14 @@ def attempt_timelines(run: RunStatus, now: datetime | None = None) -> list[Attem
             if status.eligible_at and status.submitted_at
             else None
         )
-        if status.started_at:
+        if status.runs:  # requeued: the runs, never the holds between them
+            ran = sum(span_seconds(span, now) for span in status.runs)
+        elif status.started_at:
             ran = seconds_between(status.started_at, status.ended_at or iso(now))
         else:
             ran = None
         timeline = AttemptTimeline(status, waited, ran, backoff=backoff)
+        timeline.requeues = requeues(status.runs, run.checkpoints, now)
         timeline.checkpoints = _written_during(run, status, end)
         if status.last_step is None and timeline.checkpoints:
             status.last_step = timeline.checkpoints[-1].step
@@ -232,8 +255,10 @@ def _losses(run: RunStatus, previous: AttemptTimeline, current: AttemptTimeline)
 def delivery(timelines: list[AttemptTimeline]) -> Delivery:
     waited = sum(t.waited or 0.0 for t in timelines)
     ran = sum(t.ran or 0.0 for t in timelines)
+    requeued = [r for t in timelines for r in t.requeues]
     rerun = sum(t.lost_seconds or 0.0 for t in timelines)
-    lost = sum(t.lost_steps or 0 for t in timelines)
+    rerun += sum(r.lost_seconds or 0.0 for r in requeued)
+    lost = sum(t.lost_steps or 0 for t in timelines) + sum(r.lost_steps or 0 for r in requeued)
     first = timelines[0].status.submitted_at if timelines else ""
     last = timelines[-1].status if timelines else None
     ended = last.ended_at if last is not None and last.phase.finished else ""
@@ -247,6 +272,7 @@ def delivery(timelines: list[AttemptTimeline]) -> Delivery:
         backoff=sum(t.backoff or 0.0 for t in timelines),
         first_submitted=first,
         ended=ended,
+        held=sum(t.held for t in timelines),
     )
 
 
@@ -292,6 +318,7 @@ def run_from_json(data: dict[str, Any]) -> RunStatus:
         values["launchers"] = [
             LauncherStatus(**_known(LauncherStatus, n)) for n in entry.get("launchers") or []
         ]
+        values["runs"] = [RunSpan(**_known(RunSpan, r)) for r in entry.get("runs") or []]
         attempts.append(AttemptStatus(**values))
     evaluations = []
     for entry in data.get("evaluations", []):

@@ -24,7 +24,7 @@ from trainform.planner.desired import DesiredItem, build_desired
 from trainform.planner.timeline import attempt_timelines, iso, parse_time
 from trainform.planner.workspace import Workspace
 from trainform.providers.errors import ProviderError
-from trainform.providers.jobs import AccountedRun
+from trainform.providers.jobs import AccountedRun, AttemptStatus
 
 
 @dataclass
@@ -146,7 +146,7 @@ def compute_usage(
         timelines = attempt_timelines(accounted.run, window[1])
         for timeline in timelines:
             status = timeline.status
-            ran = _overlap(status.started_at, status.ended_at, window) if status.started_at else 0
+            ran, gpu_seconds, cpu_seconds = _charged(status, window)
             begin = status.eligible_at or status.submitted_at
             until = status.started_at or status.ended_at
             waited = _overlap(begin, until, window) if begin else 0.0
@@ -155,9 +155,13 @@ def compute_usage(
             row = row_of(accounted, status.queue or accounted.queue)
             row.runs.add(f"{accounted.address}:{accounted.run.run_id}")
             row.attempts += 1
-            row.gpu_hours += status.gpus * ran / 3600
-            row.cpu_hours += status.cpus * ran / 3600
+            row.gpu_hours += gpu_seconds / 3600
+            row.cpu_hours += cpu_seconds / 3600
             row.wait_hours += waited / 3600
+            for requeue in timeline.requeues:  # a run a requeue threw away, as charged
+                if requeue.lost_seconds and _inside(requeue.stopped.ended_at, window):
+                    row.lost_hours += requeue.lost_seconds / 3600
+                    row.lost_gpu_hours += requeue.stopped.gpus * requeue.lost_seconds / 3600
         for previous, timeline in zip(timelines, timelines[1:], strict=False):
             lost = timeline.lost_seconds or 0.0
             if not lost or not _inside(previous.status.ended_at, window):
@@ -172,6 +176,29 @@ def compute_usage(
         rows=sorted(rows.values(), key=lambda r: r.group),
         sources=[],
     )
+
+
+def _charged(
+    status: AttemptStatus, window: tuple[datetime, datetime]
+) -> tuple[float, float, float]:
+    """Run seconds, GPU-seconds and CPU-seconds of an attempt inside the window. A requeued
+    attempt is charged run by run, each with its own allocation and the platform's own
+    elapsed time (a run cut by the window start counts its share), never its holds."""
+    if not status.runs:
+        ran = _overlap(status.started_at, status.ended_at, window) if status.started_at else 0.0
+        return ran, status.gpus * ran, status.cpus * ran
+    total = gpus = cpus = 0.0
+    for span in status.runs:
+        inside = _overlap(span.started_at, span.ended_at, window)
+        whole = _overlap(
+            span.started_at, span.ended_at, (datetime.min.replace(tzinfo=UTC), window[1])
+        )
+        if span.elapsed is not None and span.ended_at and whole:
+            inside = span.elapsed * inside / whole
+        total += inside
+        gpus += span.gpus * inside
+        cpus += span.cpus * inside
+    return total, gpus, cpus
 
 
 def _inside(when: str, window: tuple[datetime, datetime]) -> bool:

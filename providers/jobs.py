@@ -198,6 +198,30 @@ class WaitSpan:
 
 
 @dataclass
+class RunSpan:
+    """One stretch an attempt ran. An attempt the platform requeued (preempted, its node
+    failed, an administrator's requeue) runs more than once: each run is a span, with
+    what stopped it and the platform's own measure of its run time."""
+
+    started_at: str
+    ended_at: str = ""
+    """"" while it runs."""
+    stopped_by: str = ""
+    """What ended a run the attempt went on after: `preempted`, `requeued`,
+    `node-failure`; "" for the attempt's last run."""
+    elapsed: float | None = None
+    """Seconds the platform accounts for the run (Slurm's Elapsed), where it says."""
+    gpus: int = 0
+    cpus: float = 0.0
+    resumed_step: int | None = None
+    """The checkpoint step this run resumed from (None: from the start)."""
+    last_step: int | None = None
+    """The last step this run reached, where recorded."""
+    eligible_at: str = ""
+    """Not started before this time (the platform's hold after a requeue)."""
+
+
+@dataclass
 class AttemptStatus:
     """One attempt's timeline, read from the provider's own records (times ISO-8601 UTC,
     "" where not reached or not recorded)."""
@@ -235,6 +259,9 @@ class AttemptStatus:
     the provider records it (providers/launch.py)."""
     launchers: list[LauncherStatus] = field(default_factory=list)
     """Each node's launcher (its host, log, start, end), where the provider records them."""
+    runs: list[RunSpan] = field(default_factory=list)
+    """Each time the attempt ran, where the provider records it (one span, or one per
+    requeue); empty: it ran once, from started_at to ended_at."""
 
 
 @dataclass

@@ -215,7 +215,12 @@ def test_status_and_lineage_match_golden(name: str, update_golden: bool) -> None
                 "code": {"location": "code#.", "contentDigest": "sha256:" + "3" * 64},
                 "command": ["python", "train.py"],
                 "parameters": {"lr": 0.01, "token": "(sensitive:abcd)"},
-                "resources": {"nodes": 1, "acceleratorsPerNode": 2, "cpu": "8"},
+                "resources": {
+                    "nodes": 1,
+                    "acceleratorsPerNode": 2,
+                    "cpu": "8",
+                    "memory": "68719476736",
+                },
             },
             "specCommit": "0123456789abcdef0123456789abcdef01234567",
             "specDigest": "sha256:" + "4" * 64,

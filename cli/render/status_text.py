@@ -109,6 +109,8 @@ def attempt_lines(entry: dict[str, Any], color: bool) -> list[str]:
         line += f", retry backoff {human_duration(entry['backoffSeconds'])}"
     if entry.get("waitedSeconds") is not None:
         line += f", waited {human_duration(entry['waitedSeconds'])}"
+    if entry.get("heldSeconds"):
+        line += f", held {human_duration(entry['heldSeconds'])} between runs (requeued)"
     lines.append(line)
     for wait in entry.get("waits", []):
         lines.append(f"           waiting since {clock(wait['since'])}: {wait['reason']}")
@@ -121,7 +123,10 @@ def attempt_lines(entry: dict[str, Any], color: bool) -> list[str]:
             ran += " on " + ", ".join(entry["hosts"])
         if entry.get("lastStep") is not None:
             ran += f", reached step {entry['lastStep']}"
+        if entry.get("requeues"):
+            ran += f", in {len(entry['requeues']) + 1} runs"
         lines.append(ran)
+    lines += [requeue_line(requeue) for requeue in entry.get("requeues") or []]
     if (entry.get("worldSize") or 1) > 1:
         lines.append("         group: " + group_text(entry))
     for launcher in entry.get("launchers") or []:
@@ -142,6 +147,24 @@ def attempt_lines(entry: dict[str, Any], color: bool) -> list[str]:
     return lines
 
 
+def requeue_line(requeue: dict[str, Any]) -> str:
+    """`preempted 10:01:09 after running 1m05s (step 5), held 2m01s; lost 1 step and 12s`."""
+    line = (
+        f"           {requeue['stoppedBy']} {clock(requeue.get('endedAt'))} after running "
+        f"{human_duration(requeue.get('ranSeconds'))}"
+    )
+    if requeue.get("lastStep") is not None:
+        line += f" (step {requeue['lastStep']})"
+    held = requeue.get("heldSeconds")
+    line += f", held {human_duration(held)} before it ran again" if held is not None else ""
+    lost = []
+    if requeue.get("lostSteps") is not None:
+        lost.append(plural(requeue["lostSteps"], "step"))
+    if requeue.get("lostSeconds") is not None:
+        lost.append(human_duration(requeue["lostSeconds"]))
+    return line + (f"; lost {' and '.join(lost)}" if lost else "")
+
+
 def group_text(entry: dict[str, Any]) -> str:
     """`2 nodes x 2 processes, world size 4 (node 0 on a, node 1 on b)`."""
     processes = plural(entry["procsPerNode"], "process", "processes")
@@ -158,6 +181,11 @@ def delivery_text(cycle: dict[str, Any]) -> str:
         + (
             f" (+ retry backoff {human_duration(cycle['backoffSeconds'])})"
             if cycle.get("backoffSeconds")
+            else ""
+        )
+        + (
+            f" (+ held {human_duration(cycle['heldSeconds'])} by requeues)"
+            if cycle.get("heldSeconds")
             else ""
         )
         + ", "

@@ -203,6 +203,9 @@ def run_to_json(run: RunStatus) -> dict[str, Any]:
         entry["waits"] = [dict(vars(wait)) for wait in attempt.waits]
         entry["hosts"] = list(attempt.hosts)
         entry["launchers"] = [dict(vars(launcher)) for launcher in attempt.launchers]
+        entry.pop("runs", None)
+        if attempt.runs:  # a requeued attempt's runs (providers.jobs.RunSpan)
+            entry["runs"] = [dict(vars(span)) for span in attempt.runs]
         attempts.append(entry)
     evaluations = []
     for evaluation in run.evaluations:

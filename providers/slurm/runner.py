@@ -146,18 +146,22 @@ def _progress_step(launch: dict[str, Any]) -> int | None:
     return step if isinstance(step, int) and not isinstance(step, bool) else None
 
 
-def _record_start(folder: Path, resume: dict[str, str]) -> None:
+def _record_start(folder: Path, resume: dict[str, str], launch: dict[str, Any]) -> None:
+    """One entry per start of the attempt; a restart after a requeue also records the
+    step the run before it reached (the progress file it left), so its loss is known."""
     starts = attempts.read_json(folder / "starts.json").get("starts", [])
     step = resume["TRAINFORM_RESUME_STEP"]
-    starts.append(
-        {
-            "at": now(),
-            "job_id": os.environ.get("SLURM_JOB_ID", ""),
-            "restart": int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0),
-            "resumed_from": resume["TRAINFORM_RESUME_FROM"],
-            "resumed_step": int(step) if resume["TRAINFORM_RESUME_FROM"] else None,
-        }
-    )
+    restart = int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)
+    entry = {
+        "at": now(),
+        "job_id": os.environ.get("SLURM_JOB_ID", ""),
+        "restart": restart,
+        "resumed_from": resume["TRAINFORM_RESUME_FROM"],
+        "resumed_step": int(step) if resume["TRAINFORM_RESUME_FROM"] else None,
+    }
+    if restart:
+        entry["before_step"] = _progress_step(launch)
+    starts.append(entry)
     _record(folder / "starts.json", {"starts": starts})
 
 
@@ -290,7 +294,7 @@ def run(launch_file: Path) -> int:
         resume = _resume(launch)
     except Refused as exc:
         return _refuse(result_file, exc, started)
-    _record_start(launch_file.parent, resume)
+    _record_start(launch_file.parent, resume, launch)
     environment = _command_environment(launch, resume)
     Path(launch["env"]["TRAINFORM_OUTPUT_DIR"]).mkdir(parents=True, exist_ok=True)
     Path(launch["checkpoint_dir"]).mkdir(parents=True, exist_ok=True)

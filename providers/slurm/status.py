@@ -119,6 +119,8 @@ class SlurmJobState:
     tres: dict[str, float] = field(default_factory=dict)
     """Allocated TRES: {"cpu": 2, "node": 1, "gres/gpu": 1, "mem": 256 (MiB)}."""
     source: str = ""
+    elapsed: float | None = None
+    """Seconds sacct accounts for this run (its Elapsed), once it ended."""
 
     @property
     def pending(self) -> bool:
@@ -287,7 +289,17 @@ def _job(job: dict[str, Any], command: str) -> SlurmJobState:
         node_count=_number(job.get("node_count") or job.get("allocation_nodes")) or 0,
         tres={} if pending else _tres(job),
         source=command,
+        elapsed=None if pending or state in RUNNING_STATES else _elapsed(job),
     )
+
+
+def _elapsed(job: dict[str, Any]) -> float | None:
+    value = job.get("elapsed")
+    times = job.get("time")
+    if value is None and isinstance(times, dict):
+        value = times.get("elapsed")
+    number = _number(value)
+    return float(number) if number is not None and number >= 0 else None
 
 
 def parse_jobs(text: str, command: str) -> list[SlurmJobState]:

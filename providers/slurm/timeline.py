@@ -28,7 +28,14 @@ import re
 from pathlib import Path
 from typing import Any
 
-from trainform.providers.jobs import AttemptStatus, Cause, RunPhase, WaitSpan, parse_utc
+from trainform.providers.jobs import (
+    AttemptStatus,
+    Cause,
+    RunPhase,
+    RunSpan,
+    WaitSpan,
+    parse_utc,
+)
 from trainform.providers.slurm.status import (
     SlurmJobState,
     cause_of_state,
@@ -37,6 +44,13 @@ from trainform.providers.slurm.status import (
     readable_reason,
 )
 
+REQUEUED = "requeued by Slurm"
+REQUEUED_AFTER = {
+    "PREEMPTED": "preempted, then requeued by Slurm",
+    "NODE_FAIL": "requeued by Slurm after its node failed",
+    "REQUEUED": REQUEUED,
+}
+STOPPED_BY = {"PREEMPTED": "preempted", "NODE_FAIL": "node-failure", "REQUEUED": "requeued"}
 RANGE = re.compile(r"^(\d+)-(\d+)$")
 STEP_NAME = re.compile(r"^step-(\d+)$")
 PRECISION = 2.0
@@ -81,6 +95,50 @@ def _expand(pattern: str) -> list[str]:
     return [name + rest for name in names for rest in _expand(tail)] if tail else names
 
 
+def runs_of(
+    records: list[SlurmJobState], starts: list[dict[str, Any]], last_step: Any
+) -> list[RunSpan]:
+    """Each run of a requeued attempt, from sacct's record of it (its times, Elapsed and
+    AllocTRES) and the runner's start records (the step each run resumed from, and the
+    step the run before it reached); [] for an attempt that was never requeued."""
+    if len(records) < 2:
+        return []
+    by_restart = {s.get("restart"): s for s in starts if isinstance(s, dict)}
+    runs = []
+    for index, record in enumerate(records):
+        if not record.started_at:
+            continue
+        later = index + 1 < len(records)
+        following = by_restart.get(index + 1, {}) if later else {}
+        reached = following.get("before_step") if following else last_step
+        resumed = by_restart.get(index, {}).get("resumed_step")
+        runs.append(
+            RunSpan(
+                started_at=record.started_at,
+                ended_at=record.ended_at,
+                stopped_by=STOPPED_BY.get(record.state, record.state.lower()) if later else "",
+                elapsed=record.elapsed,
+                gpus=int(record.tres.get("gres/gpu") or 0),
+                cpus=float(record.tres.get("cpu") or 0.0),
+                resumed_step=resumed if isinstance(resumed, int) else None,
+                last_step=reached if isinstance(reached, int) else None,
+                eligible_at=record.eligible_at
+                if _after(record.eligible_at, record.submitted_at)
+                else "",
+            )
+        )
+    return runs
+
+
+def requeue_text(stopped: str, why: str) -> str:
+    """Why a requeued job waits: what stopped its run (`stopped`, its Slurm state), then
+    what it waits for now."""
+    prefix = REQUEUED_AFTER.get(stopped, f"requeued by Slurm after it was {stopped.lower()}")
+    if why.startswith(REQUEUED):
+        return prefix + why[len(REQUEUED) :]
+    return f"{prefix}; then {why}" if why else prefix
+
+
 def _sentence(record: SlurmJobState, retry: bool, requeued: bool) -> str:
     if record.reason == "BeginTime" and record.eligible_at:
         if requeued:
@@ -99,11 +157,7 @@ def waits_of(records: list[SlurmJobState], retry: bool) -> list[WaitSpan]:
         if index > 0:
             before = records[index - 1]
             why = _sentence(record, retry, requeued=True) if known else ""
-            text = f"requeued by Slurm after it was {before.state.lower()}"
-            if why and not why.startswith("requeued"):
-                text += f"; then {why}"
-            elif why:
-                text = why
+            text = requeue_text(before.state, why)
             spans.append(WaitSpan(text, before.ended_at or record.submitted_at, until))
         elif known:
             spans.append(WaitSpan(_sentence(record, retry, False), record.submitted_at, until))
@@ -132,7 +186,10 @@ def _cause(current: SlurmJobState | None, result: dict[str, Any], phase: RunPhas
 
 
 def _phase(
-    current: SlurmJobState | None, result: dict[str, Any], retry: bool
+    current: SlurmJobState | None,
+    result: dict[str, Any],
+    retry: bool,
+    before: SlurmJobState | None = None,
 ) -> tuple[RunPhase, str]:
     if current is None:
         if result:
@@ -142,14 +199,17 @@ def _phase(
         return RunPhase.FAILED, "the job vanished from Slurm (not in squeue or sacct)"
     phase = phase_of(current.state)
     if phase == RunPhase.QUEUED:
-        return phase, _sentence(current, retry, requeued=current.restarts > 0)
+        why = _sentence(current, retry, requeued=current.restarts > 0 or before is not None)
+        return phase, requeue_text(before.state, why) if before is not None else why
     if result.get("refused"):
         return RunPhase.FAILED, f"refused before start: {result.get('reason', '')}"
     if phase.finished and phase != RunPhase.SUCCEEDED:
         why = result.get("reason") or readable_reason(current.reason)
         if not result and current.signal:
             why = f"the batch step was killed by signal {current.signal}"
-        return phase, f"{current.state.lower()}" + (f": {why}" if why else "")
+        if not why:  # "cancelled" says no more than the phase itself
+            return phase, "" if current.state.lower() == phase.value else current.state.lower()
+        return phase, f"{current.state.lower()}: {why}"
     if phase == RunPhase.SUCCEEDED and result.get("exit_code") not in (0, None):
         return RunPhase.FAILED, str(result.get("reason", ""))
     return phase, ""
@@ -198,7 +258,8 @@ def attempt_status(
     retry = submission.get("by") == "runner" or attempt > 1
     current = records[-1] if records else None
     first = records[0] if records else None
-    phase, reason = _phase(current, result, retry)
+    before = records[-2] if len(records) > 1 else None
+    phase, reason = _phase(current, result, retry, before)
     submitted = submission.get("submitted_at", "")
     if first is not None and first.submitted_at and not first.restarts:
         submitted = first.submitted_at
@@ -212,7 +273,9 @@ def attempt_status(
     last_step = result.get("last_step")
     if not isinstance(last_step, int) and phase == RunPhase.RUNNING:
         last_step = progress
-    resumed_from = starts[0].get("resumed_from") or result.get("resumed_from") or ""
+    resumed_from = starts[0].get("resumed_from") or ""
+    if not resumed_from and "at" not in starts[0]:  # no start recorded: the runner's result
+        resumed_from = result.get("resumed_from") or ""
     resumed_step = starts[0].get("resumed_step")
     if not resumed_from and files.get("launch", {}).get("resume_from"):
         resumed_from = files["launch"]["resume_from"]  # chosen, not started yet
@@ -241,4 +304,5 @@ def attempt_status(
         gpus=int(tres.get("gres/gpu") or 0),
         cpus=float(tres.get("cpu") or 0.0),
         hosts=expand_hostlist(live.node_list),
+        runs=runs_of(records, files.get("starts", {}).get("starts") or [], last_step),
     )
