@@ -29,18 +29,26 @@ pkg/scheduler):
   while Workloads hold quota in it, a deleted flavor while a ClusterQueue lists it, a
   deleted Topology while a flavor names it; ClusterQueue and LocalQueue status report
   pending, reserving and admitted counts and the Active condition.
+- with fair sharing on (`fair_sharing`, Kueue's fairSharing.enable; on by default, as
+  trainform assumes), the pending Workloads of ClusterQueues in a Cohort tree are tried
+  in the order of Kueue's DominantResourceShare tournament (kueue_fairsharing.py);
+- with Node objects, admission on a topology flavor needs a topology assignment, the
+  started Job's pods are gated and ungated onto their domains (kueue_tas.py), and a
+  kube-scheduler stand-in binds pods to nodes (nodes.py).
 Not modelled: preemption, admission checks, the mutating webhook that suspends Jobs on
-create (tests create Jobs suspended, as trainform does), fair sharing, topology placement.
+create (tests create Jobs suspended, as trainform does).
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from tests.services.kube_api import deletion, kueue_tas, operations
 from tests.services.kube_api.errors import ApiError
 from tests.services.kube_api.job_controller import JobController
+from tests.services.kube_api.kueue_fairsharing import fair_order, weights_of
 from tests.services.kube_api.kueue_finalizers import settle
 from tests.services.kube_api.kueue_flavors import assign
 from tests.services.kube_api.kueue_quota import Tree
@@ -128,6 +136,7 @@ class KueueController:
         self.errors: list[str] = []  # writes the server refused: a bug of the stand-in
         self.jobs = JobController(api)  # pods for the Jobs it unsuspends
         self.scheduler = PodScheduler(api)  # binds them to nodes (nodes.py)
+        self.fair_sharing = True  # Kueue's fairSharing.enable, as trainform assumes it
 
     def start(self) -> None:
         self.running = True
@@ -327,7 +336,7 @@ class KueueController:
             )
         )
         blocked: set[str] = set()
-        for workload in pending:
+        for workload in self._order(pending, queues, tree, flavors, levels):
             problem, queue_name_ = self._inadmissible(workload, queues)
             if problem or queue_name_ is None:
                 self._pending(workload, "Inadmissible", problem)
@@ -359,6 +368,29 @@ class KueueController:
             )
             condition(workload, "Admitted", "True", "Admitted", "The workload is admitted")
             self._write(KUEUE, "workloads", workload, "status")
+
+    def _order(
+        self,
+        pending: list[dict[str, Any]],
+        queues: dict[str, dict[str, Any]],
+        tree: Tree,
+        flavors: dict[str, dict[str, Any]],
+        levels: dict[str, list[str]],
+    ) -> Iterable[dict[str, Any]]:
+        """Pending Workloads in the order they are tried: by the fair-sharing tournament
+        when fair sharing is on (kueue_fairsharing.py), else as sorted."""
+        if not self.fair_sharing:
+            return pending
+        weights = weights_of([*queues.values(), *self._items(KUEUE, "cohorts")])
+        return fair_order(
+            pending,
+            lambda w: self._inadmissible(w, queues)[1],
+            tree,
+            queues,
+            flavors,
+            levels,
+            weights,
+        )
 
     def _pending(self, workload: dict[str, Any], reason: str, message: str) -> None:
         if condition(workload, "QuotaReserved", "False", reason, message):

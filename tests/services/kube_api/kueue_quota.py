@@ -146,6 +146,11 @@ def _available(node: Node, key: FlavorResource) -> int:
     return node.local_available(key) + from_parent
 
 
+def potential_available(node: Node, key: FlavorResource) -> int:
+    """The most a ClusterQueue or Cohort could ever use of `key` (potentialAvailable)."""
+    return _potential(node, key)
+
+
 def _potential(node: Node, key: FlavorResource) -> int:
     if node.parent is None:
         return node.subtree.get(key, 0)
