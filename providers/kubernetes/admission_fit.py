@@ -111,8 +111,18 @@ def _shortfalls(
     return found
 
 
-def _described(shortfall: Shortfall, queue: str, quota: str, limits: dict[str, Any]) -> str:
-    needed = f"{shortfall.needed.normalize():f} {WORDS[shortfall.resource]} in all"
+def _shown(resource: str, amount: Decimal) -> str:
+    """An amount as a user writes it: memory in the largest exact binary unit."""
+    if resource == "memory":
+        for unit, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+            if amount and amount % size == 0:
+                return f"{amount / size:f}{unit}"
+    return f"{amount.normalize():f}"
+
+
+def _described(shortfall: Shortfall, queue: str, quota: str) -> str:
+    resource = shortfall.resource
+    needed = f"{_shown(resource, shortfall.needed)} {WORDS[resource]} in all"
     if shortfall.by_quota and shortfall.resource == "gpu" and shortfall.most == 0:
         return (
             f"{needed}, but {quota} sets gpu: 0 (no accelerators for this project on queue "
@@ -120,14 +130,14 @@ def _described(shortfall: Shortfall, queue: str, quota: str, limits: dict[str, A
         )
     if shortfall.by_quota:
         return (
-            f"{needed}: more than {quota} allows ({shortfall.resource}: "
-            f"{limits[shortfall.resource]}, the borrowingLimit of the project's "
+            f"{needed}: more than {quota} allows ({resource}: "
+            f"{_shown(resource, shortfall.most)}, the borrowingLimit of the project's "
             "ClusterQueue); Kueue would keep it pending forever"
         )
     return (
         f"{needed}: more than queue {queue} can ever admit on the pools its pods fit (at "
-        f"most {shortfall.most.normalize():f}, its quota and what its cohort lends); Kueue "
-        "would keep it pending forever"
+        f"most {_shown(resource, shortfall.most)}, its quota and what its cohort lends); "
+        "Kueue would keep it pending forever"
     )
 
 
@@ -183,7 +193,7 @@ def job_fit_problems(
             if all(any(s.resource == resource for s in found) for found in per_pool):
                 lacking = [s for found in per_pool for s in found if s.resource == resource]
                 shortfall = max(lacking, key=lambda s: s.most)
-                return problem(FIELDS[resource], _described(shortfall, name, quota_name, limits))
+                return problem(FIELDS[resource], _described(shortfall, name, quota_name))
         return problem(
             "spec.resources",
             f"every pool of queue {name} its pods fit lacks quota for one of its resources "

@@ -178,8 +178,6 @@ def place(pools: list[Pool], per_node: int, cpu: Any, memory: Any) -> Placement:
         return Placement(())
     first = candidates[0]
     same_resource = [
-        pool
-        for pool in candidates
-        if not per_node or pool.resource_name == first.resource_name
+        pool for pool in candidates if not per_node or pool.resource_name == first.resource_name
     ]
     return Placement(tuple(_topology_kept(same_resource)))

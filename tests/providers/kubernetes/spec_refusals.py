@@ -147,7 +147,7 @@ CLASSES: list[SpecClass] = [
         _job("{nodes: 2, acceleratorsPerNode: 1, cpu: 8, memory: 200Gi}"),
         JOB,
         "spec.resources.memory",
-        "more than Quota/vision/q allows (memory:",
+        "400Gi memory in all: more than Quota/vision/q allows (memory: 256Gi",
         NEVER,
         "Kueue flavorassigner: borrowingLimit of the project's ClusterQueue",
     ),

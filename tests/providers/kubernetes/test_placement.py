@@ -39,9 +39,7 @@ QUEUE = [
         pytest.param(QUEUE, 0, "8", ["plain-h100", "cpu"], id="cpu-job-on-plain-pools"),
         pytest.param(QUEUE, 9, "8", [], id="no-node-large-enough"),
         pytest.param(QUEUE, 1, "65", [], id="more-cpu-than-a-node"),
-        pytest.param(
-            [QUEUE[1], QUEUE[3]], 0, "8", ["cpu"], id="cpu-job-off-a-topology-gpu-pool"
-        ),
+        pytest.param([QUEUE[1], QUEUE[3]], 0, "8", ["cpu"], id="cpu-job-off-a-topology-gpu-pool"),
         pytest.param(
             [QUEUE[1], _pool("sub-h100", "nvidia.com/gpu", 8, SUBBLOCK)],
             8,

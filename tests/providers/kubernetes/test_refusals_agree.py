@@ -30,13 +30,13 @@ from trainform.providers.jobs import JobLaunch
 from trainform.providers.kubernetes.jobs import job_manifest
 from trainform.providers.kubernetes.manifests import pool_facts
 from trainform.providers.kubernetes.placement import duration_seconds, place, pool_from_facts
-from trainform.providers.kubernetes.pods import MAX_EXEC_TIME_LABEL
 from trainform.providers.kubernetes.provider import KubernetesProvider
 from trainform.specs import load_specs
 
 from tests.providers.kubernetes.spec_refusals import BASE, CLASSES, STALE, SpecClass
 from tests.providers.kubernetes.test_plan_refusals import CONFIG
 from tests.services.kube_api import KubeAPI
+from tests.services.kube_api.kueue_workloads import MAX_EXEC_LABEL as MAX_EXEC_TIME_LABEL
 
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
 PLURALS = {
