@@ -21,6 +21,7 @@ Status joins the ledger with the Jobs, their Kueue Workloads and their pods
 - Job gone                            -> failed, "Job deleted outside trainform"
 - Job condition Complete / Failed     -> succeeded / failed (the pod's or the condition's
                                          words, with a cause class)
+- Workload deactivated by Kueue       -> failed / cancelled, in Kueue's words (deactivation.py)
 - Job suspended                       -> queued; why: the Workload's QuotaReserved or
                                          Admitted message, Evicted / Preempted (requeued by
                                          Kueue) with Kueue's message, or no Workload yet
@@ -138,7 +139,8 @@ def job_manifest(
     max_seconds: int | None = None,
 ) -> dict[str, Any]:
     """The attempt's Job; `placement` names the pools it may run on (placement.py) and
-    `max_seconds` the shortest of the job's, queue's and quota's time limits."""
+    `max_seconds` the shortest of the job's, queue's and quota's time limits: the Job's
+    `activeDeadlineSeconds`, the one time limit (pods.py says why not Kueue's)."""
     namespace = naming.namespace(launch.project or "")
     name = job_name(launch)
     run_labels = attempt_labels(launch)
@@ -146,9 +148,7 @@ def job_manifest(
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": job_metadata(
-            naming, launch, name, namespace, run_labels, priority_class, max_seconds
-        ),
+        "metadata": job_metadata(naming, launch, name, namespace, run_labels, priority_class),
         "spec": job_spec(launch, template, max_seconds),
     }
 
@@ -170,9 +170,8 @@ def job_metadata(
     namespace: str,
     run_labels: dict[str, str],
     priority_class: str | None,
-    max_seconds: int | None,
 ) -> dict[str, Any]:
-    """The Job's metadata: its owner, run, queue, priority and time-limit labels."""
+    """The Job's metadata: its owner, run, queue and priority labels."""
     labels = {
         **naming.labels(launch.address, "TrainingJob"),
         **run_labels,
@@ -180,8 +179,6 @@ def job_metadata(
     }
     if priority_class:
         labels[PRIORITY_CLASS_LABEL] = priority_class
-    if max_seconds:
-        labels[pods.MAX_EXEC_TIME_LABEL] = str(max_seconds)
     annotations = naming.annotations(launch.address)
     if launch.suite:
         annotations[SUITE_ANNOTATION] = launch.suite

@@ -33,9 +33,12 @@ jobs.py assembles the Job from these (docs/distributed.md, docs/kubernetes.md).
   A single-process job keeps the Ignore rule alone; with `backoffLimit: 0` any other
   failure fails it too. trainform resumes a failed attempt from its latest valid
   checkpoint as a new attempt.
-- Time limits: the label `kueue.x-k8s.io/max-exec-time-seconds` (Kueue counts admitted
-  time, across requeues, and evicts the Workload past it) and `activeDeadlineSeconds`
-  (the Job controller fails it with DeadlineExceeded, which status reads as time-limit).
+- Time limit: one, `activeDeadlineSeconds`: past it the Job controller deletes the pods
+  and fails the Job (reason DeadlineExceeded), a terminal end Kueue sees as the Workload
+  Finished (quota released), which status reads as time-limit and the plan retries. Never
+  Kueue's `kueue.x-k8s.io/max-exec-time-seconds` as well: it counts from admission, so it
+  fires first, and it deactivates the Workload and suspends the Job, which then never
+  ends (deactivation.py reads such an end all the same). docs/kubernetes.md has the why.
 
 Pure; no I/O.
 """
@@ -48,7 +51,6 @@ from trainform.providers.kubernetes.job_names import pod_address, service_name
 from trainform.providers.kubernetes.placement import Placement
 from trainform.providers.launch import RENDEZVOUS_PORT, Launch, node_environment
 
-MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
 REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
 PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"

@@ -30,7 +30,11 @@ Cause, once finished (first evidence wins, the pod that failed first among sever
   node (the pod's completion index): `node 2 (pod <name> on <host>): container main
   exited with code 3 (Error)`;
 - a Failed Job without pod evidence -> code-error; a Job deleted outside trainform ->
-  node-failure.
+  node-failure;
+- a Workload Kueue deactivated (`spec.active: false`; its Job suspended, never Failed)
+  ends the attempt at its eviction, in Kueue's words: maximum execution time ->
+  time-limit, another Kueue cause -> node-failure, set inactive by hand -> cancelled
+  (deactivation.py); waits seen from the eviction on are its, not the attempt's.
 
 Size: nodes from the Job's completions, cpus and gpus from the pod template's requests
 times nodes (the ledger's copy when the Job is gone); hosts from the pods' spec.nodeName,
@@ -47,6 +51,7 @@ from decimal import Decimal
 from typing import Any
 
 from trainform.providers.jobs import AttemptStatus, Cause, RunPhase, WaitSpan
+from trainform.providers.kubernetes.deactivation import deactivation
 from trainform.providers.kubernetes.kinds import ApiKind
 from trainform.specs.quantity import parse_quantity
 
@@ -372,6 +377,10 @@ def attempt_status(
         base.phase = RunPhase.FAILED
         base.cause, base.exit_code, base.reason = failure(job, workload, pods)
         base.ended_at = str(failed.get("lastTransitionTime") or "")
+    elif (ended := deactivation(workload)) is not None:
+        base.phase, base.cause, base.reason = ended.phase, ended.cause, ended.reason
+        base.ended_at = ended.ended_at
+        base.waits = [w for w in base.waits if not w.since or later(ended.ended_at, w.since)]
     elif (job.get("spec") or {}).get("suspend", False):
         base.phase, base.reason = RunPhase.QUEUED, why_pending(workload)
     else:

@@ -73,7 +73,7 @@ def test_a_multi_node_job_on_topology_pools_asks_kueue_for_a_block_one_pod_per_n
     template = spec["template"]
     assert template["metadata"]["annotations"] == {pods.PREFERRED_TOPOLOGY: BLOCK[0]}
     assert spec["podFailurePolicy"] == pods.GROUP_FAILURE_POLICY
-    assert job["metadata"]["labels"][pods.MAX_EXEC_TIME_LABEL] == "7200"
+    assert "kueue.x-k8s.io/max-exec-time-seconds" not in job["metadata"]["labels"]  # one limit
     assert spec["activeDeadlineSeconds"] == 7200
     pod = template["spec"]
     assert pod["subdomain"] == name

@@ -15,7 +15,9 @@ to 58 characters, the index kept, as podGenerateNameWithIndex does). A create th
 refuses (a ResourceQuota's 403, say) is recorded in `refused` (the real controller emits
 a FailedCreate event) and retried at the next reconcile. `status.active` counts the pods
 that have not finished. A suspended Job loses its running pods; a deleted Job's pods are
-deleted (garbage collection). Nothing schedules or runs the pods: tests set their phase.
+deleted (garbage collection). A running Job gets its `status.startTime` and fails with
+DeadlineExceeded past its `activeDeadlineSeconds` (job_deadline.py). Nothing schedules or
+runs the pods: tests set their phase.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from tests.services.kube_api import deletion, operations
+from tests.services.kube_api import deletion, job_deadline, operations
 from tests.services.kube_api.errors import ApiError
 from tests.services.kube_api.target import Target
 
@@ -164,6 +166,13 @@ class JobController:
                 for p in by_job.get(uid, [])
                 if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
             ]
+            started = job_deadline.mark_started(job)
+            if job_deadline.past_deadline(job):
+                for pod in active:
+                    self._delete(pod)
+                job_deadline.fail_for_deadline(job, len(active))
+                self._write_status(job)
+                continue
             count = len(active)
             indexes: list[int | None] = [None] * (_wanted(job) - count)
             if _indexed(job):
@@ -178,7 +187,7 @@ class JobController:
                 except ApiError as error:
                     self.refused.append(error.message)
                     break
-            self._active(job, count)
+            self._active(job, count, started)
 
     def _delete(self, pod: dict[str, Any]) -> None:
         metadata = pod["metadata"]
@@ -189,13 +198,16 @@ class JobController:
         except ApiError:
             pass  # already gone
 
-    def _active(self, job: dict[str, Any], count: int) -> None:
+    def _active(self, job: dict[str, Any], count: int, started: bool = False) -> None:
         status = job.get("status") or {}
-        if int(status.get("active", 0)) == count:
+        if int(status.get("active", 0)) == count and not started:
             return
         job["status"] = {**status, "active": count}
         if not count:
             job["status"].pop("active")
+        self._write_status(job)
+
+    def _write_status(self, job: dict[str, Any]) -> None:
         found = self.api.catalog().by_resource("batch", "jobs")
         assert found is not None
         metadata = job["metadata"]

@@ -20,6 +20,10 @@ pkg/scheduler):
   (reason Pending) with Kueue's message;
 - an admitted Workload's Job is unsuspended, its pod template given the flavor's
   nodeLabels as nodeSelector and its tolerations;
+- maximum execution time and deactivation: a Workload past its Job's
+  `kueue.x-k8s.io/max-exec-time-seconds` of admitted time is deactivated, an inactive one
+  evicted and never queued again, an evicted one's Job suspended and its quota released
+  (kueue_deactivation.py);
 - a Job that completes or fails finishes its Workload (condition Finished) and releases
   its quota; a deleted Job's Workload is deleted (garbage collection of the owned object);
 - a minimal Job controller (job_controller.py) creates the pods of running Jobs, subject
@@ -48,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 from tests.services.kube_api import deletion, kueue_tas, operations
 from tests.services.kube_api.errors import ApiError
 from tests.services.kube_api.job_controller import JobController
+from tests.services.kube_api.kueue_deactivation import Deactivations
 from tests.services.kube_api.kueue_fairsharing import fair_order, weights_of
 from tests.services.kube_api.kueue_finalizers import settle
 from tests.services.kube_api.kueue_flavors import assign
@@ -127,7 +132,7 @@ def selects(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
     return True
 
 
-class KueueController:
+class KueueController(Deactivations):
     """The stand-in; `running` says whether the server reconciles after writes."""
 
     def __init__(self, api: KubeAPI) -> None:
@@ -202,6 +207,7 @@ class KueueController:
             for _ in range(4):
                 before = store.revision
                 self._jobs()
+                self._deactivate()
                 self._schedule()
                 self._start_jobs()
                 self.jobs.sync()
@@ -401,6 +407,8 @@ class KueueController:
         for workload in self._items(KUEUE, "workloads"):
             if not (is_true(workload, "Admitted") and reserving(workload)):
                 continue
+            if is_true(workload, "Evicted"):
+                continue  # being stopped (kueue_deactivation.py), never started again
             metadata = workload["metadata"]
             owner = next(
                 (o for o in metadata.get("ownerReferences") or [] if o.get("kind") == "Job"), None
