@@ -18,11 +18,11 @@ One resource at a time (`limit_problems`):
   quantity or lies in (0, 1e-9] (Kueue pkg/webhooks/common.go validateFairSharing: "When
   not 0, weight must be > 10e-9");
 - TrainingJob: a priority outside int32 (WorkloadPriorityClass `value`);
-- time limits (TrainingJob and Queue `maxRuntime`, Quota `maxWallTime`) of 0 seconds
-  (Kueue's Job webhook, jobframework validateCreateForMaxExecTime: "should be greater
-  than 0") or longer than 2**31 - 1 seconds: Kueue reads `kueue.x-k8s.io/max-exec-time-seconds` with
-  strconv.ParseInt(..., 32) (jobframework MaximumExecutionTimeSecondsForObject) and
-  drops a longer limit silently, so the Workload would run without it;
+- time limits (TrainingJob and Queue `maxRuntime`, Quota `maxWallTime`) of 0 seconds: the
+  limit is the Job's `activeDeadlineSeconds` (docs/kubernetes.md, "Time limits"), and a
+  Job with 0 fails as soon as it starts (kubernetes pkg/controller/job/job_controller.go,
+  pastActiveDeadline: active for at least 0 seconds). Longer limits are fine: the field is
+  64 bits (Kueue's 32-bit `max-exec-time-seconds` label is not written);
 - any kind: a label or annotation key whose DNS prefix is over 253 characters
   (apimachinery IsQualifiedName; also a nodeSelector key, refused by Kueue's
   ResourceFlavor webhook, and a topology level, refused by its Job webhook in the pod
@@ -231,23 +231,14 @@ def _time_limit(resource: DesiredResource) -> Found:
     for part in field.split("."):
         value = (value or {}).get(part)
     seconds = duration_seconds(value) if isinstance(value, str) else None
-    if seconds == 0:
-        return [
-            (
-                field,
-                f"{value} is no time at all: Kueue's webhook refuses a Job whose "
-                "kueue.x-k8s.io/max-exec-time-seconds is not above 0; remove the limit or "
-                "give it a length",
-            )
-        ]
-    if seconds is None or seconds <= INT32[1]:
+    if seconds != 0:
         return []
     return [
         (
             field,
-            f"{value} is {seconds:,} seconds: Kueue reads a job's time limit "
-            f"(kueue.x-k8s.io/max-exec-time-seconds) as a 32-bit integer and drops one "
-            f"longer than {INT32[1]:,} seconds (68 years), so the job would run unlimited",
+            f"{value} is no time at all: the limit becomes the Job's activeDeadlineSeconds, "
+            "and the Job controller fails a Job with 0 as soon as it starts; remove the "
+            "limit or give it a length",
         )
     ]
 

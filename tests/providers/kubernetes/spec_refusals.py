@@ -11,8 +11,8 @@ Outcomes:
   `words` in its QuotaReserved message (a workload larger than its queues can ever hold);
 - `start_refused`: Kueue admits the Workload but the API server refuses Kueue's write
   that would start the Job (the flavor's tolerations in its pod template);
-- `no_limit`: the Job carries the time limit, and Kueue's Workload has none (Kueue drops
-  a max-exec-time-seconds that does not fit 32 bits).
+- `deadline`: Kueue admits the Workload and the Job controller fails the Job as soon as
+  it starts, with reason DeadlineExceeded (an activeDeadlineSeconds of 0).
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ spec:
 
 @dataclass(frozen=True)
 class Outcome:
-    what: str  # refused, pending, start_refused, no_limit
+    what: str  # refused, pending, start_refused, deadline
     words: str = ""
     kind: str = ""
     code: int = 0
@@ -102,8 +102,7 @@ class SpecClass:
 JOB = "TrainingJob/vision/job"
 NEVER = Outcome("pending", "maximum capacity")
 PODS = Outcome("pending", "insufficient quota for pods")
-NO_LIMIT = Outcome("no_limit")
-ZERO = Outcome("refused", "should be greater than 0", "Job", 403)
+ZERO = Outcome("deadline", "DeadlineExceeded")
 
 
 def _job(resources: str) -> tuple[tuple[str, str], ...]:
@@ -242,40 +241,13 @@ CLASSES: list[SpecClass] = [
         "apiserver ValidateTolerations (the Job Kueue starts)",
     ),
     SpecClass(
-        "job-max-runtime-beyond-int32",
-        _after(JOB_QUEUE, "  maxRuntime: 100000w\n"),
-        JOB,
-        "spec.maxRuntime",
-        "as a 32-bit integer",
-        NO_LIMIT,
-        "Kueue MaximumExecutionTimeSecondsForObject (ParseInt 32 bits)",
-    ),
-    SpecClass(
-        "queue-max-runtime-beyond-int32",
-        _after(QUEUE, "  maxRuntime: 100000w\n"),
-        "Queue/train",
-        "spec.maxRuntime",
-        "as a 32-bit integer",
-        NO_LIMIT,
-        "Kueue MaximumExecutionTimeSecondsForObject (ParseInt 32 bits)",
-    ),
-    SpecClass(
-        "quota-max-wall-time-beyond-int32",
-        ((LIMITS, "limits: {maxWallTime: 100000w, gpu: 8, cpu: 64, memory: 256Gi}"),),
-        "Quota/vision/q",
-        "spec.limits.maxWallTime",
-        "as a 32-bit integer",
-        NO_LIMIT,
-        "Kueue MaximumExecutionTimeSecondsForObject (ParseInt 32 bits)",
-    ),
-    SpecClass(
         "job-max-runtime-zero",
         _after(JOB_QUEUE, "  maxRuntime: 0s\n"),
         JOB,
         "spec.maxRuntime",
         "is no time at all",
         ZERO,
-        "Kueue Job webhook validateCreateForMaxExecTime",
+        "kubernetes Job controller pastActiveDeadline (activeDeadlineSeconds 0)",
     ),
     SpecClass(
         "queue-max-runtime-zero",
@@ -284,7 +256,7 @@ CLASSES: list[SpecClass] = [
         "spec.maxRuntime",
         "is no time at all",
         ZERO,
-        "Kueue Job webhook validateCreateForMaxExecTime",
+        "kubernetes Job controller pastActiveDeadline (activeDeadlineSeconds 0)",
     ),
     SpecClass(
         "quota-max-wall-time-zero",
@@ -293,7 +265,7 @@ CLASSES: list[SpecClass] = [
         "spec.limits.maxWallTime",
         "is no time at all",
         ZERO,
-        "Kueue Job webhook validateCreateForMaxExecTime",
+        "kubernetes Job controller pastActiveDeadline (activeDeadlineSeconds 0)",
     ),
     SpecClass(
         "label-key-prefix-too-long",

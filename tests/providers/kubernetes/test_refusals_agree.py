@@ -202,7 +202,6 @@ def _job(provider: KubernetesProvider, desired: dict[str, Any]) -> dict[str, Any
     )
     manifest = job_manifest(naming, launch, placement, naming.cluster_name(job["queue"]), seconds)
     if seconds == 0:  # the limit as it would be written (job_manifest leaves a 0 out)
-        manifest["metadata"]["labels"][MAX_EXEC_TIME_LABEL] = "0"
         manifest["spec"]["activeDeadlineSeconds"] = 0
     return manifest
 
@@ -285,9 +284,10 @@ def test_the_stand_in_refuses_or_never_runs_each_class(
         assert any(outcome.words in error for error in errors), errors
         assert stored["spec"]["suspend"] is True  # Kueue could not start it
     else:
-        assert outcome.what == "no_limit"
-        assert int(job["metadata"]["labels"][MAX_EXEC_TIME_LABEL]) > 2**31 - 1
-        assert "maximumExecutionTimeSeconds" not in workload["spec"], workload["spec"]
+        assert outcome.what == "deadline"
+        stored = _get(kueue, f"{_collection(job)}/{job['metadata']['name']}")
+        failed = [c for c in stored["status"]["conditions"] if c["type"] == "Failed"]
+        assert [c["reason"] for c in failed] == [outcome.words], stored["status"]
 
 
 @pytest.mark.parametrize(
@@ -313,4 +313,5 @@ def test_the_stand_in_admits_what_the_plan_accepts(
     workload = _workload(stand_in, objects[-1]["metadata"]["namespace"])
     assert _condition(workload, "Admitted").get("status") == "True", workload.get("status")
     assert workload["spec"].get("priority") == priority
-    assert workload["spec"].get("maximumExecutionTimeSeconds") == limit
+    assert objects[-1]["spec"].get("activeDeadlineSeconds") == limit  # the one time limit
+    assert "maximumExecutionTimeSeconds" not in workload["spec"]
