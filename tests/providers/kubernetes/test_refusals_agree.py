@@ -285,7 +285,7 @@ def test_the_stand_in_refuses_or_never_runs_each_class(
         assert stored["spec"]["suspend"] is True  # Kueue could not start it
     else:
         assert outcome.what == "deadline"
-        stored = _get(kueue, f"{_collection(job)}/{job['metadata']['name']}")
+        stored = _get(stand_in, f"{_collection(job)}/{job['metadata']['name']}")
         failed = [c for c in stored["status"]["conditions"] if c["type"] == "Failed"]
         assert [c["reason"] for c in failed] == [outcome.words], stored["status"]
 
