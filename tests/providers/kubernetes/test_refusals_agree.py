@@ -36,7 +36,6 @@ from trainform.specs import load_specs
 from tests.providers.kubernetes.spec_refusals import BASE, CLASSES, STALE, SpecClass
 from tests.providers.kubernetes.test_plan_refusals import CONFIG
 from tests.services.kube_api import KubeAPI
-from tests.services.kube_api.kueue_workloads import MAX_EXEC_LABEL as MAX_EXEC_TIME_LABEL
 
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
 PLURALS = {
