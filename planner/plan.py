@@ -31,7 +31,12 @@ from trainform.planner.lockfile import (
 )
 from trainform.planner.orphans import orphan_findings
 from trainform.planner.plan_model import Action, Plan, PlanFinding, ResourceChange
-from trainform.planner.provider_checks import change_impacts, provider_problems, provider_warnings
+from trainform.planner.provider_checks import (
+    change_impacts,
+    provider_problems,
+    provider_warnings,
+    read_provider_settings,
+)
 from trainform.planner.refresh import Target, observe_all
 from trainform.planner.resource_changes import change_for, forced_replace
 from trainform.planner.session import ProviderSet, config_as_data
@@ -116,6 +121,10 @@ def make_plan(
         targets = _observe_targets(scope.desired, scope.recorded, providers)
         observations = observe_all(providers, targets)
         scope.findings += _observation_findings(observations)
+        read_provider_settings(scope.desired, providers)
+    scope.findings += provider_warnings(
+        scope.desired, providers, lambda item: _desired_resource(item, scope.recorded)
+    )
     jobs = _job_context(
         specs, scope.desired, scope.recorded, providers, observations, options, scope.findings
     )
@@ -201,9 +210,6 @@ def check_requests(
             )
     scope.problems += provider_problems(
         specs, desired, providers, lambda item: _desired_resource(item, recorded)
-    )
-    scope.findings += provider_warnings(
-        desired, providers, lambda item: _desired_resource(item, recorded)
     )
     if scope.problems:
         raise PlanError(scope.problems)

@@ -108,6 +108,13 @@ def provider_problems(
     return sorted(set(lines), key=lines.index)
 
 
+def read_provider_settings(desired: dict[str, DesiredItem], providers: ProviderSet) -> None:
+    """Let each provider instance of the plan read the platform settings its warnings check
+    (a plan that refreshes only)."""
+    for name in sorted({name for item in desired.values() for name in item.providers}):
+        providers.get(name).read_settings()
+
+
 def provider_warnings(
     desired: dict[str, DesiredItem],
     providers: ProviderSet,

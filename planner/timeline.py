@@ -100,6 +100,7 @@ class AttemptTimeline:
             "lostSteps": self.lost_steps,
             "lostSeconds": _rounded(self.lost_seconds),
             "queue": status.queue or None,
+            "queuePosition": queue_position(status),
             "nodes": status.nodes,
             "procsPerNode": status.procs_per_node,
             "worldSize": world_size(status.nodes, status.procs_per_node),
@@ -151,6 +152,18 @@ class Delivery:
             "rerunSeconds": _rounded(self.rerun),
             "lostSteps": self.lost_steps,
         }
+
+
+def queue_position(status: AttemptStatus) -> dict[str, Any] | None:
+    """Where a queued attempt stands: `position` counted from 0 as the scheduler counts,
+    how many are `pending` in its queue, and the `source` of the figure."""
+    if status.queue_position is None:
+        return None
+    return {
+        "position": status.queue_position,
+        "pending": status.queue_pending or None,
+        "source": status.queue_position_source or None,
+    }
 
 
 def world_size(nodes: int | None, procs_per_node: int | None) -> int | None:

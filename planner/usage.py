@@ -10,7 +10,8 @@ computes them, charged to the attempt that was lost.
 
 `platform_view`: per pool and queue, capacity (the pools' nodes times their per-node
 amounts), nominal quota, what running attempts use, what they borrow beyond nominal,
-and the running and waiting attempts with their reasons.
+and the running and waiting attempts with their reasons (and place in the queue, where
+the provider knows it); per cohort, borrowing and lending (planner/cohort_view.py).
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from trainform.planner.cohort_view import cohort_views
 from trainform.planner.desired import DesiredItem, build_desired
-from trainform.planner.timeline import attempt_timelines, iso, parse_time
+from trainform.planner.timeline import attempt_timelines, iso, parse_time, queue_position
 from trainform.planner.workspace import Workspace
 from trainform.providers.errors import ProviderError
 from trainform.providers.jobs import AccountedRun, AttemptStatus
@@ -223,6 +225,8 @@ class QueueView:
     running: list[dict[str, Any]] = field(default_factory=list)
     waiting: list[dict[str, Any]] = field(default_factory=list)
     cohort: str | None = None
+    lendable: dict[str, Decimal] = field(default_factory=dict)
+    """What it may lend of its nominal quota (its lending limits; nominal where unset)."""
 
     @property
     def borrowed(self) -> dict[str, Decimal]:
@@ -284,6 +288,7 @@ class PlatformView:
             "formatVersion": 1,
             "pools": [p.to_json() for p in self.pools],
             "queues": [q.to_json() for q in self.queues],
+            "cohorts": [c.to_json() for c in cohort_views(self.queues)],
             "problems": self.problems,
         }
 
@@ -312,17 +317,24 @@ def platform_view(workspace: Workspace, now: datetime | None = None) -> Platform
         if item.kind != "Queue":
             continue
         spec = item.document["spec"]
-        nominal = _zero()
+        nominal, lendable = _zero(), _zero()
         names = []
         for entry in spec.get("pools", []):
             names.append(entry["pool"])
             quota = entry.get("nominalQuota") or {}
+            limits = entry.get("lendingLimit") or {}
             for resource in ("gpu", "cpu"):
                 nominal[resource] += _amount(quota.get(resource))
+                lendable[resource] += _amount(limits.get(resource, quota.get(resource)))
                 if entry["pool"] in pools:
                     pools[entry["pool"]].nominal[resource] += _amount(quota.get(resource))
         queues[item.name] = QueueView(
-            item.name, item.providers[0], names, nominal, cohort=spec.get("cohort")
+            item.name,
+            item.providers[0],
+            names,
+            nominal,
+            cohort=spec.get("cohort"),
+            lendable=lendable,
         )
     runs, _, problems = accounted_runs(workspace, iso(now))
     for accounted in runs:
@@ -356,6 +368,7 @@ def platform_view(workspace: Workspace, now: datetime | None = None) -> Platform
                         "submittedAt": attempt.submitted_at or None,
                         "eligibleAt": attempt.eligible_at or None,
                         "reason": attempt.reason,
+                        "queuePosition": queue_position(attempt),
                     }
                 )
     return PlatformView(

@@ -167,6 +167,12 @@ class Provider(ABC):
     def render(self, resource: DesiredResource) -> list[dict[str, Any]]:
         return []
 
+    def read_settings(self) -> None:
+        """Read the platform settings `plan_warnings` checks (a scheduler's configuration,
+        say); called once by a plan that refreshes, before `plan_warnings`. Never raises:
+        what cannot be read is itself something to warn of."""
+        return None
+
     def plan_warnings(self, resource: DesiredResource) -> list[str]:
         """What the plan should warn about a resource, one readable line each, that is not
         drift (what this provider cannot check from here); pure, no I/O."""

@@ -262,6 +262,13 @@ class AttemptStatus:
     runs: list[RunSpan] = field(default_factory=list)
     """Each time the attempt ran, where the provider records it (one span, or one per
     requeue); empty: it ran once, from started_at to ended_at."""
+    queue_position: int | None = None
+    """While queued: its place among the workloads waiting in its queue, counted from 0 as
+    the scheduler counts (Kueue's positionInLocalQueue), where the provider knows it."""
+    queue_pending: int = 0
+    """While queued: how many workloads wait in its queue (0 when not known)."""
+    queue_position_source: str = ""
+    """Where the position comes from ("visibility API", "Workload order")."""
 
 
 @dataclass

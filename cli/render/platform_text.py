@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainform.cli.render.status_text import clock
+from trainform.cli.render.status_text import clock, position_text
 from trainform.cli.render.words import plural
 from trainform.planner.usage import PlatformView
 
@@ -44,6 +44,22 @@ def render_platform_text(view: PlatformView) -> str:
                 f"      waiting {job['address']} attempt {job['attempt']} since "
                 f"{clock(job.get('submittedAt'))}: {job.get('reason') or 'no reason reported'}"
             )
+            if job.get("queuePosition"):
+                lines.append("        " + position_text(job["queuePosition"]))
+    if data["cohorts"]:
+        lines.append("Cohorts:")
+    for cohort in data["cohorts"]:
+        lines.append(f"  {cohort['cohort']} (queues {', '.join(cohort['queues'])})")
+        lines.append(f"    nominal:  {_amounts(cohort['nominal'])}")
+        lines.append(f"    in use:   {_amounts(cohort['inUse'])}")
+        borrowers = "; ".join(
+            f"{queue} {_amounts(amounts)}" for queue, amounts in cohort["borrowedBy"].items()
+        )
+        lines.append(
+            f"    borrowed: {_amounts(cohort['borrowed'])}"
+            + (f" (by {borrowers}; lent by the others)" if borrowers else "")
+        )
+        lines.append(f"    unused, lendable: {_amounts(cohort['unusedLendable'])}")
     for problem in data["problems"]:
         lines.append(f"warning: {problem}")
     return "\n".join(lines) + "\n"

@@ -78,6 +78,17 @@ def clock(text: str | None) -> str:
     return text.replace("T", " ")[:19]
 
 
+def position_text(found: dict[str, Any]) -> str:
+    """`queue position 3 of 5 (2 ahead, from Kueue's visibility API)`: counted from 1 for
+    people (the JSON keeps the scheduler's count from 0)."""
+    ahead = found["position"]
+    text = f"queue position {ahead + 1}"
+    if found.get("pending"):
+        text += f" of {found['pending']}"
+    source = f", from {found['source']}" if found.get("source") else ""
+    return text + f" ({plural(ahead, 'workload')} ahead{source})"
+
+
 def attempt_lines(entry: dict[str, Any], color: bool) -> list[str]:
     """One attempt of a timeline: how it ended, then when it waited, ran and stopped."""
     phase = entry["phase"]
@@ -114,6 +125,8 @@ def attempt_lines(entry: dict[str, Any], color: bool) -> list[str]:
     lines.append(line)
     for wait in entry.get("waits", []):
         lines.append(f"           waiting since {clock(wait['since'])}: {wait['reason']}")
+    if entry.get("queuePosition"):
+        lines.append("           " + position_text(entry["queuePosition"]))
     if entry.get("startedAt"):
         ran = f"         ran {clock(entry['startedAt'])} -> {clock(entry.get('endedAt'))}"
         ran += f" ({human_duration(entry.get('ranSeconds'))})"

@@ -31,7 +31,6 @@ from trainform.providers.kubernetes import manifests
 from trainform.providers.kubernetes.client import KubeClient, describe, make_api_client
 from trainform.providers.kubernetes.discovery import discover_documents
 from trainform.providers.kubernetes.evidence import last_change
-from trainform.providers.kubernetes.gang import gang_admission_warnings
 from trainform.providers.kubernetes.impact import admitted_usage, quota_impact
 from trainform.providers.kubernetes.kinds import (
     BY_KIND,
@@ -40,6 +39,11 @@ from trainform.providers.kubernetes.kinds import (
     OBJECTS_OF,
     WORKLOAD,
     ApiKind,
+)
+from trainform.providers.kubernetes.kueue_config import (
+    KueueConfig,
+    config_warnings,
+    read_kueue_config,
 )
 from trainform.providers.kubernetes.kueue_rules import instance_problems, resource_problems
 from trainform.providers.kubernetes.naming import KIND_LABEL, Naming, address_of
@@ -89,6 +93,7 @@ class KubernetesProvider(KubernetesJobs, Provider):
         self.naming = Naming()
         self.field_manager = "trainform"
         self.force = False
+        self._kueue_config: KueueConfig | None = None
 
     def configure(self, name: str, connection: Any, context: ProviderContext) -> None:
         super().configure(name, connection, context)
@@ -115,6 +120,7 @@ class KubernetesProvider(KubernetesJobs, Provider):
         if self._client is not None:
             self._client.close()
         self._client = None
+        self._kueue_config = None
 
     # pure ------------------------------------------------------------------------------
 
@@ -124,8 +130,12 @@ class KubernetesProvider(KubernetesJobs, Provider):
     def validate_all(self, resources: list[DesiredResource]) -> list[ValidationProblem]:
         return instance_problems(resources)
 
+    def read_settings(self) -> None:
+        location = _settings(self.connection)("kueue_config", "")
+        self._kueue_config = read_kueue_config(self.client, location)
+
     def plan_warnings(self, resource: DesiredResource) -> list[str]:
-        return gang_admission_warnings(resource)
+        return config_warnings(resource, self._kueue_config)
 
     def render(self, resource: DesiredResource) -> list[dict[str, Any]]:
         naming, address, name, document = (

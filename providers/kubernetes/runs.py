@@ -80,6 +80,7 @@ from trainform.providers.kubernetes.naming import (
 )
 from trainform.providers.kubernetes.placement import Placement
 from trainform.providers.kubernetes.pods import headless_service
+from trainform.providers.kubernetes.queue_positions import QueuePositions
 from trainform.providers.kubernetes.timeline import (
     POD,
     attempt_status,
@@ -486,6 +487,7 @@ class KubernetesJobs(RunHistory):
     ) -> list[RunStatus]:
         runs: dict[str, RunStatus] = {}
         prefixes: dict[str, str] = {}
+        waiting: list[tuple[AttemptStatus, dict[str, Any]]] = []
         pods = pods or {}
         for entry in entries:
             run_id = str(entry.get("runId"))
@@ -503,6 +505,9 @@ class KubernetesJobs(RunHistory):
             else:
                 run.attempts.append(status)
                 prefixes.setdefault(run_id, str(entry.get("checkpointPrefix") or ""))
+                if status.phase == RunPhase.QUEUED and job_name in workloads:
+                    waiting.append((status, workloads[job_name]))
+        self._place_queued(waiting, workloads)
         kept = []
         for run_id, run in runs.items():
             run.attempts.sort(key=lambda a: a.attempt)
@@ -516,6 +521,25 @@ class KubernetesJobs(RunHistory):
                     attempt.last_step = last_step(attempt, run.checkpoints)
             kept.append(run)
         return kept
+
+    def _place_queued(
+        self,
+        waiting: list[tuple[AttemptStatus, dict[str, Any]]],
+        workloads: dict[str, dict[str, Any]],
+    ) -> None:
+        """Each queued attempt's position in its queue (queue_positions.py)."""
+        if not waiting:
+            return
+        keys = {}
+        for attempt, workload in waiting:
+            metadata = workload.get("metadata") or {}
+            keys[(str(metadata.get("namespace", "")), str(metadata.get("name", "")))] = attempt
+        if getattr(self, "_positions", None) is None:
+            self._positions = QueuePositions(self.client)
+        for key, found in self._positions.of(list(workloads.values()), set(keys)).items():
+            keys[key].queue_position = found.position
+            keys[key].queue_pending = found.pending
+            keys[key].queue_position_source = found.source
 
     def _checkpoints(self, location: str) -> list[CheckpointStatus] | None:
         store = self._store()

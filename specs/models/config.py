@@ -41,6 +41,13 @@ class KubernetesConnection(SpecModel):
         description="Take over fields another field manager set (server-side apply with "
         "force). Off: such a conflict fails the apply and names the other manager.",
     )
+    kueue_config: str = Field(
+        default="kueue-system/kueue-manager-config",
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-.a-z0-9]*[a-z0-9])?$",
+        description="<namespace>/<name> of the ConfigMap holding Kueue's configuration "
+        "(controller_manager_config.yaml), read at plan to check waitForPodsReady and "
+        "fair sharing.",
+    )
 
 
 class SlurmConnection(SpecModel):

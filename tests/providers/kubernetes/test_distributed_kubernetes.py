@@ -141,9 +141,10 @@ def applied(
     assert stand_in.errors == [], "the server refused the Kueue stand-in's writes"
     again = run_trainform("plan", ".", "--detailed-exitcode", cwd=root, timeout=300)
     assert again.returncode == 0, again.stdout + again.stderr  # applied: nothing left to do
-    # gang admission rests on Kueue's waitForPodsReady, which trainform cannot read: a
-    # warning of the plan, not drift (the detailed exit code stays 0)
-    assert "depends on Kueue's waitForPodsReady" in again.stdout, again.stdout
+    # gang admission rests on Kueue's waitForPodsReady, and this cluster has no Kueue
+    # configuration to read: a warning of the plan, not drift (the exit code stays 0)
+    assert "only with Kueue's waitForPodsReady; cannot read Kueue's configuration" in again.stdout
+    assert "kueue-system/kueue-manager-config: no such ConfigMap" in again.stdout
     spec_folder = SpecFolder(root)
     provider = spec_folder.providers().get(INSTANCE)
     assert isinstance(provider, KubernetesProvider)

@@ -58,6 +58,7 @@ from tests.services.kube_api.kueue_finalizers import settle
 from tests.services.kube_api.kueue_flavors import assign
 from tests.services.kube_api.kueue_quota import Tree
 from tests.services.kube_api.kueue_status import queue_statuses
+from tests.services.kube_api.kueue_visibility import order_key
 from tests.services.kube_api.kueue_workloads import (
     PRIORITY_LABEL,
     WORKLOAD_FINALIZER,
@@ -202,7 +203,8 @@ class KueueController(Deactivations):
         `after_write`: only if the write touched a kind Kueue watches."""
         store = self.api.store
         with store.lock:
-            if after_write and not {(g, p) for _, g, p in store.touched} & WATCHED:
+            touched, store.kueue_touched = store.kueue_touched, set()
+            if after_write and not touched & WATCHED:
                 return
             for _ in range(4):
                 before = store.revision
@@ -215,7 +217,8 @@ class KueueController(Deactivations):
                 self.scheduler.bind()
                 self._queues()
                 if store.revision == before:
-                    return
+                    break
+            store.kueue_touched.clear()  # its own writes, already reconciled
 
     def _jobs(self) -> None:
         jobs = {
@@ -334,13 +337,7 @@ class KueueController(Deactivations):
             and (w.get("spec") or {}).get("active", True)
             and not w["metadata"].get("deletionTimestamp")
         ]
-        pending.sort(
-            key=lambda w: (
-                -int((w.get("spec") or {}).get("priority", 0)),
-                w["metadata"]["creationTimestamp"],
-                w["metadata"]["name"],
-            )
-        )
+        pending.sort(key=order_key)  # Kueue's queue order (kueue_visibility.py)
         blocked: set[str] = set()
         for workload in self._order(pending, queues, tree, flavors, levels):
             problem, queue_name_ = self._inadmissible(workload, queues)

@@ -26,6 +26,7 @@ from tests.services.kube_api import (
     deletion,
     discovery,
     errors,
+    kueue_visibility,
     listing,
     logs,
     openapi,
@@ -349,6 +350,10 @@ class Handler(BaseHTTPRequestHandler):
             if method != "GET":
                 raise errors.method_not_allowed()
             return 200, logs.read(self.api.store, self.api.pod_logs, parts[3], parts[5], query)
+        if kueue_visibility.is_visibility_path(parts):  # Kueue's aggregated API
+            if method != "GET":
+                raise errors.method_not_allowed()
+            return 200, kueue_visibility.pending_workloads(self.api, parts, query)
         catalog = self.api.catalog()
         if method == "GET":
             document = self._discovery(parts, catalog)

@@ -43,6 +43,9 @@ class Store:
         self._objects: dict[tuple[str, str], dict[Key, dict[str, Any]]] = {}
         # (namespace, group, plural) written since the last quota refresh (admission.py)
         self.touched: set[tuple[str, str, str]] = set()
+        # (group, plural) written since the Kueue stand-in last reconciled (kueue.py): its
+        # own set, so a quota refresh of a concurrent request never hides a write from it
+        self.kueue_touched: set[tuple[str, str]] = set()
         self._events: list[Event] = []
         self._event_revisions: list[int] = []
 
@@ -58,6 +61,7 @@ class Store:
 
     def _record(self, kind: str, group: str, plural: str, obj: dict[str, Any]) -> None:
         self.touched.add((obj["metadata"].get("namespace", ""), group, plural))
+        self.kueue_touched.add((group, plural))
         revision = int(obj["metadata"]["resourceVersion"])
         self._events.append(Event(revision, kind, group, plural, copy.deepcopy(obj)))
         self._event_revisions.append(revision)
