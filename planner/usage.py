@@ -293,25 +293,10 @@ class PlatformView:
         }
 
 
-def platform_view(workspace: Workspace, now: datetime | None = None) -> PlatformView:
-    now = now or datetime.now(UTC)
-    desired = build_desired(workspace.specs)
-    pools: dict[str, PoolView] = {}
-    for item in desired.values():
-        if item.kind != "ResourcePool":
-            continue
-        spec = item.document["spec"]
-        accelerator = spec.get("accelerator") or {}
-        nodes = int(spec["nodes"])
-        pools[item.name] = PoolView(
-            item.name,
-            item.providers[0],
-            nodes,
-            {
-                "gpu": Decimal(nodes * int(accelerator.get("count") or 0)),
-                "cpu": Decimal(nodes) * _amount(spec.get("cpu")),
-            },
-        )
+def _queue_views(
+    desired: dict[str, DesiredItem], pools: dict[str, PoolView]
+) -> dict[str, QueueView]:
+    """Each Queue's nominal and lendable quota (adding its nominal quota to its pools')."""
     queues: dict[str, QueueView] = {}
     for item in desired.values():
         if item.kind != "Queue":
@@ -336,6 +321,29 @@ def platform_view(workspace: Workspace, now: datetime | None = None) -> Platform
             cohort=spec.get("cohort"),
             lendable=lendable,
         )
+    return queues
+
+
+def platform_view(workspace: Workspace, now: datetime | None = None) -> PlatformView:
+    now = now or datetime.now(UTC)
+    desired = build_desired(workspace.specs)
+    pools: dict[str, PoolView] = {}
+    for item in desired.values():
+        if item.kind != "ResourcePool":
+            continue
+        spec = item.document["spec"]
+        accelerator = spec.get("accelerator") or {}
+        nodes = int(spec["nodes"])
+        pools[item.name] = PoolView(
+            item.name,
+            item.providers[0],
+            nodes,
+            {
+                "gpu": Decimal(nodes * int(accelerator.get("count") or 0)),
+                "cpu": Decimal(nodes) * _amount(spec.get("cpu")),
+            },
+        )
+    queues = _queue_views(desired, pools)
     runs, _, problems = accounted_runs(workspace, iso(now))
     for accounted in runs:
         for attempt in accounted.run.attempts:
