@@ -402,7 +402,7 @@ def test_apply_conflicts_between_managers_unless_forced(
     body = error_body(caught.value)
     assert caught.value.status == 409 and body["reason"] == "Conflict"
     assert body["message"] == (
-        f'Apply failed with 1 conflict: conflict with "first" using {KUEUE}/{V}: .spec.cohortName'
+        'Apply failed with 1 conflict: conflict with "first": .spec.cohortName'  # an applier
     )
     assert body["details"]["causes"][0]["field"] == ".spec.cohortName"
     forced = apply_cq(custom, cluster_queue(name, cohortName="b"), "second", force=True)

@@ -16,6 +16,16 @@ another manager owns them. Then the configuration is merged into the live object
 key, list-maps by item key, sets by union, other lists and scalars replaced). Non-apply
 writes (`record_update`) give the writer (`fieldManager`, or the User-Agent's product
 name) ownership of every field they changed and take it from the other managers.
+
+A manager is its name *and* its operation, as the real server keys managedFields
+(apimachinery managedfields/internal/managedfields.go, BuildManagerIdentifier: manager,
+operation, subresource, and the apiVersion of an Update, never of an Apply). So an Update
+(a merge patch, a PUT) and an Apply sent under the same name are two managers: an Apply
+that changes a field the same name's Update entry owns is a 409 like any other conflict
+(structured-merge-diff merge/update.go skips only the applier's own identifier). Conflict
+messages name the owner as printManager does (managedfields/internal/conflict.go): an
+Apply owner as `"name"`, an Update owner as `"name" using <apiVersion>`, a subresource's
+as `"name" with subresource "status"`.
 Gaps: no `.` self-markers for plain maps, no `i:` (index) elements, no defaulted-field
 handling, no reset of fields on the status subresource beyond `.status`.
 """
@@ -235,16 +245,45 @@ def from_fields_v1(tree: dict[str, Any], prefix: FieldPath = ()) -> set[FieldPat
     return paths
 
 
+ManagerKey = tuple[str, str, str, str]
+"""(manager, operation, apiVersion of an Update or "" for an Apply, subresource)."""
+
+
+def manager_key(manager: str, operation: str, api_version: str, subresource: str) -> ManagerKey:
+    """A manager as BuildManagerIdentifier keys it: an Apply's apiVersion is left out, so a
+    manager applying through another version is still the same manager."""
+    return (manager, operation, "" if operation == "Apply" else api_version, subresource)
+
+
+def describe_manager(key: ManagerKey) -> str:
+    """The owner as the real server names it in a conflict (conflict.go, printManager)."""
+    manager, operation, api_version, subresource = key
+    text = json.dumps(manager)
+    if subresource:
+        text += f" with subresource {json.dumps(subresource)}"
+    return f"{text} using {api_version}" if operation == "Update" else text
+
+
+def _identifier(key: ManagerKey) -> str:
+    """BuildManagerIdentifier's JSON (field order of metav1.ManagedFieldsEntry, empty
+    fields left out): conflict messages list owners sorted by it."""
+    manager, operation, api_version, subresource = key
+    named = {"manager": manager, "operation": operation, "apiVersion": api_version}
+    named["subresource"] = subresource
+    return json.dumps({k: v for k, v in named.items() if v}, separators=(",", ":"))
+
+
 class Managers:
-    """The managedFields entries of one object, as (manager, operation, subresource) -> set."""
+    """The managedFields entries of one object, by ManagerKey."""
 
     def __init__(self, entries: list[dict[str, Any]] | None) -> None:
-        self.sets: dict[tuple[str, str, str], set[FieldPath]] = {}
-        self.meta: dict[tuple[str, str, str], dict[str, str]] = {}
+        self.sets: dict[ManagerKey, set[FieldPath]] = {}
+        self.meta: dict[ManagerKey, dict[str, str]] = {}
         for entry in entries or []:
-            key = (
+            key = manager_key(
                 entry.get("manager", ""),
                 entry.get("operation", "Update"),
+                entry.get("apiVersion", ""),
                 entry.get("subresource", ""),
             )
             self.sets[key] = from_fields_v1(entry.get("fieldsV1") or {})
@@ -253,7 +292,7 @@ class Managers:
                 "time": entry.get("time", ""),
             }
 
-    def take(self, key: tuple[str, str, str], paths: set[FieldPath], api_version: str) -> None:
+    def take(self, key: ManagerKey, paths: set[FieldPath], api_version: str) -> None:
         """Give `paths` to `key` and take every overlapping path from the others."""
         for other, owned in self.sets.items():
             if other != key:
@@ -266,7 +305,7 @@ class Managers:
         for key, owned in self.sets.items():
             if not owned:
                 continue
-            manager, operation, subresource = key
+            manager, operation, _, subresource = key
             entry: dict[str, Any] = {
                 "manager": manager,
                 "operation": operation,
@@ -297,7 +336,9 @@ def record_update(
     for owned in managers.sets.values():
         owned -= {p for p in owned if value_at(new, p) is _MISSING}
     if changed:
-        managers.take((manager, "Update", subresource), changed, api_version)
+        managers.take(
+            manager_key(manager, "Update", api_version, subresource), changed, api_version
+        )
     return managers.entries()
 
 
@@ -314,24 +355,24 @@ def apply(
     """Server-side apply of `applied` onto `live`: (the merged object, its managedFields)."""
     base = copy.deepcopy(live) if live is not None else {}
     managers = Managers(base.get("metadata", {}).get("managedFields"))
-    key = (manager, "Apply", subresource)
+    key = manager_key(manager, "Apply", api_version, subresource)
     applied_paths = leaf_paths(applied, skip_status, schema)
-    conflicts: dict[FieldPath, str] = {}
+    conflicts: dict[tuple[ManagerKey, FieldPath], None] = {}
     for other, owned in managers.sets.items():
-        if other[0] == manager:
+        if other == key:  # only the applier's own Apply entry: its Update entry conflicts
             continue
         for path in applied_paths:
             for theirs in owned:
                 if _overlaps(path, theirs):
                     shorter = path if len(path) <= len(theirs) else theirs
                     if value_at(base, shorter) != value_at(applied, shorter):
-                        conflicts.setdefault(shorter, other[0])
+                        conflicts[(other, shorter)] = None
     if conflicts and not force:
-        raise _conflict_error(conflicts, api_version)
+        raise _conflict_error(list(conflicts))
     if conflicts:
         for other, owned in managers.sets.items():
-            if other[0] != manager:
-                owned -= {p for p in owned if any(_overlaps(p, c) for c in conflicts)}
+            taken = [path for owner, path in conflicts if owner == other]
+            owned -= {p for p in owned if any(_overlaps(p, c) for c in taken)}
     previously = managers.sets.get(key, set())
     others = set().union(*(s for k, s in managers.sets.items() if k != key))
     kept = others | applied_paths
@@ -367,22 +408,24 @@ def render(path: FieldPath) -> str:
     return text
 
 
-def _conflict_error(conflicts: dict[FieldPath, str], api_version: str) -> ApiError:
+def _conflict_error(conflicts: list[tuple[ManagerKey, FieldPath]]) -> ApiError:
+    """The 409 of an apply (conflict.go, NewConflictError and getConflictMessage): one
+    cause per field, the message grouping the fields by owner sorted by identifier."""
+    ordered = sorted(conflicts, key=lambda c: (_identifier(c[0]), c[1]))
     causes = [
         {
             "reason": "FieldManagerConflict",
-            "message": f'conflict with "{owner}" using {api_version}',
+            "message": f"conflict with {describe_manager(owner)}",
             "field": render(path),
         }
-        for path, owner in sorted(conflicts.items())
+        for owner, path in ordered
     ]
     if len(causes) == 1:
         message = f"Apply failed with 1 conflict: {causes[0]['message']}: {causes[0]['field']}"
     else:
-        lines = "\n".join(f"- {c['field']}" for c in causes)
-        owners = sorted(set(conflicts.values()))
-        message = (
-            f"Apply failed with {len(causes)} conflicts: conflicts with "
-            f"{', '.join(json.dumps(o) for o in owners)} using {api_version}:\n{lines}"
-        )
+        lines: list[str] = []
+        for owner in dict.fromkeys(owner for owner, _ in ordered):
+            lines.append(f"conflicts with {describe_manager(owner)}:")
+            lines += [f"- {render(path)}" for other, path in ordered if other == owner]
+        message = f"Apply failed with {len(causes)} conflicts: " + "\n".join(lines)
     return ApiError(409, "Conflict", message, {"causes": causes})
