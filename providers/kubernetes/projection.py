@@ -217,10 +217,11 @@ def read_queue_policy(spec: dict[str, Any], queue_spec: dict[str, Any]) -> None:
 
 
 def quota_limits(cluster_queue: dict[str, Any]) -> dict[str, Any]:
-    """The project's limits from its ClusterQueue: borrowingLimits of the first flavor
-    (they are the same on every flavor) and the pod count (in any resource group). An
-    accelerator of the flavor without a borrowingLimit means no gpu limit; otherwise the
-    largest is the limit (the others are the 0 of accelerators the pool does not have)."""
+    """The project's limits from its ClusterQueue: cpu and memory borrowingLimits of the
+    first flavor (they are the same on every flavor) and the pod count (in any resource
+    group). The gpu limit is read across the flavors, since a flavor holds a 0 for each
+    accelerator its pool does not have (a CPU pool listed first has only 0s): an
+    accelerator without a borrowingLimit means no gpu limit; otherwise the largest is it."""
     limits: dict[str, Any] = {}
     groups = (cluster_queue.get("spec") or {}).get("resourceGroups") or []
     for group in groups:
@@ -233,12 +234,13 @@ def quota_limits(cluster_queue: dict[str, Any]) -> dict[str, Any]:
     flavors = (groups[0].get("flavors") or []) if groups else []
     accelerators: list[Any] = []
     unlimited = False
-    for resource in (flavors[0].get("resources") or []) if flavors else []:
+    for index, resource in enumerate(r for f in flavors for r in f.get("resources") or []):
         name = resource.get("name", "")
         if name == PODS:
             continue
         if name in ("cpu", "memory"):
-            if "borrowingLimit" in resource:
+            first = index < len(flavors[0].get("resources") or [])
+            if first and "borrowingLimit" in resource:
                 limits[name] = canonical(resource["borrowingLimit"])
         elif "borrowingLimit" in resource:
             accelerators.append(resource["borrowingLimit"])

@@ -4,10 +4,12 @@ runs as Jobs (runs.py). See docs/kubernetes.md for the mapping.
 Reads are batched: `observe` sends one cluster-wide list per Kubernetes kind involved,
 filtered by this instance's manager label (namespaced kinds too: one list across
 namespaces, not one per namespace), however many resources are asked. Writes are
-server-side applies with the connection's field manager; an object that exists without
-this instance's mark (manager and address) is never changed. Deleting a Queue first sets
-its ClusterQueue's stopPolicy to HoldAndDrain, so Kueue evicts what it admitted before the
-queue goes; the engine deletes Queues before the pools (ResourceFlavors) they use.
+server-side applies with the connection's field manager, each of the complete set of
+fields trainform manages on the object (never a merge patch: docs/kubernetes.md, "One
+write per object and field"); an object that exists without this instance's mark
+(manager and address) is never changed. Deleting a Quota first applies its ClusterQueue
+with stopPolicy HoldAndDrain, so Kueue evicts what it admitted before the queue goes; the
+engine deletes Queues before the pools (ResourceFlavors) they use.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from trainform.providers.base import (
 )
 from trainform.providers.errors import PermanentProviderError
 from trainform.providers.kubernetes import manifests
+from trainform.providers.kubernetes.applied import applied_configuration
 from trainform.providers.kubernetes.client import KubeClient, describe, make_api_client
 from trainform.providers.kubernetes.discovery import discover_documents
 from trainform.providers.kubernetes.evidence import last_change
@@ -407,7 +410,14 @@ class KubernetesProvider(KubernetesJobs, Provider):
             self.client.apply(obj, self.field_manager, self.force or adopting or forced)
         outputs = self._outputs(resource, rendered)
         if resource.kind == "Queue":
-            write_queue_policy(self.client, self.naming, self.field_manager, resource, outputs)
+            write_queue_policy(
+                self.client,
+                self.naming,
+                self.field_manager,
+                resource,
+                outputs,
+                self.force or forced,
+            )
         return outputs
 
     def _check_owner(
@@ -447,16 +457,13 @@ class KubernetesProvider(KubernetesJobs, Provider):
                     f"cannot delete {describe(obj)}: it is not this trainform's "
                     f"(address {address_of(live) or 'none'}); trainform deletes only its own"
                 )
-            found.append((api, metadata))
-        for api, metadata in _delete_order(found):
-            if api is CLUSTER_QUEUE:
-                self.client.merge_patch(
-                    api,
-                    metadata["name"],
-                    None,
-                    {"spec": {"stopPolicy": "HoldAndDrain"}},
-                    self.field_manager,
-                )
+            found.append((api, live))
+        for api, live in _delete_order(found):
+            if api is CLUSTER_QUEUE:  # drain first: Kueue evicts what it admitted
+                drained = applied_configuration(live, self.field_manager)
+                drained["spec"] = {**(drained.get("spec") or {}), "stopPolicy": "HoldAndDrain"}
+                self.client.apply(drained, self.field_manager, force=True)
+            metadata = live["metadata"]
             self.client.delete(api, metadata["name"], metadata.get("namespace"))
 
     def _objects_of(self, address: str, kind: str, outputs: dict[str, Any]) -> list[dict]:

@@ -7,6 +7,14 @@ limits (read back from the ClusterQueue), so the Queue's planned change is what 
 them. `with_live_queue_facts` gives a Quota its Queue's facts from the cluster when the
 Queue has no outputs recorded (an import adopting the Quota before its Queue). Called by
 provider.py.
+
+The rewrite is the same write as the Quota's own: a server-side apply, by the same field
+manager, of the whole ClusterQueue trainform manages (its marks and labels as last
+applied, read back with applied.py, and the complete spec). A real API server keys field
+ownership by manager *and* operation, so a merge patch here (an Update) would own these
+fields apart from the Quota's Apply, and the Quota's next apply of a changed spec would
+conflict with trainform itself; and a merge patch without nulls never removes a key the
+Queue dropped (`maxPriorityThreshold`), where an apply that leaves it out removes it.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainform.providers.base import DesiredResource
+from trainform.providers.kubernetes.applied import applied_configuration
 from trainform.providers.kubernetes.client import KubeClient
 from trainform.providers.kubernetes.discovery import live_queue_facts
 from trainform.providers.kubernetes.kinds import CLUSTER_QUEUE
@@ -32,8 +41,9 @@ def write_queue_policy(
     field_manager: str,
     resource: DesiredResource,
     facts: dict[str, Any],
+    force: bool,
 ) -> None:
-    """Write the queue's pools and admission policy onto each of its projects'
+    """Apply the queue's pools and admission policy onto each of its projects'
     ClusterQueues (their own limits kept), as the Queue's spec says."""
     cohort = naming.cluster_name(resource.name)
     for queue in client.list(CLUSTER_QUEUE, f"{naming.selector},{QUEUE_LABEL}={cohort}"):
@@ -41,10 +51,20 @@ def write_queue_policy(
         if not address or not naming.owns(queue, address):
             continue
         project = address.split("/")[1] if address.count("/") == 2 else ""
-        spec = project_queue_spec(naming, facts, resource.name, project, quota_limits(queue))
-        client.merge_patch(
-            CLUSTER_QUEUE, queue["metadata"]["name"], None, {"spec": spec}, field_manager
-        )
+        config = applied_configuration(queue, field_manager)
+        metadata = config["metadata"]
+        metadata["labels"] = {
+            **(metadata.get("labels") or {}),
+            **naming.labels(address, "Quota"),
+            QUEUE_LABEL: cohort,
+        }
+        metadata["annotations"] = {
+            **(metadata.get("annotations") or {}),
+            **naming.annotations(address),
+        }
+        limits = quota_limits(queue)
+        config["spec"] = project_queue_spec(naming, facts, resource.name, project, limits)
+        client.apply(config, field_manager, force)
 
 
 def with_live_queue_facts(
