@@ -8,9 +8,19 @@ field manager; `force` only when the connection says so), merge patch and delete
 reads raw JSON, so a create (201) and an update (200) come back alike.
 
 Errors, "cannot <verb> <object>: <cause>" with the server's own message:
-  429, 5xx, timeouts, refused connections -> TransientProviderError (Retry-After honoured)
-  409 on apply -> PermanentProviderError naming the other field manager and its fields
+  429, 502, 503, 504, timeouts, refused connections -> TransientProviderError (Retry-After
+      honoured), and a 500 unless it says the request itself cannot succeed (below)
+  409 on apply -> PermanentProviderError naming the other field manager and its fields;
+      one with this field manager's own earlier Update entries only is taken over (apply)
   anything else -> PermanentProviderError
+A 5xx is permanent when retrying the same request cannot help (`is_transient`): 501 Not
+Implemented; a Status whose reason is a client error (BadRequest, Invalid, Forbidden,
+...); an admission webhook that failed closed ("failed calling webhook", the API server's
+ErrCallingWebhook wrapped as an InternalError, apiserver pkg/admission/plugin/webhook) or
+denied the request with a 5xx code ("admission webhook ... denied the request",
+webhook/errors/statuserror.go); a CRD conversion webhook that failed. A 5xx that asks to be
+retried (a Retry-After, reason ServerTimeout: apimachinery errors.go SuggestsClientDelay)
+is always transient.
 `requests` counts the requests sent (tests assert batching with it).
 """
 
@@ -111,6 +121,63 @@ def conflict_message(what: str, status: dict[str, Any], message: str) -> str:
     )
 
 
+CLIENT_ERROR_REASONS = frozenset(
+    {
+        "BadRequest",
+        "Invalid",
+        "Forbidden",
+        "Unauthorized",
+        "NotFound",
+        "AlreadyExists",
+        "Gone",
+        "MethodNotAllowed",
+        "NotAcceptable",
+        "UnsupportedMediaType",
+        "RequestEntityTooLarge",
+    }
+)
+"""metav1.StatusReason values that blame the request (apimachinery meta/v1 types.go)."""
+FAILED_WEBHOOK_MARKS = ("failed calling webhook", "denied the request", "conversion webhook for")
+"""What the API server writes when an admission webhook failed closed or denied, and when
+a CRD conversion webhook failed (apiextensions-apiserver conversion/webhook_converter.go)."""
+
+
+def is_transient(code: int, status: dict[str, Any], retry_after: float | None) -> bool:
+    """Whether retrying the same request later can succeed (429 and most 5xx)."""
+    if code == 429:
+        return True
+    if code < 500:
+        return False
+    details = status.get("details") or {}
+    reason = str(status.get("reason") or "")
+    if retry_after or details.get("retryAfterSeconds") or reason == "ServerTimeout":
+        return True  # the server asks for the retry (SuggestsClientDelay)
+    message = str(status.get("message") or "")
+    if code == 501 or reason in CLIENT_ERROR_REASONS:
+        return False
+    return not any(mark in message for mark in FAILED_WEBHOOK_MARKS)
+
+
+def _permanent_hint(message: str) -> str:
+    if "failed calling webhook" in message:
+        return (
+            "; the API server could not call an admission webhook whose failurePolicy is "
+            "Fail, so it refuses every such write until the webhook's service answers "
+            "(for a kueue.x-k8s.io webhook: is Kueue's controller manager running?); "
+            "apply again once it is"
+        )
+    return ""
+
+
+def own_update_conflict(status: dict[str, Any], field_manager: str) -> bool:
+    """A 409 of an apply whose every conflict is with an Update entry of `field_manager`
+    itself (`conflict with "<manager>" using <apiVersion>`: the real server keys managers by
+    name and operation, managedfields/internal/conflict.go printManager)."""
+    causes = (status.get("details") or {}).get("causes") or []
+    mine = f"conflict with {json.dumps(field_manager)} using "
+    return bool(causes) and all(str(c.get("message", "")).startswith(mine) for c in causes)
+
+
 def _retry_after(headers: Any) -> float | None:
     try:
         value = headers.get("Retry-After") if headers is not None else None
@@ -164,6 +231,7 @@ class KubeClient:
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise TransientProviderError(f"cannot {doing}: {exc}") from None
         except ApiException as exc:  # the client raises it on some paths (retries given up)
+            self._answer.retry_after = _retry_after(exc.headers)
             body = exc.body or b""
             return int(exc.status or 0), body if isinstance(body, bytes) else str(body).encode()
         return int(response.status), data
@@ -171,11 +239,13 @@ class KubeClient:
     def _check(self, status: int, data: bytes, doing: str) -> Any:
         if 200 <= status < 300:
             return json.loads(data) if data else {}
-        message, _ = _message(data)
-        if status == 429 or status >= 500:
-            retry_after = getattr(self._answer, "retry_after", None)
+        message, details = _message(data)
+        retry_after = getattr(self._answer, "retry_after", None)
+        if is_transient(status, details, retry_after):
             raise TransientProviderError(f"cannot {doing}: {status} {message}", retry_after)
-        raise PermanentProviderError(f"cannot {doing}: {status} {message}")
+        raise PermanentProviderError(
+            f"cannot {doing}: {status} {message}{_permanent_hint(message)}"
+        )
 
     def get(self, api: ApiKind, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         doing = f"read {api.kind} {f'{namespace}/' if namespace else ''}{name}"
@@ -242,22 +312,53 @@ class KubeClient:
             )
         return f"{found}: Kueue is not installed (trainform needs Kueue {MINIMUM_KUEUE} or later)"
 
-    def apply(self, manifest: dict[str, Any], field_manager: str, force: bool) -> dict[str, Any]:
+    def _send_apply(
+        self, manifest: dict[str, Any], field_manager: str, force: bool
+    ) -> tuple[int, bytes]:
         api = BY_KIND[manifest["kind"]]
         metadata = manifest["metadata"]
-        what = describe(manifest)
         query = [("fieldManager", field_manager)] + ([("force", "true")] if force else [])
-        status, data = self._send(
+        return self._send(
             "PATCH",
             api.path(metadata.get("namespace"), metadata["name"]),
-            f"apply {what}",
+            f"apply {describe(manifest)}",
             query,
             manifest,
             "application/apply-patch+yaml",
         )
+
+    def apply(self, manifest: dict[str, Any], field_manager: str, force: bool) -> dict[str, Any]:
+        what = describe(manifest)
+        status, data = self._send_apply(manifest, field_manager, force)
         if status == 409:
             message, details = _message(data)
+            if not force and own_update_conflict(details, field_manager):
+                return self._take_over_own(manifest, field_manager)
             raise PermanentProviderError(conflict_message(what, details, message))
+        return self._check(status, data, f"apply {what}")  # type: ignore[no-any-return]
+
+    def _take_over_own(self, manifest: dict[str, Any], field_manager: str) -> dict[str, Any]:
+        """Apply over fields that only this field manager's own Update entries hold (left
+        by a trainform that merge-patched them). Pinned to the resourceVersion just read,
+        the apply is forced only after, at that very version, it conflicted with nothing
+        else; an object changed in between is a transient error (read again, retry)."""
+        metadata = manifest["metadata"]
+        what = describe(manifest)
+        live = self.get(BY_KIND[manifest["kind"]], metadata["name"], metadata.get("namespace"))
+        if live is None:
+            raise TransientProviderError(f"cannot apply {what}: it went away while applied")
+        version = (live.get("metadata") or {}).get("resourceVersion", "")
+        pinned = {**manifest, "metadata": {**metadata, "resourceVersion": version}}
+        status, data = self._send_apply(pinned, field_manager, False)
+        if status == 409:
+            message, details = _message(data)
+            if own_update_conflict(details, field_manager):
+                status, data = self._send_apply(pinned, field_manager, True)
+            elif (details.get("details") or {}).get("causes"):
+                raise PermanentProviderError(conflict_message(what, details, message))
+        if status == 409:  # the resourceVersion moved on: someone wrote in between
+            message, _ = _message(data)
+            raise TransientProviderError(f"cannot apply {what}: {message}")
         return self._check(status, data, f"apply {what}")  # type: ignore[no-any-return]
 
     def merge_patch(

@@ -133,9 +133,24 @@ class KubeAPI:
         retry_after: int | None = None,
         applied: bool = False,
         delay: float = 0.0,
+        reason: str | None = None,
+        message: str | None = None,
     ) -> None:
         """Answer the next `times` matching requests with `code` (see faults.py)."""
-        self.faults.add(Fault(code, times, method, path_prefix, after, retry_after, applied, delay))
+        self.faults.add(
+            Fault(
+                code,
+                times,
+                method,
+                path_prefix,
+                after,
+                retry_after,
+                applied,
+                delay,
+                reason,
+                message,
+            )
+        )
 
     def set_pod_log(
         self,
