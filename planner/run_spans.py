@@ -34,7 +34,7 @@ def _between(start: str, end: str) -> float | None:
 def span_seconds(span: RunSpan, now: datetime) -> float:
     """How long one run ran: the platform's elapsed time once it ended, else its times."""
     if span.ended_at and span.elapsed is not None:
-        return span.elapsed
+        return float(span.elapsed)
     return _between(span.started_at, span.ended_at or utc_text(now)) or 0.0
 
 

@@ -30,6 +30,7 @@ from trainform.providers.jobs import (
     CheckpointStatus,
     EvaluationStatus,
     RunPhase,
+    RunSpan,
     RunStatus,
     WaitSpan,
 )
@@ -70,8 +71,30 @@ def history_run() -> RunStatus:
                 gpus=1,
                 cpus=2.0,
                 last_step=100,
+                runs=[  # preempted at step 40, held 2m01s, resumed from step 30
+                    RunSpan(
+                        "2026-11-30T08:00:01.000Z",
+                        "2026-11-30T08:20:01.000Z",
+                        "preempted",
+                        1200,
+                        1,
+                        2.0,
+                        last_step=40,
+                    ),
+                    RunSpan(
+                        "2026-11-30T08:22:02.000Z",
+                        "2026-11-30T09:00:01.000Z",
+                        "",
+                        2279,
+                        1,
+                        2.0,
+                        resumed_step=30,
+                        last_step=100,
+                    ),
+                ],
             )
         ],
+        checkpoints=[_checkpoint(30, "2026-11-30T08:15:01.000Z")],
     )
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from trainform.cli.render.status_text import attempt_lines
 from trainform.planner.session import ProviderSet
 from trainform.planner.timeline import attempt_timelines, delivery
 from trainform.planner.usage import compute_usage
@@ -117,6 +118,13 @@ def test_a_preempted_run_is_one_attempt_with_its_hold_apart_from_its_run_time() 
     [requeue] = timeline.requeues
     assert (requeue.stopped.last_step, requeue.lost_steps, requeue.lost_seconds) == (5, 1, None)
     assert delivery([timeline]).lost_steps == 1 and delivery([timeline]).held == 123
+    text = "\n".join(attempt_lines(timeline.to_json(), color=False))
+    assert "held 2m03s between runs (requeued)" in text
+    assert "ran 2030-01-01 00:00:05 -> 2030-01-01 00:03:23 (1m15s)" in text
+    assert (
+        "preempted 2030-01-01 00:01:10 after running 1m05s (step 5), held 2m03s before it "
+        "ran again; lost 1 step" in text
+    )
     window = (datetime(2030, 1, 1, tzinfo=UTC), datetime(2030, 1, 2, tzinfo=UTC))
     usage = compute_usage([AccountedRun("TrainingJob/p/j", "p", "q", run)], window, "project")
     assert usage.rows[0].gpu_hours == pytest.approx((65 * 1 + 10 * 2) / 3600)
