@@ -33,6 +33,7 @@ from trainform.planner.orphans import orphan_findings
 from trainform.planner.plan_model import Action, Plan, PlanFinding, ResourceChange
 from trainform.planner.provider_checks import (
     change_impacts,
+    delete_impacts,
     provider_problems,
     provider_warnings,
     read_provider_settings,
@@ -246,6 +247,8 @@ def diff_resources(
                 impacts = change_impacts(providers, names, _desired_resource(item, recorded), seen)
                 change.reasons.extend(impacts)
                 findings += [PlanFinding(address, "running-work", "warning", i) for i in impacts]
+            if change.action is Action.DELETE and options.refresh and previous is not None:
+                change.reasons.extend(delete_impacts(providers, names, address, kind, previous))
         if change.action in (Action.DELETE, Action.REPLACE) and address in protected:
             scope.problems.append(
                 f"{address} ({protected[address]}): lifecycle.preventDestroy is set, "

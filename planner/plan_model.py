@@ -178,9 +178,17 @@ def _shown_field(change: FieldChange, masks: dict[str, str]) -> FieldChange:
 
 
 PLAN_ONLY_FINDINGS = frozenset(
-    {"not-reconciled", "not-submitted", "retry-backoff", "running-work", "provider-warning"}
+    {
+        "not-reconciled",
+        "not-submitted",
+        "retry-backoff",
+        "running-work",
+        "provider-warning",
+        "limit-shadowed",
+    }
 )
-"""Findings about the plan itself. Every other finding is something drift reports too (an
+"""Findings about the plan itself, and advice about the live setup that drift shows as a
+warning, never as drift (`limit-shadowed`). Every other finding is something drift reports too (an
 orphan, a failed job, mutated data, a moved tag, a broken checkpoint...): unless it is
 acknowledged it makes `plan --detailed-exitcode` exit 2, as it makes drift exit 2."""
 

@@ -3,7 +3,8 @@
 `provider_problems` runs every provider's `validate` on each of its resources and its
 `validate_all` on all of them at once (cross-resource rules such as cohort cycles), and
 names each problem by address, file:line:column of the offending field, and field path.
-`change_impacts` asks providers what an update does to work already running.
+`change_impacts` asks providers what an update does to work already running, and
+`delete_impacts` what a delete leaves in place.
 Both are pure reads of specs and observations; make_plan (plan.py) calls them.
 """
 
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING
 from trainform.planner.desired import DesiredItem
 from trainform.planner.plan_model import PlanFinding
 from trainform.planner.session import ProviderSet
+from trainform.planner.state import ResourceState
 from trainform.providers.base import DesiredResource, Observation, ValidationProblem
 from trainform.providers.launch import launch_problems
 from trainform.specs import Resource, SpecSet
@@ -145,4 +147,16 @@ def change_impacts(
         if observation is None or not observation.exists:
             continue
         impacts += providers.get(name).change_impact(resource, observation)
+    return impacts
+
+
+def delete_impacts(
+    providers: ProviderSet, names: list[str], address: str, kind: str, recorded: ResourceState
+) -> list[str]:
+    """What a delete leaves in place or affects, as reasons for the change."""
+    impacts: list[str] = []
+    for name in names:
+        provider = providers.get(name)
+        if provider.supports(kind):
+            impacts += provider.delete_impact(address, kind, recorded.outputs.get(name, {}))
     return impacts

@@ -183,6 +183,11 @@ class Provider(ABC):
         quota leaves over it, say), one readable line each, for the plan; read-only."""
         return []
 
+    def delete_impact(self, address: str, kind: str, outputs: dict[str, Any]) -> list[str]:
+        """What a delete of the resource leaves in place or affects beyond it (an object
+        something else still uses, say), one readable line each, for the plan; read-only."""
+        return []
+
     def require_valid(self, resource: DesiredResource) -> None:
         """Raise PermanentProviderError naming every problem `validate` finds."""
         from trainform.providers.errors import PermanentProviderError

@@ -33,6 +33,7 @@ QOS_COLUMNS = {
     "GrpJobs": "GrpJobs",
     "GrpSubmit": "GrpSubmitJobs",
     "GrpTRES": "GrpTRES",
+    "GrpTRESMins": "GrpTRESMins",
     "GrpWall": "GrpWall",
     "MaxJobsPU": "MaxJobsPerUser",
     "MaxSubmitPU": "MaxSubmitJobsPerUser",
@@ -44,15 +45,23 @@ QOS_COLUMNS = {
     "UsageFactor": "UsageFactor",
 }
 ASSOCIATION_COLUMNS = {
+    "DefaultQOS": "DefaultQOS",
     "GrpJobs": "GrpJobs",
     "GrpSubmit": "GrpSubmitJobs",
     "GrpTRES": "GrpTRES",
+    "GrpTRESMins": "GrpTRESMins",
     "GrpWall": "GrpWall",
     "MaxJobs": "MaxJobs",
     "MaxSubmit": "MaxSubmitJobs",
     "MaxTRES": "MaxTRESPerJob",
     "MaxWall": "MaxWall",
+    "QOS": "QOS",
 }
+# What an association may use is its effective QOS list and default (its own, else its
+# parent's); `WOPLimits` prints a `QOS+=x` delta as a bare `x`, so only the effective list
+# says what a user can submit with. Every other setting is compared as the association's
+# own (set on it), never as what it inherits.
+EFFECTIVE_KEYS = ("QOS", "DefaultQOS")
 QOS_FIELDS = "Name," + ",".join(QOS_COLUMNS)
 ASSOC_FIELDS = "Account,User,Partition,ParentName," + ",".join(ASSOCIATION_COLUMNS)
 
@@ -66,14 +75,22 @@ class Account:
 
 @dataclass(frozen=True)
 class Association:
+    """One association. `limits`: the settings set on it (its own; a child inherits the
+    rest from its parent), with QOS and DefaultQOS as it may use them (effective);
+    `effective`: every setting as Slurm enforces it, inherited values included; `own`: as
+    `WOPLimits` prints them (set on it; a QOS delta without its sign)."""
+
     account: str
     user: str
     partition: str
-    grp_tres: str = ""
-    max_jobs: str = ""
-    max_wall: str = ""
     parent: str = ""
     limits: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+    effective: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+    own: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def qos_list(self) -> list[str]:
+        return [q for q in self.effective.get("QOS", "").lower().split(",") if q]
 
 
 @dataclass(frozen=True)
@@ -97,7 +114,23 @@ class AccountingSnapshot:
     qos: dict[str, Qos] = field(default_factory=dict)
 
     def users_of(self, account: str) -> list[str]:
-        return sorted({a.user for a in self.associations if a.account == account and a.user})
+        """Users with an association with the account on no particular partition (what a
+        Project's `users` are; a Quota owns the associations on its queue's partition)."""
+        return sorted(
+            {
+                a.user
+                for a in self.associations
+                if a.account == account and a.user and not a.partition
+            }
+        )
+
+    def naming_qos(self, name: str) -> list[Association]:
+        """Associations whose QOS list or default names QOS `name`."""
+        return [
+            a
+            for a in self.associations
+            if name in a.qos_list or a.effective.get("DefaultQOS", "").lower() == name
+        ]
 
     def partition_associations(self, account: str, partition: str) -> list[Association]:
         return [
@@ -126,6 +159,26 @@ def _rows(text: str, width: int) -> list[list[str]]:
         cells = line.split("|")
         rows.append((cells + [""] * width)[:width])
     return rows
+
+
+def _settings_by_association(text: str) -> dict[tuple[str, str, str], tuple[str, dict[str, str]]]:
+    found = {}
+    for row in _rows(text, 4 + len(ASSOCIATION_COLUMNS)):
+        account, user, partition, parent = (cell.lower() for cell in row[:4])
+        values = dict(zip(ASSOCIATION_COLUMNS.values(), row[4:], strict=True))
+        found[(account, user, partition)] = (parent, values)
+    return found
+
+
+def _associations(effective_text: str, own_text: str) -> list[Association]:
+    own = _settings_by_association(own_text)
+    found = []
+    for key, (parent, effective) in _settings_by_association(effective_text).items():
+        set_here = own.get(key, (parent, {}))[1]
+        limits = {k: set_here.get(k, "") for k in ASSOCIATION_COLUMNS.values()}
+        limits.update({k: effective[k] for k in EFFECTIVE_KEYS})
+        found.append(Association(*key, parent, limits, effective, set_here))
+    return found
 
 
 class Accounting:
@@ -162,42 +215,23 @@ class Accounting:
     # reads ---------------------------------------------------------------------------
 
     def snapshot(self) -> AccountingSnapshot:
-        """Accounts, associations and QOS, read by three sacctmgr calls run side by side."""
+        """Accounts, associations (as enforced, and as set on each: `WOPLimits`, without
+        parent limits) and QOS, read by four sacctmgr calls run side by side."""
+        show_associations = ["sacctmgr", "-nP", "show", "association", *self._where_cluster()]
         queries = [
             ["sacctmgr", "-nP", "show", "account", "format=Account,Descr,Org"],
-            [
-                "sacctmgr",
-                "-nP",
-                "show",
-                "association",
-                *self._where_cluster(),
-                f"format={ASSOC_FIELDS}",
-            ],
+            [*show_associations, f"format={ASSOC_FIELDS}"],
+            [*show_associations, "WOPLimits", f"format={ASSOC_FIELDS}"],
             ["sacctmgr", "-nP", "show", "qos", f"format={QOS_FIELDS}"],
         ]
-        with ThreadPoolExecutor(max_workers=3) as pool:
-            accounts, associations, qos = (
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            accounts, associations, own, qos = (
                 result.stdout for result in pool.map(self.commands.run, queries)
             )
         snapshot = AccountingSnapshot()
         for name, description, organization in _rows(accounts, 3):
             snapshot.accounts[name.lower()] = Account(name.lower(), description, organization)
-        width = 4 + len(ASSOCIATION_COLUMNS)
-        for row in _rows(associations, width):
-            account, user, partition, parent = (cell.lower() for cell in row[:4])
-            limits = dict(zip(ASSOCIATION_COLUMNS.values(), row[4:], strict=True))
-            snapshot.associations.append(
-                Association(
-                    account,
-                    user,
-                    partition,
-                    limits["GrpTRES"],
-                    limits["MaxJobs"],
-                    limits["MaxWall"],
-                    parent,
-                    limits,
-                )
-            )
+        snapshot.associations = _associations(associations, own)
         for row in _rows(qos, 1 + len(QOS_COLUMNS)):
             settings = dict(zip(QOS_COLUMNS.values(), row[1:], strict=True))
             snapshot.qos[row[0].lower()] = Qos(
@@ -265,11 +299,14 @@ class Accounting:
     def remove_user(
         self, user: str, account: str, snapshot: AccountingSnapshot, partition: str | None = None
     ) -> None:
-        """Remove the user's associations with the account (one partition, or all)."""
+        """Remove the user's associations with the account: on one partition, the one on
+        none (`partition=""`), or all (None)."""
         user = check_identifier(user, "user")
         where = ["where", f"name={user}", f"account={check_identifier(account, 'account')}"]
         if partition is not None:
-            where.append(f"partition={check_identifier(partition, 'partition')}")
+            where.append(
+                f"partition={check_identifier(partition, 'partition') if partition else ''}"
+            )
         result = self._locked_run(
             ["sacctmgr", "-i", "delete", "user", *where, *self._where_cluster()], check=False
         )

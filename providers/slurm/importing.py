@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, Any
 from trainform.providers.base import Discovered, Observation, ObserveRequest
 from trainform.providers.errors import PermanentProviderError
 from trainform.providers.slurm import mapping
-from trainform.providers.slurm.accounting import Account, AccountingSnapshot
+from trainform.providers.slurm.accounting import Account, AccountingSnapshot, Association
 from trainform.providers.slurm.names import duration_text, parse_slurm_time
 from trainform.providers.slurm.nodes import group_pools
 from trainform.providers.slurm.ownership import is_ours, refuse
-from trainform.specs.models.slurm import PARTITION_KEYS, QOS_KEYS
+from trainform.specs.models.slurm import ASSOCIATION_KEYS, PARTITION_KEYS, QOS_KEYS
 
 if TYPE_CHECKING:
     from trainform.providers.slurm.instance import SlurmInstance
@@ -60,8 +60,7 @@ def _document(kind: str, name: str, spec: dict[str, Any], project: str = "") -> 
     return {"apiVersion": API, "kind": kind, "metadata": metadata, "spec": spec}
 
 
-DEFAULTS = {"GraceTime": "00:00:00", "PreemptMode": "cluster", "UsageFactor": "1.000000"}
-INHERITED = ("MaxJobs", "MaxSubmitJobs", "MaxTRESPerJob", "MaxWall")
+QOS_LISTS = ("QOS", "DefaultQOS")
 
 
 def discover(provider: SlurmInstance) -> list[Discovered]:
@@ -94,26 +93,47 @@ def discover(provider: SlurmInstance) -> list[Discovered]:
             spec["accelerator"] = {"type": kind or "gpu", "count": gpus}
         found.append(Discovered(_document("ResourcePool", name, spec), node_list))
         pool_of_node.update({n.name: name for n in group})
+    owners = _qos_owners(queues)
     for settings in queues.values():
-        found.append(_queue(provider, settings, snapshot, pool_of_node))
+        found.append(_queue(provider, settings, snapshot, pool_of_node, owners))
     return found
 
 
-def _limits(held: dict[str, str], inherited: dict[str, str] | None = None) -> dict[str, str]:
-    return {
-        key: value
-        for key, value in held.items()
-        if value and not (inherited and key in INHERITED and inherited.get(key) == value)
+def _qos_owners(queues: dict[str, dict[str, str]]) -> dict[str, str]:
+    """QOS name -> the one queue that declares it: the first (by name) of the partitions
+    that name it; the others take it with `qosFrom` (a QOS declared once, never fought over)."""
+    owners: dict[str, str] = {}
+    for name in sorted(queues):
+        qos = queues[name].get("QOS", "").lower()
+        if qos:
+            owners.setdefault(qos, name)
+    return owners
+
+
+def _association_settings(association: Association | None, watch_unset: bool) -> dict[str, str]:
+    """The settings set on the association itself (a child inherits the rest, so nothing
+    inherited is pinned on it), with its QOS list and default when it sets them; with
+    `watch_unset`, every limit it does not set as '' too, so one set by hand is drift."""
+    if association is None:
+        return {}
+    own = association.own
+    found = {
+        key: own.get(key, "")
+        for key in ASSOCIATION_KEYS
+        if key not in QOS_LISTS and (own.get(key) or watch_unset)
     }
+    if own.get("QOS"):  # `WOPLimits` prints a delta without its sign: declare the list it gives
+        found["QOS"] = association.effective.get("QOS", "")
+    if own.get("DefaultQOS"):
+        found["DefaultQOS"] = own["DefaultQOS"]
+    return dict(sorted(found.items()))
 
 
 def _project(snapshot: AccountingSnapshot, account: Account) -> Discovered:
     own = snapshot.association(account.name)
-    held = own.limits if own else {}
     users = {}
     for user in snapshot.users_of(account.name):
-        association = snapshot.association(account.name, user)
-        limits = _limits(association.limits, held) if association else {}
+        limits = _association_settings(snapshot.association(account.name, user), False)
         if limits:
             users[user] = limits
     slurm: dict[str, Any] = {
@@ -121,8 +141,9 @@ def _project(snapshot: AccountingSnapshot, account: Account) -> Discovered:
         "description": account.description,
         "organization": account.organization,
     }
-    if _limits(held):
-        slurm["limits"] = _limits(held)
+    limits = _association_settings(own, True)
+    if limits:
+        slurm["limits"] = limits
     if users:
         slurm["users"] = users
     spec = {
@@ -139,9 +160,7 @@ def _quota(snapshot: AccountingSnapshot, account: str, partition: str) -> Discov
     associations = snapshot.partition_associations(account, partition)
     if not associations:
         return None
-    own = snapshot.association(account)
-    held = own.limits if own else {}
-    users = {a.user: _limits(a.limits, held) for a in associations}
+    users = {a.user: _association_settings(a, False) for a in associations}
     spec = {"queue": partition, "limits": {}, "slurm": {"users": users}}
     name = f"{account}-{partition}"
     return Discovered(_document("Quota", name, spec, account), f"{account}/{partition}")
@@ -152,9 +171,11 @@ def _queue(
     settings: dict[str, str],
     snapshot: AccountingSnapshot,
     pool_of_node: dict[str, str],
+    owners: dict[str, str],
 ) -> Discovered:
     name = settings["PartitionName"].lower()
     qos = snapshot.qos.get(settings.get("QOS", "").lower()) if settings.get("QOS") else None
+    owner = owners.get(settings.get("QOS", "").lower(), name)
     nodes = provider.nodes.expand(settings.get("Nodes", "")) if settings.get("Nodes") else []
     pools = sorted({pool_of_node[n] for n in nodes if n in pool_of_node})
     spec: dict[str, Any] = {
@@ -175,11 +196,10 @@ def _queue(
     slurm: dict[str, Any] = {}
     if partition:
         slurm["partition"] = partition
-    if qos is not None:
-        held = {k: v for k, v in qos.settings.items() if k in QOS_KEYS}
-        slurm["qos"] = {
-            k: v for k, v in held.items() if v and DEFAULTS.get(k, "").lower() != v.lower()
-        }
+    if qos is not None and owner != name:
+        slurm["qosFrom"] = owner
+    elif qos is not None:  # every setting, unset ones as '': one set by hand is drift
+        slurm["qos"] = {key: qos.settings.get(key, "") for key in QOS_KEYS}
     if slurm:
         spec["slurm"] = slurm
     return Discovered(_document("Queue", name, spec), name)

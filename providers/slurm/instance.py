@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from trainform.providers.base import Observation, ObserveRequest
     from trainform.providers.slurm.accounting import Accounting
+    from trainform.providers.slurm.commands import SlurmCommands
     from trainform.providers.slurm.jobs import SlurmJobs
     from trainform.providers.slurm.nodes import Nodes
     from trainform.providers.slurm.partitions import PartitionFile
@@ -25,6 +26,7 @@ class SlurmInstance(Protocol):
     manager: str
     job_root: str
     sacctmgr: Accounting
+    commands: SlurmCommands
     partitions: PartitionFile
     nodes: Nodes
 

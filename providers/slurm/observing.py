@@ -16,12 +16,13 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from trainform.providers.base import Observation, ObserveRequest
-from trainform.providers.slurm import mapping, settings
+from trainform.providers.base import Finding, Observation, ObserveRequest
+from trainform.providers.slurm import mapping, settings, shadowing
 from trainform.providers.slurm.accounting import AccountingSnapshot, Qos
 from trainform.providers.slurm.names import duration_text, parse_tres
 from trainform.providers.slurm.ownership import is_ours
 from trainform.providers.slurm.partitions import ManagedFile
+from trainform.providers.slurm.transactions import association_place
 
 if TYPE_CHECKING:
     from trainform.providers.slurm.instance import SlurmInstance
@@ -67,6 +68,7 @@ def observe_project(
         slurm["users"] = users
     outputs = {"account": name, **({"adopted": True} if request.outputs.get("adopted") else {})}
     outputs["declared"] = settings.declared("Project", request.document["spec"], False, name)
+    found = _project_shadowing(snapshot, name, request.document["spec"].get("slurm") or {})
     places = {
         "spec.users": f"user associations of account {name}",
         "spec.slurm": f"account {name}",
@@ -76,7 +78,27 @@ def observe_project(
             for user in (slurm or {}).get("users", {})
         },
     }
-    return Observation(exists=True, live=live, outputs=outputs, places=places)
+    return Observation(
+        exists=True, live=live, outputs=outputs, places=places, findings=tuple(found)
+    )
+
+
+def _project_shadowing(
+    snapshot: AccountingSnapshot, account: str, slurm: dict[str, Any]
+) -> list[Finding]:
+    """Limits of the account's and its users' associations that a QOS they may run
+    under sets too (providers/slurm/shadowing.py)."""
+    levels = [("", f"association of account {account}", slurm.get("limits", {}))]
+    levels += [
+        (user, f"association of user {user} in account {account}", limits)
+        for user, limits in sorted(slurm.get("users", {}).items())
+    ]
+    found = []
+    for user, where, limits in levels:
+        association = snapshot.association(account, user)
+        if association is not None and limits:
+            found += shadowing.findings(where, limits, association.qos_list, snapshot.qos)
+    return found
 
 
 def observe_queue(
@@ -97,24 +119,29 @@ def observe_queue(
     partition = managed.partition_settings(name) if managed else {}
     spec = request.document["spec"]
     qos_name = settings.qos_name(name, spec)
+    shared = settings.qos_from(spec)  # another Queue declares the QOS: not compared here
     qos = snapshot.qos.get(qos_name) if partition.get("QOS") or not adopted else None
-    if qos is None and not adopted:
+    if qos is None and not adopted and not shared:
         return Observation(exists=False)
-    if qos is not None and not ours(provider, request, qos.description):
+    if qos is not None and not shared and not ours(provider, request, qos.description):
         return Observation(exists=False)
+    if shared:
+        qos = None
     live = copy.deepcopy(request.document)
     _put_live_partition(provider, request, live, partition)
     if qos is not None:
         _put_live_qos(provider, request, live, qos_name, qos)
     outputs: dict[str, Any] = {
         "partition": name,
-        "qos": qos_name if qos is not None else "",
+        "qos": qos_name if qos is not None or shared else "",
         "nodes": partition.get("Nodes", ""),
         "defaultMemory": "",
         "declared": settings.declared("Queue", spec, adopted, name),
     }
     if adopted:
         outputs["adopted"] = True
+    if shared:
+        outputs["qosFrom"] = shared
     line_place = f"partition {name} in {provider.partitions.path}"
     places = {"spec.slurm.partition": line_place, "spec.maxRuntime": line_place}
     places["spec.stopPolicy"] = line_place
@@ -159,7 +186,7 @@ def _put_live_partition(
         provider.nodes.expand(partition.get("Nodes", "")) if partition.get("Nodes") else []
     ):
         mapping.annotate_drift(live, f"partition {name} Nodes={partition.get('Nodes', '(unset)')}")
-    if not adopted and partition.get("QOS", "").lower() != name:
+    if not adopted and partition.get("QOS", "").lower() != settings.qos_name(name, spec):
         mapping.annotate_drift(live, f"partition {name} QOS={partition.get('QOS', '(unset)')}")
 
 
@@ -267,26 +294,27 @@ def observe_quota(
     if adopted:
         outputs["adopted"] = True
     queue_qos = managed.partition_settings(partition).get("QOS", partition)
-    findings = _shadowed(snapshot, queue_qos.lower(), limits)
     places = {"spec.limits": f"association of account {account}"}
     for user in (slurm or {}).get("users", {}):
         places[f"spec.slurm.users.{user}"] = (
             f"association of user {user} in account {account} on partition {partition}"
         )
-    return Observation(exists=True, live=live, outputs=outputs, findings=findings, places=places)
-
-
-def _shadowed(snapshot: AccountingSnapshot, qos_name: str, limits: dict[str, Any]) -> tuple:
-    from trainform.providers.base import Finding
-
-    qos = snapshot.qos.get(qos_name)
-    queue = parse_tres(qos.grp_tres) if qos else {}
-    both = sorted(k for k in ("gpu", "cpu", "memory") if k in queue and k in limits)
-    if not both:
-        return ()
-    message = (
-        f"Slurm enforces QOS {qos_name}'s GrpTRES ({', '.join(both)}) before this quota's "
-        "account limit on the same resources"
+    findings = quota_shadowing(snapshot, queue_qos.lower(), (account, partition), spec)
+    return Observation(
+        exists=True, live=live, outputs=outputs, findings=tuple(findings), places=places
     )
-    evidence = {"resources": both, "qos": qos_name}
-    return (Finding("limit-shadowed", message, evidence, warning=True),)
+
+
+def quota_shadowing(
+    snapshot: AccountingSnapshot, qos_name: str, where: tuple[str, str], spec: dict[str, Any]
+) -> list[Finding]:
+    """The quota's account limits and its users' limits on the partition that the queue's
+    QOS sets too (providers/slurm/shadowing.py)."""
+    account, partition = where
+    levels = [(association_place(account, "", ""), settings.quota_account_limits(spec["limits"]))]
+    for user, limits in sorted(((spec.get("slurm") or {}).get("users") or {}).items()):
+        levels.append((association_place(account, user, partition), limits))
+    found = []
+    for where, limits in levels:
+        found += shadowing.findings(where, limits, [qos_name], snapshot.qos)
+    return found

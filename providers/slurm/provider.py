@@ -39,7 +39,7 @@ from trainform.providers.base import (
 from trainform.providers.errors import PermanentProviderError, ProviderConfigError
 from trainform.providers.jobs import AccountedRun, JobLaunch, LogChunk, RunStatus
 from trainform.providers.local.status import run_to_json
-from trainform.providers.slurm import importing, mapping, observing, settings, writes
+from trainform.providers.slurm import importing, mapping, observing, settings, sharing, writes
 from trainform.providers.slurm.accounting import Accounting, AccountingSnapshot
 from trainform.providers.slurm.commands import SlurmCommands
 from trainform.providers.slurm.jobs import SlurmJobs
@@ -222,6 +222,7 @@ class SlurmProvider(Provider):
                     )
                 )
             check("spec.pools", lambda: settings.queue_qos(spec, False, ""))
+            problems += sharing.queue_problems(resource)
         if resource.kind == "Quota":
             check("spec.limits", lambda: settings.quota_account_limits(spec["limits"]))
             check("spec.queue", lambda: check_identifier(spec["queue"], "queue"))
@@ -236,6 +237,12 @@ class SlurmProvider(Provider):
                     )
                 )
         return problems
+
+    def validate_all(self, resources: list[DesiredResource]) -> list[ValidationProblem]:
+        return sharing.cross_problems(resources)
+
+    def delete_impact(self, address: str, kind: str, outputs: dict[str, Any]) -> list[str]:
+        return sharing.delete_impact(self, address, kind, outputs)
 
     def render(self, resource: DesiredResource) -> list[dict[str, Any]]:
         """What a resource becomes in Slurm: only the settings its spec declares."""
@@ -262,6 +269,11 @@ class SlurmProvider(Provider):
                 {
                     "qos": settings.qos_name(resource.name, spec),
                     "settings": settings.queue_qos(spec, False, self.mark(resource.address)),
+                    **(
+                        {"declaredBy": f"Queue/{settings.qos_from(spec)}"}
+                        if settings.qos_from(spec)
+                        else {}
+                    ),
                 },
             ]
         if resource.kind == "Quota":

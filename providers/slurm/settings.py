@@ -32,10 +32,10 @@ from trainform.providers.slurm.names import (
 )
 
 TIME_KEYS = {"MaxWall", "GrpWall", "MaxTime", "DefaultTime", "GraceTime"}
-TRES_KEYS = {"GrpTRES", "MaxTRESPerJob", "MaxTRESPerUser"}
+TRES_KEYS = {"GrpTRES", "GrpTRESMins", "MaxTRESPerJob", "MaxTRESPerUser"}
 # Slurm keeps QOS descriptions lowercased
-CASELESS_KEYS = {"PreemptMode", "State", "OverSubscribe", "Flags", "Description"}
-LIST_KEYS = {"AllowAccounts", "Preempt"}
+CASELESS_KEYS = {"PreemptMode", "State", "OverSubscribe", "Flags", "Description", "DefaultQOS"}
+LIST_KEYS = {"AllowAccounts", "Preempt", "QOS"}
 UNSET = {"", "UNLIMITED", "INFINITE", "-1"}
 
 
@@ -67,7 +67,7 @@ def canonical(key: str, value: str | None) -> Any:
     if key == "UsageFactor":
         return float(text) if text else 1.0
     if key in CASELESS_KEYS:
-        return text.upper()
+        return "" if text == "-1" else text.upper()
     return "" if text in ("-1",) else text
 
 
@@ -94,8 +94,9 @@ def differing(desired: dict[str, str], live: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in desired.items() if not same(k, v, live.get(k))}
 
 
-# What clears a setting that a spec stops declaring (sacctmgr takes -1 for most limits).
-CLEARED = {"Preempt": "", "PreemptMode": "cluster", "UsageFactor": "1", "Flags": "-1"}
+# What clears a setting that a spec stops declaring (sacctmgr takes -1 for most limits; an
+# association's QOS list set empty is inherited from its parent again).
+CLEARED = {"Preempt": "", "PreemptMode": "cluster", "UsageFactor": "1", "Flags": "-1", "QOS": ""}
 NEVER_CLEARED = {"Description", "Priority", "State", "QOS", "Nodes"}
 
 
@@ -127,6 +128,11 @@ def qos_name(name: str, spec: dict[str, Any]) -> str:
     return ((spec.get("slurm") or {}).get("partition") or {}).get("QOS", name).lower()
 
 
+def qos_from(spec: dict[str, Any]) -> str:
+    """The Queue that declares this queue's QOS (`spec.slurm.qosFrom`), or ''."""
+    return str((spec.get("slurm") or {}).get("qosFrom") or "")
+
+
 def queue_partition(spec: dict[str, Any], adopted: bool, name: str) -> dict[str, str]:
     """Partition settings the queue declares (Nodes aside: it comes from the pools)."""
     settings: dict[str, str] = {}
@@ -141,7 +147,9 @@ def queue_partition(spec: dict[str, Any], adopted: bool, name: str) -> dict[str,
 
 
 def queue_qos(spec: dict[str, Any], adopted: bool, marker: str) -> dict[str, str]:
-    """QOS settings the queue declares."""
+    """QOS settings the queue declares (none when another Queue declares its QOS)."""
+    if qos_from(spec):
+        return {}
     settings = {"Priority": str(max(0, spec["defaultPriority"]))}
     quota = any(v is not None for p in spec["pools"] for v in p["nominalQuota"].values())
     if quota:

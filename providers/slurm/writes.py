@@ -27,6 +27,7 @@ from trainform.providers.slurm.partitions import (
     render_settings,
 )
 from trainform.providers.slurm.pools import pool_facts
+from trainform.providers.slurm.preflight import configuration_problems, qos_users
 
 if TYPE_CHECKING:
     from trainform.providers.slurm.instance import SlurmInstance
@@ -109,8 +110,8 @@ def put_project(
         if user not in present:
             provider.sacctmgr.add_user(user, name)
     for user in present:
-        if user not in wanted:
-            provider.sacctmgr.remove_user(user, name, snapshot)
+        if user not in wanted:  # its associations on partitions are its Quotas' to remove
+            provider.sacctmgr.remove_user(user, name, snapshot, "")
     users = _with_dropped(slurm.get("users", {}), before.get("users", {}))
     if users:
         put_user_limits(provider, name, "", users, set(slurm.get("users", {})))
@@ -134,17 +135,21 @@ def put_user_limits(
     partition: str,
     users: dict[str, dict[str, str]],
     declared: frozenset[str] | set[str] | None = None,
+    qos: str = "",
 ) -> None:
     """Each user's association with the account (on `partition`, or none) holds its limits;
-    an association is created only for a user the spec declares (`declared`, default all)."""
+    an association is created only for a user the spec declares (`declared`, default all),
+    with the queue's QOS (`qos`) added to what it inherits unless it states its QOS list."""
     snapshot = provider.sacctmgr.snapshot()
     for user, limits in users.items():
         association = snapshot.association(account, user, partition)
         if association is None and declared is not None and user not in declared:
             continue  # only its limits were to be cleared, and it has none
         if association is None:
-            arguments = " ".join(settings.assignments(limits, {}))
-            provider.sacctmgr.add_user(user, account, partition, arguments)
+            arguments = settings.assignments(limits, {})
+            if qos and "QOS" not in limits:
+                arguments.append(f"QOS+={qos}")  # what `sbatch --qos` on the queue needs
+            provider.sacctmgr.add_user(user, account, partition, " ".join(arguments))
             continue
         changed = settings.differing(limits, association.limits)
         if changed:
@@ -180,35 +185,14 @@ def owned(provider: SlurmInstance, managed: ManagedFile, address: str) -> Block 
     return block
 
 
-def semantic_check(
-    provider: SlurmInstance, changed: str = ""
-) -> Callable[[ManagedFile], list[str]]:
-    """Problems of the partitions in a file: unknown nodes or QOS, in the lines trainform
-    wrote and in the line of partition `changed` (an adopted one it edits). Run under the
+def semantic_check(provider: SlurmInstance) -> Callable[[ManagedFile], list[str]]:
+    """What slurmctld would refuse in the configuration the new file makes (an unknown node
+    or QOS in any partition it would load: providers/slurm/preflight.py). Run under the
     file's lock, just before writing, on fresh reads (another apply may have changed
-    either). Hand-written lines trainform does not touch are Slurm's to judge."""
+    either); the file on disk is still the old one."""
 
     def check(managed: ManagedFile) -> list[str]:
-        known = provider.nodes.all()
-        snapshot_qos = provider.sacctmgr.qos_names()
-        lines = {
-            block.address: block.settings
-            for block in managed.blocks
-            if not block.is_record and block.manager == provider.manager
-        }
-        if changed and managed.partition_line(changed) is not None:
-            lines[f"partition {changed}"] = parse_settings(managed.partition_line(changed) or "")
-        problems = []
-        for where, line in lines.items():
-            hostlist = line.get("Nodes", "")
-            names = provider.nodes.expand(hostlist) if hostlist else []
-            unknown = [n for n in names if n not in known]
-            if unknown:
-                problems.append(f"{where}: Slurm has no node {', '.join(unknown)}")
-            qos = line.get("QOS", "").lower()
-            if qos and qos not in snapshot_qos:
-                problems.append(f"{where}: Slurm has no QOS {qos}")
-        return problems
+        return configuration_problems(provider, provider.partitions.read(), managed)
 
     return check
 
@@ -227,7 +211,8 @@ def put_queue(
     if not adopted:
         owned(provider, managed, resource.address)
     qos_name = settings.qos_name(name, spec)
-    qos = snapshot.qos.get(qos_name)
+    shared = settings.qos_from(spec)  # another Queue declares the QOS: never written here
+    qos = None if shared else snapshot.qos.get(qos_name)
     if qos is not None and not (adopted or is_ours(provider.manager, qos.description)):
         raise refuse(resource.address, qos.description)
     nodes, _ = queue_nodes(provider.name, resource)
@@ -240,7 +225,7 @@ def put_queue(
     line = managed.partition_line(name)
     wanted_qos = settings.queue_qos(spec, adopted, provider.mark(resource.address))
     wanted_qos = {**settings.dropped(before.get("qos", []), wanted_qos), **wanted_qos}
-    if qos is None and not adopted:  # an adopted partition's QOS is never made up
+    if qos is None and not adopted and not shared:  # an adopted partition's QOS is never made up
         provider.sacctmgr.add_qos(
             qos_name, [f"{k}={v}" for k, v in wanted_qos.items() if v not in ("", "cluster")]
         )
@@ -276,8 +261,9 @@ def put_queue(
                     raise PermanentProviderError(f"cannot change partition {name}: it is gone")
                 current.set_partition_line(name, edit_line(present, changed))
 
-            provider.partitions.change(edit, semantic_check(provider, name))
-    return {"partition": name, "qos": qos_name, "nodes": nodes, "defaultMemory": ""}
+            provider.partitions.change(edit, semantic_check(provider))
+    written = {"partition": name, "qos": qos_name, "nodes": nodes, "defaultMemory": ""}
+    return {**written, **({"qosFrom": shared} if shared else {})}
 
 
 def quota_record(account: str, partition: str) -> str:
@@ -327,11 +313,14 @@ def put_quota(
     if arguments:
         provider.sacctmgr.modify_account(account, _merge_tres(arguments))
     slurm = spec.get("slurm")
+    line = managed.partition_settings(partition)
+    queue_qos = (line.get("QOS") or partition).lower()
     if slurm is not None:
         wanted_users = slurm.get("users", {})
         previous = outputs.get("declared", {}).get("users", {})
         kept = {user: keys for user, keys in previous.items() if user in wanted_users}
-        put_user_limits(provider, account, partition, _with_dropped(wanted_users, kept))
+        merged = _with_dropped(wanted_users, kept)
+        put_user_limits(provider, account, partition, merged, qos=queue_qos)
         for user in set(outputs.get("users", [])) - set(slurm.get("users", {})):
             provider.sacctmgr.remove_user(user, account, snapshot, partition)
     elif not adopted:
@@ -339,7 +328,7 @@ def put_quota(
         for user in snapshot.users_of(account):
             if user not in present:
                 # the queue's QOS allowed on the association: what `sbatch --qos` needs
-                provider.sacctmgr.add_user(user, account, partition, f"QOS+={partition}")
+                provider.sacctmgr.add_user(user, account, partition, f"QOS+={queue_qos}")
     if not adopted and managed.find(resource.address) is None:
         record = Block(provider.manager, resource.address, quota_record(account, partition))
         provider.partitions.change(lambda m: m.put(record), lambda m: [])
@@ -391,21 +380,7 @@ def remove(provider: SlurmInstance, address: str, kind: str, outputs: dict[str, 
             raise refuse(address, account.description)
         provider.sacctmgr.delete_account(account.name, snapshot)
     elif kind == "Queue":
-        name = parts[-1].lower()
-        qos_name = str(outputs.get("qos") or name)
-        qos = snapshot.qos.get(qos_name)
-        if qos is not None and not (adopted or is_ours(provider.manager, qos.description)):
-            raise refuse(address, qos.description)
-
-        def drop(managed: ManagedFile) -> None:
-            owned(provider, managed, address)
-            managed.remove(address)
-            if adopted:
-                managed.remove_partition(name)
-
-        provider.partitions.change(drop, lambda managed: [])
-        if qos is not None:
-            provider.sacctmgr.delete_qos(qos_name)
+        remove_queue(provider, address, outputs, snapshot)
     elif kind == "Quota":
         account = parts[1].lower()
         partition = str(outputs.get("partition") or "")
@@ -418,3 +393,27 @@ def remove(provider: SlurmInstance, address: str, kind: str, outputs: dict[str, 
         for association in snapshot.partition_associations(account, partition):
             provider.sacctmgr.remove_user(association.user, account, snapshot, partition)
         provider.partitions.change(lambda managed: managed.remove(address), lambda m: [])
+
+
+def remove_queue(
+    provider: SlurmInstance, address: str, outputs: dict[str, Any], snapshot: AccountingSnapshot
+) -> None:
+    """The queue's partition line goes; its QOS goes too unless another Queue declares it
+    (`qosFrom`) or anything still names it (a partition, an association, a job: the plan
+    listed them), in which case it stays as it is."""
+    name = address.split("/")[-1].lower()
+    adopted = bool(outputs.get("adopted"))
+    qos_name = "" if outputs.get("qosFrom") else str(outputs.get("qos") or name)
+    qos = snapshot.qos.get(qos_name) if qos_name else None
+    if qos is not None and not (adopted or is_ours(provider.manager, qos.description)):
+        raise refuse(address, qos.description)
+
+    def drop(managed: ManagedFile) -> None:
+        owned(provider, managed, address)
+        managed.remove(address)
+        if adopted:
+            managed.remove_partition(name)
+
+    provider.partitions.change(drop, semantic_check(provider))
+    if qos is not None and not qos_users(provider, qos_name, provider.sacctmgr.snapshot(), name):
+        provider.sacctmgr.delete_qos(qos_name)

@@ -209,10 +209,13 @@ class Queue(SlurmNamed):
     scope: ClassVar[Scope] = Scope.GLOBAL
 
     def spec_references(self) -> list[Reference]:
-        return [
+        refs = [
             Reference("ResourcePool", entry.pool, ("spec", "pools", index, "pool"))
             for index, entry in enumerate(self.spec.pools)
         ]
+        if self.spec.slurm is not None and self.spec.slurm.qos_from is not None:
+            refs.append(Reference("Queue", self.spec.slurm.qos_from, ("spec", "slurm", "qosFrom")))
+        return refs
 
 
 class QuotaLimits(SpecModel):

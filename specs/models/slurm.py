@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from trainform.specs.models.base import SpecModel
 from trainform.specs.names import ResourceName
 from trainform.specs.suggest import closest_name
@@ -28,6 +28,7 @@ QOS_KEYS = (
     "GrpJobs",
     "GrpSubmitJobs",
     "GrpTRES",
+    "GrpTRESMins",
     "GrpWall",
     "MaxJobsPerUser",
     "MaxSubmitJobsPerUser",
@@ -38,17 +39,21 @@ QOS_KEYS = (
     "PreemptMode",
     "UsageFactor",
 )
-# Limits of an association (an account's, or a user's in an account, optionally on one
-# partition): `sacctmgr modify account|user where ... set <key>=<value>`.
+# Settings of an association (an account's, or a user's in an account, optionally on one
+# partition): `sacctmgr modify account|user where ... set <key>=<value>`. QOS is the list of
+# QOS the association may use (a comma list), DefaultQOS the one a job without --qos gets.
 ASSOCIATION_KEYS = (
+    "DefaultQOS",
     "GrpJobs",
     "GrpSubmitJobs",
     "GrpTRES",
+    "GrpTRESMins",
     "GrpWall",
     "MaxJobs",
     "MaxSubmitJobs",
     "MaxTRESPerJob",
     "MaxWall",
+    "QOS",
 )
 # Partition settings of slurm.conf trainform manages when a spec names them. Every other
 # partition setting is kept verbatim (PARTITION_KEPT_KEYS) and cannot be declared.
@@ -160,6 +165,13 @@ class SlurmAccount(SpecModel):
 
 
 class SlurmQueue(SpecModel):
+    qos_from: ResourceName | None = Field(
+        default=None,
+        description="The Queue that declares the QOS this queue's partition names, when "
+        "several partitions share one QOS: this queue then declares no QOS setting (no "
+        "spec.slurm.qos, no nominalQuota; its defaultPriority and preemption are that "
+        "queue's), and deleting it never deletes the QOS.",
+    )
     partition: dict[str, str] = Field(
         default_factory=dict,
         description="Partition settings of slurm.conf, by name: PriorityTier, AllowAccounts, "
@@ -180,6 +192,15 @@ class SlurmQueue(SpecModel):
     @classmethod
     def _qos(cls, value: dict[str, str]) -> dict[str, str]:
         return _check(value, QOS_KEYS, "QOS")
+
+    @model_validator(mode="after")
+    def _one_declaration(self) -> SlurmQueue:
+        if self.qos_from is not None and self.qos:
+            raise ValueError(
+                f"qos: the QOS is declared by Queue {self.qos_from} (qosFrom); state its "
+                "settings there, once"
+            )
+        return self
 
 
 class SlurmQuota(SpecModel):

@@ -292,17 +292,33 @@ def test_recorded_json_files_are_slurm_22_05() -> None:
     assert meta["Slurm"]["release"].startswith("22.05")
 
 
-def test_a_queue_limit_on_the_quota_resource_is_reported_as_shadowing_it() -> None:
-    from trainform.providers.slurm.accounting import AccountingSnapshot, Qos
-    from trainform.providers.slurm.observing import _shadowed
+SHADOWING = [  # (association limits, QOS settings, limits reported as shadowed)
+    pytest.param({"GrpTRES": "gres/gpu=1"}, {"GrpTRES": "cpu=8,gres/gpu=4"}, ["GrpTRES gres/gpu"],
+                 id="grp-tres-same-tres"),
+    pytest.param({"GrpTRES": "mem=1G"}, {"GrpTRES": "cpu=8,gres/gpu=4"}, [], id="other-tres"),
+    pytest.param({"MaxJobs": "2"}, {"MaxJobsPerUser": "5"}, ["MaxJobs"], id="max-jobs-per-user"),
+    pytest.param({"MaxWall": "60"}, {"MaxWall": "1-00:00:00"}, ["MaxWall"], id="max-wall"),
+    pytest.param({"GrpTRESMins": "cpu=100"}, {"GrpTRESMins": "cpu=10"}, ["GrpTRESMins cpu"],
+                 id="grp-tres-mins"),
+    pytest.param({"GrpJobs": ""}, {"GrpJobs": "5"}, [], id="unset-limit-hides-nothing"),
+    pytest.param({"QOS": "normal"}, {"GrpJobs": "5"}, [], id="qos-list-is-no-limit"),
+]  # fmt: skip
 
-    snapshot = AccountingSnapshot(qos={"q": Qos("q", "", 0, "cpu=8,gres/gpu=4", "", "", "")})
 
-    findings = _shadowed(snapshot, "q", {"gpu": "1", "runningJobs": 2})
+@pytest.mark.parametrize(("limits", "qos_settings", "hidden"), SHADOWING)
+def test_a_qos_limit_shadows_the_same_association_limit(
+    limits: dict[str, str], qos_settings: dict[str, str], hidden: list[str]
+) -> None:
+    from trainform.providers.slurm.accounting import Qos
+    from trainform.providers.slurm.shadowing import findings, shadowed
 
-    assert [f.kind for f in findings] == ["limit-shadowed"]
-    assert findings[0].evidence == {"resources": ["gpu"], "qos": "q"}
-    assert _shadowed(snapshot, "q", {"memory": "1024", "runningJobs": 2}) == ()
+    qos = Qos("q", "", 0, "", "", "", "", qos_settings)
+
+    assert shadowed(limits, qos) == hidden
+    found = findings("association of user u in account a on partition p", limits, ["q"],
+                     {"q": qos})  # fmt: skip
+    assert [f.kind for f in found] == (["limit-shadowed"] if hidden else [])
+    assert all(f.warning and f.evidence["limits"] == hidden for f in found)
 
 
 def _attempt(root: Path, job: str, job_id: str) -> str:
