@@ -170,7 +170,7 @@ def _settings_by_association(text: str) -> dict[tuple[str, str, str], tuple[str,
     return found
 
 
-def _associations(effective_text: str, own_text: str) -> list[Association]:
+def parse_associations(effective_text: str, own_text: str) -> list[Association]:
     own = _settings_by_association(own_text)
     found = []
     for key, (parent, effective) in _settings_by_association(effective_text).items():
@@ -231,7 +231,7 @@ class Accounting:
         snapshot = AccountingSnapshot()
         for name, description, organization in _rows(accounts, 3):
             snapshot.accounts[name.lower()] = Account(name.lower(), description, organization)
-        snapshot.associations = _associations(associations, own)
+        snapshot.associations = parse_associations(associations, own)
         for row in _rows(qos, 1 + len(QOS_COLUMNS)):
             settings = dict(zip(QOS_COLUMNS.values(), row[1:], strict=True))
             snapshot.qos[row[0].lower()] = Qos(
@@ -279,8 +279,8 @@ class Accounting:
 
     def delete_account(self, name: str, snapshot: AccountingSnapshot) -> None:
         name = check_identifier(name, "account")
-        for user in snapshot.users_of(name):
-            self.remove_user(user, name, snapshot)
+        for user in sorted({a.user for a in snapshot.associations if a.account == name and a.user}):
+            self.remove_user(user, name, snapshot)  # on every partition
         # with a cluster= condition sacctmgr removes only that cluster's associations
         self._change(["delete", "account", "where", f"name={name}"])
 
