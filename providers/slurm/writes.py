@@ -22,7 +22,6 @@ from trainform.providers.slurm.partitions import (
     Block,
     ManagedFile,
     edit_line,
-    parse_settings,
     pool_record,
     render_settings,
 )
