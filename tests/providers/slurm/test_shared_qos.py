@@ -129,9 +129,13 @@ def test_a_shared_qos_is_declared_once_and_outlives_the_queues_deleted(
     code, output = tf(root, "plan", ".", "--detailed-exitcode")
     assert code == 0, output
 
-    # a hand-deleted association, and a user added to the adopted Quota
+    # a hand-deleted association, settings unset at import set by hand, and a user added
+    # to the adopted Quota
     ok(cluster, "sacctmgr", "-i", "delete", "user", "where", f"name={p}-alice",
        f"account={p}-acme", f"partition={p}-short")  # fmt: skip
+    ok(cluster, "sacctmgr", "-i", "modify", "qos", "where", f"name={p}-train", "set",
+       "MaxTRESPerUser=gres/gpu=1")  # fmt: skip
+    ok(cluster, "sacctmgr", "-i", "modify", "account", "where", f"name={p}-kid", "set", "GrpJobs=3")
     quota[f"{p}-bob"] = {}
     generated.write_text(yaml.safe_dump_all(docs, sort_keys=False))
     code, output = tf(root, "apply", ".", "--auto-approve")
@@ -139,6 +143,11 @@ def test_a_shared_qos_is_declared_once_and_outlives_the_queues_deleted(
     alice = association(cluster, f"{p}-alice", f"{p}-acme", f"{p}-short")
     assert alice == [f"normal,{p}-train", f"{p}-train"]
     assert f"{p}-train" in association(cluster, f"{p}-bob", f"{p}-acme", f"{p}-short")[0]
+    qos = ok(cluster, "sacctmgr", "-nP", "show", "qos", f"{p}-train", "format=MaxTRESPU")
+    assert qos.strip() == ""
+    kid_rows = ok(cluster, "sacctmgr", "-nP", "show", "association", "where",
+                  f"account={p}-kid", "format=User,GrpJobs,MaxWall").splitlines()  # fmt: skip
+    assert kid_rows == ["||01:40:00"]  # GrpJobs cleared, MaxWall still inherited from acme
     code, output = tf(root, "plan", ".", "--detailed-exitcode")
     assert code == 0, output
 
