@@ -18,7 +18,8 @@ One resource at a time (`limit_problems`):
   quantity or lies in (0, 1e-9] (Kueue pkg/webhooks/common.go validateFairSharing: "When
   not 0, weight must be > 10e-9");
 - TrainingJob: a priority outside int32 (WorkloadPriorityClass `value`);
-- time limits (TrainingJob and Queue `maxRuntime`, Quota `maxWallTime`) of 0 seconds: the
+- time limits (TrainingJob and Queue `maxRuntime`, Quota `maxWallTime`, EvalSuite
+  `timeout`) of 0 seconds: the
   limit is the Job's `activeDeadlineSeconds` (docs/kubernetes.md, "Time limits"), and a
   Job with 0 fails as soon as it starts (kubernetes pkg/controller/job/job_controller.go,
   pastActiveDeadline: active for at least 0 seconds). Longer limits are fine: the field is
@@ -220,6 +221,7 @@ TIME_LIMITS = {
     "TrainingJob": "spec.maxRuntime",
     "Queue": "spec.maxRuntime",
     "Quota": "spec.limits.maxWallTime",
+    "EvalSuite": "spec.timeout",  # the limit of its evaluation attempts
 }
 
 

@@ -28,6 +28,7 @@ PROJECT = "metadata: {name: vision}"
 QUEUE = "metadata: {name: train}\nspec:\n"
 POOL = "  nodeSelector: {pool: gpus}\n"
 JOB_QUEUE = "  queue: train\n  image: trainer\n"
+EVAL_COMMAND = "  command: [python, eval.py]\n"
 
 BASE = f"""\
 apiVersion: trainform/v1
@@ -69,7 +70,15 @@ metadata: {{name: job, project: vision}}
 spec:
 {JOB_QUEUE}  command: [python, train.py]
   checkpoint: {{interval: 30m}}
+  evaluations: [{{suite: heldout}}]
   {GPU_JOB}
+---
+apiVersion: trainform/v1
+kind: EvalSuite
+metadata: {{name: heldout, project: vision}}
+spec:
+  image: trainer
+{EVAL_COMMAND}  metrics: [{{name: loss, goal: minimize}}]
 """
 
 
@@ -90,6 +99,7 @@ class SpecClass:
     words: str
     outcome: Outcome
     source: str = ""
+    attempt: str = "train"  # the attempt whose Job the stand-in gets: train or eval
 
     def text(self) -> str:
         text = BASE
@@ -266,6 +276,16 @@ CLASSES: list[SpecClass] = [
         "is no time at all",
         ZERO,
         "kubernetes Job controller pastActiveDeadline (activeDeadlineSeconds 0)",
+    ),
+    SpecClass(
+        "eval-timeout-zero",
+        _after(EVAL_COMMAND, "  timeout: 0s\n"),
+        "EvalSuite/vision/heldout",
+        "spec.timeout",
+        "is no time at all",
+        ZERO,
+        "kubernetes Job controller pastActiveDeadline (the evaluation's Job)",
+        attempt="eval",
     ),
     SpecClass(
         "label-key-prefix-too-long",

@@ -147,9 +147,11 @@ def _collection(obj: dict[str, Any]) -> str:
     return f"{KUEUE}{where}/{PLURALS[obj['kind']]}"
 
 
-def _job(provider: KubernetesProvider, desired: dict[str, Any]) -> dict[str, Any]:
-    """The Job runs.py submits for the job's first attempt."""
+def _job(provider: KubernetesProvider, desired: dict[str, Any], attempt: str) -> dict[str, Any]:
+    """The Job runs.py submits for the job's first attempt (`train`) or its evaluation
+    (`eval`: the suite's timeout instead of the job's maxRuntime)."""
     job = desired["TrainingJob/vision/job"].document["spec"]
+    suite = desired["EvalSuite/vision/heldout"].document["spec"]
     queue = next(i for i in desired.values() if i.kind == "Queue").document["spec"]
     quota = next(i for i in desired.values() if i.kind == "Quota").document["spec"]
     pools = {i.name: i.document["spec"] for i in desired.values() if i.kind == "ResourcePool"}
@@ -169,21 +171,16 @@ def _job(provider: KubernetesProvider, desired: dict[str, Any]) -> dict[str, Any
         wanted["cpu"],
         wanted["memory"],
     )
-    limits = [
-        duration_seconds(text)
-        for text in (
-            job.get("maxRuntime"),
-            queue.get("maxRuntime"),
-            quota["limits"].get("maxWallTime"),
-        )
-        if text
-    ]
+    own = job.get("maxRuntime") if attempt == "train" else suite.get("timeout")
+    declared = (own, queue.get("maxRuntime"), quota["limits"].get("maxWallTime"))
+    limits = [duration_seconds(text) for text in declared if text]
     seconds = min((s for s in limits if s is not None), default=None)
     launch = JobLaunch(
         address="TrainingJob/vision/job",
         run_id="r-0a1b2c3d",
         attempt=1,
-        kind="train",
+        kind=attempt,
+        suite="EvalSuite/vision/heldout" if attempt == "eval" else None,
         project="vision",
         queue=job["queue"],
         priority=0,
@@ -205,7 +202,7 @@ def _job(provider: KubernetesProvider, desired: dict[str, Any]) -> dict[str, Any
     return manifest
 
 
-def _objects(root: Path, prefix: str) -> list[dict[str, Any]]:
+def _objects(root: Path, prefix: str, attempt: str = "train") -> list[dict[str, Any]]:
     """Everything trainform would write for the folder, in the order apply writes it."""
     provider = KubernetesProvider()
     connection = {"namespacePrefix": f"{prefix}-", "namePrefix": f"{prefix}-"}
@@ -228,7 +225,7 @@ def _objects(root: Path, prefix: str) -> list[dict[str, Any]]:
             rendered = provider.render(resource)
             outputs[address] = provider._outputs(resource, rendered)
             objects += rendered
-    return [*objects, _job(provider, desired)]
+    return [*objects, _job(provider, desired, attempt)]
 
 
 def _workload(api: KubeAPI, namespace: str) -> dict[str, Any]:
@@ -255,7 +252,7 @@ def test_the_stand_in_refuses_or_never_runs_each_class(
     case: SpecClass, tmp_path: Path, stand_in: KubeAPI
 ) -> None:
     prefix = re.sub(r"[^a-z0-9]", "", case.id)[:20]
-    objects = _objects(_folder(tmp_path, case.text()), prefix)
+    objects = _objects(_folder(tmp_path, case.text()), prefix, case.attempt)
     job = objects[-1]
     namespace = job["metadata"]["namespace"]
     outcome = case.outcome
@@ -295,7 +292,7 @@ def test_the_stand_in_refuses_or_never_runs_each_class(
         pytest.param(BASE, 0, None, id="base"),
         pytest.param(STALE[0].text(), 2_000_000_000, None, id=STALE[0].id),
         pytest.param(
-            BASE.replace("  image: trainer\n", "  image: trainer\n  maxRuntime: 2h\n"),
+            BASE.replace("  image: trainer\n", "  image: trainer\n  maxRuntime: 2h\n", 1),
             0,
             7200,
             id="base-with-max-runtime",
