@@ -174,3 +174,45 @@ def test_flavor_assignment_matches_node_affinity_and_the_scheduler_binds_where_i
     [scheduled] = [c for c in late["status"]["conditions"] if c["type"] == "PodScheduled"]
     assert scheduled["reason"] == "Unschedulable"
     assert "0/" in scheduled["message"] and "Insufficient nvidia.com/gpu" in scheduled["message"]
+
+
+def test_a_topology_pod_set_may_count_pods_on_a_flavor_without_topology(
+    placed: Placed,
+) -> None:
+    """hasOverlapWithPodRequestedResources: a flavor without a Topology in a group the pods
+    request nothing of (Kueue's `pods` count) does not keep a TAS pod set out."""
+    pool = unique("gpu")
+    topology = placed.topology(unique("topo"), [BLOCK, HOST])
+    tas = placed.flavor(unique(pool), nodeLabels={"pool": pool}, topologyName=topology)
+    count = placed.flavor(unique("jobs"))
+    queue = unique("cq")
+    groups = [
+        {
+            "coveredResources": ["cpu", GPU],
+            "flavors": [
+                {
+                    "name": tas,
+                    "resources": [
+                        {"name": "cpu", "nominalQuota": 100},
+                        {"name": GPU, "nominalQuota": 100},
+                    ],
+                }
+            ],
+        },
+        {
+            "coveredResources": ["pods"],
+            "flavors": [{"name": count, "resources": [{"name": "pods", "nominalQuota": 4}]}],
+        },
+    ]
+    body = {"apiVersion": f"{KUEUE}/{V}", "kind": "ClusterQueue", "metadata": {"name": queue}}
+    body["spec"] = {"namespaceSelector": {}, "resourceGroups": groups}
+    placed.custom.create_cluster_custom_object(KUEUE, V, "clusterqueues", body)
+    placed.local_queue("lq", queue)
+    placed.nodes(pool, {"a": 2})
+
+    placed.placed_job("counted", "lq", 2, {"kueue.x-k8s.io/podset-required-topology": BLOCK})
+
+    assert placed.state("counted")[0] == "True/QuotaReserved"
+    [assigned] = placed.workload("counted")["status"]["admission"]["podSetAssignments"]
+    assert assigned["flavors"] == {"cpu": tas, GPU: tas, "pods": count}
+    assert sum(n for _, n in decode(assigned["topologyAssignment"])) == 2

@@ -9,7 +9,8 @@ its nodeLabels, or its required node affinity narrowed to the flavor's label key
 matches none of its terms ("flavor x doesn't match node affinity"; flavorSelector), or
 when the pod set and the flavor disagree on topology-aware scheduling (a pod set with a
 topology request needs a flavor with a topologyName whose Topology has the requested
-level: 'Flavor "x" does not support TopologyAwareScheduling'; one without a request is
+level: 'Flavor "x" does not support TopologyAwareScheduling', unless the pods request no
+resource of that flavor's group; one without a request is
 kept off topology flavors: 'Flavor "x" supports only TopologyAwareScheduling', unless
 every flavor of the queue has a topology). Then each resource of the group must fit:
 beyond the most the queue could ever get it is "insufficient quota for r in flavor x,
@@ -85,6 +86,8 @@ def _topology_problem(
     if request is None and tas_only:
         return ""
     if request is not None:
+        if not topology and not _overlaps(name, pod_set, queue):
+            return ""  # hasOverlapWithPodRequestedResources: a group the pods ask nothing of
         if not topology:
             return f'Flavor "{name}" does not support TopologyAwareScheduling'
         if topology not in levels:
@@ -96,6 +99,15 @@ def _topology_problem(
     if topology:
         return f'Flavor "{name}" supports only TopologyAwareScheduling'
     return ""
+
+
+def _overlaps(flavor: str, pod_set: dict[str, Any], queue: dict[str, Any]) -> bool:
+    """Whether the pod's own requests name a resource of the flavor's resource group."""
+    requested = set(pod_requests(((pod_set.get("template") or {}).get("spec")) or {}))
+    for group in _groups(queue):
+        if any(f.get("name") == flavor for f in group.get("flavors") or []):
+            return bool(requested & set(group.get("coveredResources") or []))
+    return True
 
 
 def _groups(queue: dict[str, Any]) -> list[dict[str, Any]]:
