@@ -40,6 +40,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -220,29 +221,34 @@ def _text(item: Block | str) -> str:
 def _partition_name(item: Block | str) -> str:
     """The partition an entry defines (lowercase), "" for anything else (comments,
     records, `PartitionName=DEFAULT`)."""
-    line = _text(item)
-    if line.lstrip().startswith("#"):
-        return ""
-    entry = parse_entry(line)
-    if entry.first_key != "partitionname":
-        return ""
-    name = entry.values(CANONICAL).get("PartitionName", "")
+    name = _defined(_text(item))
     return "" if name.upper() == "DEFAULT" else name.lower()
 
 
 def _is_defaults(item: Block | str) -> bool:
-    line = _text(item)
+    return _defined(_text(item)).upper() == "DEFAULT"
+
+
+@lru_cache(maxsize=8192)
+def _defined(line: str) -> str:
+    """The PartitionName an entry starts with, as written ("" for anything else)."""
     if line.lstrip().startswith("#"):
-        return False
+        return ""
     entry = parse_entry(line)
-    return entry.first_key == "partitionname" and entry.settings[0].value.upper() == "DEFAULT"
+    return entry.settings[0].value if entry.first_key == "partitionname" else ""
+
+
+@lru_cache(maxsize=8192)
+def _settings(line: str) -> tuple[tuple[str, str], ...]:
+    return tuple(parse_entry(line).values(CANONICAL).items())
 
 
 def parse_settings(line: str) -> dict[str, str]:
     """A slurm.conf entry's settings as Slurm reads them (comments, continuations and
     escapes as parse_config.c treats them), keys in Slurm's canonical spelling where
-    known, a later setting of a key winning."""
-    return parse_entry(line).values(CANONICAL)
+    known, a later setting of a key winning. Parsed once per distinct text: the file is
+    read for every queue a plan observes."""
+    return dict(_settings(line))
 
 
 def render_settings(settings: dict[str, str]) -> str:
