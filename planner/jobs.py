@@ -201,16 +201,15 @@ def evaluation_launch(
         "nodes": 1,
         "acceleratorsPerNode": 0,
     }
+    queue, priority = evaluation_queue(item, suite, ctx)
     return JobLaunch(
         address=item.address,
         run_id=run_id,
         attempt=attempt,
         kind="eval",
         project=item.project,
-        queue=_queue(item, ctx).name,
-        priority=job["priority"]
-        if job.get("priority") is not None
-        else _queue(item, ctx).document["spec"]["defaultPriority"],
+        queue=queue,
+        priority=priority,
         command=list(spec["command"]),
         code_dir=_code_dir(spec, ctx),
         parameters=dict(job["parameters"]),
@@ -226,6 +225,20 @@ def evaluation_launch(
         image=image_of(suite, ctx),
         procs_per_node=resources.get("procsPerNode") or 0,
     )
+
+
+def evaluation_queue(item: DesiredItem, suite: DesiredItem, ctx: JobContext) -> tuple[str, int]:
+    """The queue and priority an evaluation runs at: the suite's where it declares them (a
+    suite naming a queue but no priority gets that queue's defaultPriority, as a job
+    does), else the training job's; the same on every provider."""
+    spec, job = suite.document["spec"], item.document["spec"]
+    named = [a for _, a, _ in _refs(suite, "spec.queue")]
+    queue = ctx.desired[named[0]] if named else _queue(item, ctx)
+    if spec.get("priority") is not None:
+        return queue.name, int(spec["priority"])
+    if not named and job.get("priority") is not None:
+        return queue.name, int(job["priority"])
+    return queue.name, int(queue.document["spec"]["defaultPriority"])
 
 
 def _blocked(item: DesiredItem, ctx: JobContext) -> list[str]:

@@ -9,7 +9,7 @@ from trainform.policies.builtin.base import BuiltinPolicy, Violation
 from trainform.policies.context import PolicyContext
 from trainform.policies.findings import Severity
 
-FIELDS = {"Queue": "defaultPriority", "TrainingJob": "priority"}
+FIELDS = {"Queue": "defaultPriority", "TrainingJob": "priority", "EvalSuite": "priority"}
 
 
 def check_priorities(context: PolicyContext, params: Mapping[str, Any]) -> Iterator[Violation]:
@@ -38,6 +38,6 @@ PRIORITY_BOUNDS = BuiltinPolicy(
     kinds=tuple(FIELDS),
     check=check_priorities,
     parameters={"min": None, "max": None},
-    description="Queue spec.defaultPriority and TrainingJob spec.priority lie within "
-    "[min, max]; unset bounds do not limit.",
+    description="Queue spec.defaultPriority, TrainingJob and EvalSuite spec.priority lie "
+    "within [min, max]; unset bounds do not limit.",
 )

@@ -227,6 +227,15 @@ class EvalSuiteSpec(SpecModel):
     gates: list[Gate] = Field(default_factory=list, description="Pass/fail thresholds.")
     resources: JobResources | None = Field(default=None, description="Evaluator resources.")
     timeout: Duration | None = Field(default=None, description="Evaluator wall-time limit.")
+    queue: ResourceName | None = Field(
+        default=None,
+        description="Queue the evaluations run on; default the training job's queue.",
+    )
+    priority: int | None = Field(
+        default=None,
+        description="Priority of the evaluations; default the defaultPriority of `queue` "
+        "when the suite names one, else the training job's priority.",
+    )
 
     @model_validator(mode="after")
     def _gates_read_declared_metrics(self) -> EvalSuiteSpec:
@@ -250,6 +259,8 @@ class EvalSuite(DocumentBase):
     def spec_references(self) -> list[Reference]:
         spec = self.spec
         refs = [Reference("Image", spec.image, ("spec", "image"))]
+        if spec.queue:
+            refs.append(Reference("Queue", spec.queue, ("spec", "queue")))
         refs += dataset_references(spec.datasets, ("spec", "datasets"))
         refs += [
             Reference("TrainingJob", gate.baseline.job, ("spec", "gates", index, "baseline", "job"))
