@@ -24,6 +24,10 @@ One resource at a time (`limit_problems`):
   Job with 0 fails as soon as it starts (kubernetes pkg/controller/job/job_controller.go,
   pastActiveDeadline: active for at least 0 seconds). Longer limits are fine: the field is
   64 bits (Kueue's 32-bit `max-exec-time-seconds` label is not written);
+- Project: a namespace Kubernetes creates itself (default, kube-system, kube-public,
+  kube-node-lease: the NamespaceLifecycle admission plugin keeps them), and a label
+  `kubernetes.io/metadata.name` other than the namespace's name (the namespace strategy
+  sets it to the name on every write, so it would never converge);
 - any kind: a label or annotation key whose DNS prefix is over 253 characters
   (apimachinery IsQualifiedName; also a nodeSelector key, refused by Kueue's
   ResourceFlavor webhook, and a topology level, refused by its Job webhook in the pod
@@ -58,6 +62,8 @@ MAX_PREFIX = 253
 MAX_ANNOTATIONS = 256 * 1024
 SMALLEST_WEIGHT = Decimal("1e-9")
 INT32 = (-(2**31), 2**31 - 1)
+SYSTEM_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 STANDARD_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage", "pods", "storage"})
 _NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -267,9 +273,36 @@ def _metadata(resource: DesiredResource, naming: Naming) -> Found:
     return found
 
 
+def _project_limits(resource: DesiredResource, naming: Naming) -> Found:
+    namespace = naming.namespace(resource.name)
+    found: Found = []
+    if namespace in SYSTEM_NAMESPACES:
+        found.append(
+            (
+                "metadata.name",
+                f"namespace {namespace} is one Kubernetes creates and keeps itself (the API "
+                "server never deletes it), so trainform could not own it; choose another "
+                "name or a namespacePrefix",
+            )
+        )
+    labels = (resource.document.get("metadata") or {}).get("labels") or {}
+    declared = labels.get(NAMESPACE_NAME_LABEL)
+    if declared is not None and declared != namespace:
+        found.append(
+            (
+                "metadata.labels",
+                f"{NAMESPACE_NAME_LABEL}: {declared}: the API server sets this label of a "
+                f"namespace to its name ({namespace}), so the label would never converge",
+            )
+        )
+    return found
+
+
 def limit_problems(resource: DesiredResource, naming: Naming) -> Found:
     found = _metadata(resource, naming) + _time_limit(resource)
-    if resource.kind == "ResourcePool":
+    if resource.kind == "Project":
+        found += _project_limits(resource, naming)
+    elif resource.kind == "ResourcePool":
         found += _pool_limits(resource.spec)
     elif resource.kind == "Queue":
         found += _queue_limits(resource.spec)

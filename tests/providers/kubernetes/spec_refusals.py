@@ -11,6 +11,8 @@ Outcomes:
   `words` in its QuotaReserved message (a workload larger than its queues can ever hold);
 - `start_refused`: Kueue admits the Workload but the API server refuses Kueue's write
   that would start the Job (the flavor's tolerations in its pod template);
+- `overwritten`: the API server stores the namespace with the label `words` set to the
+  namespace's name, not to what trainform declared (so the plan would never be empty);
 - `deadline`: Kueue admits the Workload and the Job controller fails the Job as soon as
   it starts, with reason DeadlineExceeded (an activeDeadlineSeconds of 0).
 """
@@ -100,6 +102,7 @@ class SpecClass:
     outcome: Outcome
     source: str = ""
     attempt: str = "train"  # the attempt whose Job the stand-in gets: train or eval
+    namespace_prefix: str = "ml-"  # the connection's namespacePrefix
 
     def text(self) -> str:
         text = BASE
@@ -286,6 +289,29 @@ CLASSES: list[SpecClass] = [
         ZERO,
         "kubernetes Job controller pastActiveDeadline (the evaluation's Job)",
         attempt="eval",
+    ),
+    SpecClass(
+        "project-namespace-kubernetes-keeps",
+        _after(
+            "  metrics: [{name: loss, goal: minimize}]\n",
+            "---\napiVersion: trainform/v1\nkind: Project\nmetadata: {name: kube-public}\n"
+            "spec: {owners: [a@example.com]}\n",
+        ),
+        "Project/kube-public",
+        "metadata.name",
+        "is one Kubernetes creates and keeps itself",
+        Outcome("refused", "already exists", "Namespace", 409),
+        "apiserver NamespaceLifecycle (kube-system, kube-public, kube-node-lease, default)",
+        namespace_prefix="",
+    ),
+    SpecClass(
+        "namespace-name-label-not-the-name",
+        ((PROJECT, "metadata: {name: vision, labels: {kubernetes.io/metadata.name: ml}}"),),
+        "Project/vision",
+        "metadata.labels",
+        "would never converge",
+        Outcome("overwritten", "kubernetes.io/metadata.name"),
+        "apiserver namespace strategy (label kubernetes.io/metadata.name = the name)",
     ),
     SpecClass(
         "label-key-prefix-too-long",

@@ -49,8 +49,9 @@ PLURALS = {
 IMAGE = f"registry.example.com/t@sha256:{'1' * 64}"
 
 
-def _folder(tmp_path: Path, text: str) -> Path:
-    (tmp_path / "trainform.yaml").write_text(CONFIG)
+def _folder(tmp_path: Path, text: str, namespace_prefix: str = "ml-") -> Path:
+    config = CONFIG.replace("namespacePrefix: ml-", f"namespacePrefix: '{namespace_prefix}'")
+    (tmp_path / "trainform.yaml").write_text(config)
     (tmp_path / "platform.yaml").write_text(text)
     return tmp_path
 
@@ -68,7 +69,7 @@ def test_plan_refuses_each_class_at_its_file_line_and_field(
     case: SpecClass, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     text = case.text()
-    code, lines = _plan(_folder(tmp_path, text), monkeypatch)
+    code, lines = _plan(_folder(tmp_path, text, case.namespace_prefix), monkeypatch)
 
     assert code == 1, "\n".join(lines)
     pattern = re.compile(
@@ -202,10 +203,13 @@ def _job(provider: KubernetesProvider, desired: dict[str, Any], attempt: str) ->
     return manifest
 
 
-def _objects(root: Path, prefix: str, attempt: str = "train") -> list[dict[str, Any]]:
-    """Everything trainform would write for the folder, in the order apply writes it."""
+def _objects(
+    root: Path, prefix: str, attempt: str = "train", namespaces: bool = True
+) -> list[dict[str, Any]]:
+    """Everything trainform would write for the folder, in the order apply writes it
+    (namespaces prefixed with `prefix` unless `namespaces` is False)."""
     provider = KubernetesProvider()
-    connection = {"namespacePrefix": f"{prefix}-", "namePrefix": f"{prefix}-"}
+    connection = {"namespacePrefix": f"{prefix}-" if namespaces else "", "namePrefix": f"{prefix}-"}
     provider.configure("k8s", connection, ProviderContext(root))
     desired = build_desired(load_specs(root))
     outputs: dict[str, dict[str, Any]] = {}
@@ -252,7 +256,8 @@ def test_the_stand_in_refuses_or_never_runs_each_class(
     case: SpecClass, tmp_path: Path, stand_in: KubeAPI
 ) -> None:
     prefix = re.sub(r"[^a-z0-9]", "", case.id)[:20]
-    objects = _objects(_folder(tmp_path, case.text()), prefix, case.attempt)
+    folder = _folder(tmp_path, case.text())
+    objects = _objects(folder, prefix, case.attempt, bool(case.namespace_prefix))
     job = objects[-1]
     namespace = job["metadata"]["namespace"]
     outcome = case.outcome
@@ -265,6 +270,13 @@ def test_the_stand_in_refuses_or_never_runs_each_class(
         assert outcome.words in refusal[2], refusal
         return
     assert refusal is None, refusal
+    if outcome.what == "overwritten":
+        [namespace_object] = [o for o in objects if o["kind"] == "Namespace"]
+        name = namespace_object["metadata"]["name"]
+        stored = _get(stand_in, f"/api/v1/namespaces/{name}")
+        declared = namespace_object["metadata"]["labels"][outcome.words]
+        assert (declared, stored["metadata"]["labels"][outcome.words]) == ("ml", name)
+        return
     workload = _workload(stand_in, namespace)
     if outcome.what == "pending":
         reserved = _condition(workload, "QuotaReserved")
