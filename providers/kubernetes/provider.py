@@ -50,6 +50,11 @@ from trainform.providers.kubernetes.kueue_config import (
 )
 from trainform.providers.kubernetes.kueue_rules import instance_problems, resource_problems
 from trainform.providers.kubernetes.naming import KIND_LABEL, Naming, address_of
+from trainform.providers.kubernetes.priority_classes import (
+    delete_unused_shared_classes,
+    describe_unused,
+    unused_shared_classes,
+)
 from trainform.providers.kubernetes.project_queues import QUEUE_LABEL
 from trainform.providers.kubernetes.projection import project_document, roles
 from trainform.providers.kubernetes.queue_sync import with_live_queue_facts, write_queue_policy
@@ -442,6 +447,7 @@ class KubernetesProvider(KubernetesJobs, Provider):
     def delete(self, address: str, kind: str, outputs: dict[str, Any]) -> None:
         if kind == "TrainingJob":
             self.cancel(address, None)
+            delete_unused_shared_classes(self.client, self.naming)
             return
         if kind not in OBJECTS_OF:
             return
@@ -465,6 +471,16 @@ class KubernetesProvider(KubernetesJobs, Provider):
                 self.client.apply(drained, self.field_manager, force=True)
             metadata = live["metadata"]
             self.client.delete(api, metadata["name"], metadata.get("namespace"))
+        if kind == "Queue":
+            delete_unused_shared_classes(self.client, self.naming)
+
+    def delete_impact(self, address: str, kind: str, outputs: dict[str, Any]) -> list[str]:
+        """The shared priority classes a TrainingJob's or Queue's delete also removes:
+        those no Job of this instance names once it is done (priority_classes.py)."""
+        if kind not in ("TrainingJob", "Queue"):
+            return []
+        leaving = address if kind == "TrainingJob" else None
+        return describe_unused(unused_shared_classes(self.client, self.naming, leaving))
 
     def _objects_of(self, address: str, kind: str, outputs: dict[str, Any]) -> list[dict]:
         """The objects an address wrote: from its outputs, else as named by its address

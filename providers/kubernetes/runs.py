@@ -59,7 +59,6 @@ from trainform.providers.kubernetes.jobs import (
 from trainform.providers.kubernetes.kinds import (
     CONFIG_MAP,
     JOB,
-    KUEUE,
     SERVICE,
     WORKLOAD,
     WORKLOAD_PRIORITY_CLASS,
@@ -80,6 +79,7 @@ from trainform.providers.kubernetes.naming import (
 )
 from trainform.providers.kubernetes.placement import Placement
 from trainform.providers.kubernetes.pods import headless_service
+from trainform.providers.kubernetes.priority_classes import shared_class
 from trainform.providers.kubernetes.queue_positions import QueuePositions
 from trainform.providers.kubernetes.timeline import (
     POD,
@@ -90,7 +90,6 @@ from trainform.providers.kubernetes.timeline import (
 )
 from trainform.providers.local.status import run_to_json
 
-PRIORITY_KIND = "Priority"
 WORKLOAD_PAGE = 500
 
 
@@ -190,27 +189,15 @@ class KubernetesJobs(RunHistory):
 
     def _priority_class(self, launch: JobLaunch) -> str:
         """The queue's own WorkloadPriorityClass when the job runs at its default priority,
-        else a shared class for that value (`<namePrefix>trainform-priority-<n>`, marked
-        with the manager, never listed as owned by an address, never deleted)."""
+        else the shared class of that value (priority_classes.py: marked with the manager,
+        no address; deleted with a TrainingJob or Queue once no Job names it)."""
         queue_class = self.naming.cluster_name(launch.queue)
         found = self.client.get(WORKLOAD_PRIORITY_CLASS, queue_class)
         if found is not None and found.get("value") == launch.priority:
             return queue_class
-        value = f"m{-launch.priority}" if launch.priority < 0 else str(launch.priority)
-        name = self.naming.cluster_name(f"trainform-priority-{value}")
-        labels = self.naming.labels("trainform-priorities", PRIORITY_KIND)
-        self.client.apply(
-            {
-                "apiVersion": KUEUE,
-                "kind": "WorkloadPriorityClass",
-                "metadata": {"name": name, "labels": labels},
-                "value": launch.priority,
-                "description": f"trainform job priority {launch.priority}",
-            },
-            self.field_manager,
-            self.force,
-        )
-        return name
+        shared = shared_class(self.naming, launch.priority)
+        self.client.apply(shared, self.field_manager, self.force)
+        return str(shared["metadata"]["name"])
 
     def preview_job(self, resource: DesiredResource) -> dict[str, Any]:
         """The Job a TrainingJob's first attempt becomes, for plans (run id and image are
