@@ -18,6 +18,7 @@ the job needs `nodes` times its per-node accelerators, cpu and memory, and gets 
 A job is refused when every pool it fits lacks one of them; the problem names the
 resource that lacks on all of them (its field: `spec.resources.acceleratorsPerNode`,
 `.cpu`, `.memory`, or `spec.queue` for `runningJobs: 0`), else `spec.resources`.
+`evaluation_fit_problems` applies the same to the evaluations of a job's EvalSuites.
 Pure; no I/O.
 """
 
@@ -200,3 +201,54 @@ def job_fit_problems(
             "(accelerators, cpu or memory in all); Kueue would keep it pending forever",
         )
     return []
+
+
+EVALUATION_RESOURCES = {"cpu": "1", "memory": str(512 * 2**20), "nodes": 1}
+"""An evaluation's resources when its suite declares none (planner/jobs.py)."""
+
+
+def evaluation_fit_problems(
+    resources: list[DesiredResource], quotas: dict[tuple[str | None, str], DesiredResource]
+) -> list[ValidationProblem]:
+    """The checks above for evaluations: each runs as a job of its training job's project,
+    on its suite's queue (else the job's) with its suite's resources (planner/jobs.py
+    evaluation_launch); problems name the EvalSuite. A suite queue where the project has
+    no Quota has no LocalQueue, so Kueue would never admit the evaluations either."""
+    suites = {(r.project, r.name): r for r in resources if r.kind == "EvalSuite"}
+    queues = {r.name: r.spec for r in resources if r.kind == "Queue"}
+    pools = {r.name: r.spec for r in resources if r.kind == "ResourcePool"}
+    problems: list[ValidationProblem] = []
+    seen: set[tuple[str, str | None, str]] = set()
+    for job in (r for r in resources if r.kind == "TrainingJob"):
+        for binding in job.spec.get("evaluations") or []:
+            name = binding.get("suite", "")
+            suite = suites.get((job.project, name)) or suites.get((None, name))
+            queue = (suite.spec.get("queue") or job.spec.get("queue")) if suite else None
+            if suite is None or queue not in queues or (suite.address, job.project, queue) in seen:
+                continue
+            seen.add((suite.address, job.project, queue))
+            quota = quotas.get((job.project, queue))
+            if quota is None:
+                if suite.spec.get("queue"):  # the job's own queue is checked on the job
+                    problems.append(
+                        ValidationProblem(
+                            suite.address,
+                            "spec.queue",
+                            f"{job.address} runs this suite's evaluations on queue {queue}, "
+                            f"where project {job.project} has no Quota (so no LocalQueue): "
+                            "Kueue would never admit them",
+                        )
+                    )
+                continue
+            wanted = suite.spec.get("resources") or EVALUATION_RESOURCES
+            evaluation = DesiredResource(
+                suite.address,
+                "EvalSuite",
+                suite.name,
+                job.project,
+                {"spec": {"queue": queue, "resources": wanted}},
+            )
+            problems += job_fit_problems(
+                evaluation, queues[queue], pools, list(queues.values()), quota
+            )
+    return problems

@@ -17,7 +17,7 @@ One resource at a time (`limit_problems`):
 - Queue: a maxPriorityThreshold outside int32, a fairShareWeight that is not a finite
   quantity or lies in (0, 1e-9] (Kueue pkg/webhooks/common.go validateFairSharing: "When
   not 0, weight must be > 10e-9");
-- TrainingJob: a priority outside int32 (WorkloadPriorityClass `value`);
+- TrainingJob and EvalSuite: a priority outside int32 (WorkloadPriorityClass `value`);
 - time limits (TrainingJob and Queue `maxRuntime`, Quota `maxWallTime`, EvalSuite
   `timeout`) of 0 seconds: the
   limit is the Job's `activeDeadlineSeconds` (docs/kubernetes.md, "Time limits"), and a
@@ -306,7 +306,7 @@ def limit_problems(resource: DesiredResource, naming: Naming) -> Found:
         found += _pool_limits(resource.spec)
     elif resource.kind == "Queue":
         found += _queue_limits(resource.spec)
-    elif resource.kind == "TrainingJob":
+    elif resource.kind in ("TrainingJob", "EvalSuite"):
         priority = resource.spec.get("priority")
         if priority is not None and not _int32(priority):
             found.append(

@@ -29,7 +29,8 @@ Across the resources of one provider instance (`instance_problems`):
   time limits, flavor x resource pairs), and a TrainingJob Kueue would never admit
   (admission_fit.py): pods larger than every pool's nodes, or more accelerators, cpu or
   memory than its queue (with what its cohort lends) or its project's Quota could ever
-  give it on the pools its pods fit, or a Quota with runningJobs 0.
+  give it on the pools its pods fit, or a Quota with runningJobs 0; the same for the
+  evaluations of its EvalSuites, on the suite's queue where it names one.
 
 Cohort cycles cannot be expressed: `spec.cohort` names a flat cohort (trainform has no
 Cohort kind with a parent), so a cohort never contains another. Sharing a flavor between
@@ -44,7 +45,10 @@ from decimal import Decimal
 from typing import Any
 
 from trainform.providers.base import DesiredResource, ValidationProblem
-from trainform.providers.kubernetes.admission_fit import job_fit_problems
+from trainform.providers.kubernetes.admission_fit import (
+    evaluation_fit_problems,
+    job_fit_problems,
+)
 from trainform.providers.kubernetes.api_limits import limit_problems, queue_size_problems
 from trainform.providers.kubernetes.job_checks import job_problems
 from trainform.providers.kubernetes.manifests import AMOUNT_FIELDS
@@ -237,7 +241,7 @@ def instance_problems(resources: list[DesiredResource]) -> list[ValidationProble
                         "namespace has no LocalQueue and Kueue would never admit the job",
                     )
                 )
-    return problems
+    return problems + evaluation_fit_problems(resources, quota_resources)
 
 
 def _running_jobs_problems(resources: list[DesiredResource]) -> list[ValidationProblem]:

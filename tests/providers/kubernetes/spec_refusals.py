@@ -291,6 +291,16 @@ CLASSES: list[SpecClass] = [
         attempt="eval",
     ),
     SpecClass(
+        "evaluation-over-quota-cpu",
+        _after(EVAL_COMMAND, "  resources: {nodes: 2, cpu: 48, memory: 8Gi}\n"),
+        "EvalSuite/vision/heldout",
+        "spec.resources.cpu",
+        "more than Quota/vision/q allows (cpu: 64",
+        NEVER,
+        "Kueue flavorassigner: the evaluation's Job on the project's ClusterQueue",
+        attempt="eval",
+    ),
+    SpecClass(
         "project-namespace-kubernetes-keeps",
         _after(
             "  metrics: [{name: loss, goal: minimize}]\n",

@@ -27,6 +27,7 @@ from trainform.cli.commands import cli
 from trainform.planner.desired import build_desired
 from trainform.providers.base import DesiredResource, ProviderContext
 from trainform.providers.jobs import JobLaunch
+from trainform.providers.kubernetes.admission_fit import EVALUATION_RESOURCES
 from trainform.providers.kubernetes.jobs import job_manifest
 from trainform.providers.kubernetes.manifests import pool_facts
 from trainform.providers.kubernetes.placement import duration_seconds, place, pool_from_facts
@@ -158,6 +159,8 @@ def _job(provider: KubernetesProvider, desired: dict[str, Any], attempt: str) ->
     pools = {i.name: i.document["spec"] for i in desired.values() if i.kind == "ResourcePool"}
     naming = provider.naming
     wanted = job["resources"]
+    if attempt == "eval":
+        wanted = suite.get("resources") or {**EVALUATION_RESOURCES, "acceleratorsPerNode": 0}
     placement = place(
         [
             pool_from_facts(
@@ -168,7 +171,7 @@ def _job(provider: KubernetesProvider, desired: dict[str, Any], attempt: str) ->
             )
             for entry in queue["pools"]
         ],
-        wanted["acceleratorsPerNode"],
+        wanted.get("acceleratorsPerNode", 0),
         wanted["cpu"],
         wanted["memory"],
     )
@@ -192,7 +195,7 @@ def _job(provider: KubernetesProvider, desired: dict[str, Any], attempt: str) ->
         datasets=[],
         cpu=wanted["cpu"],
         memory=wanted["memory"],
-        gpus=wanted["acceleratorsPerNode"] * wanted["nodes"],
+        gpus=wanted.get("acceleratorsPerNode", 0) * wanted["nodes"],
         nodes=wanted["nodes"],
         image=IMAGE,
         max_runtime=seconds,

@@ -213,3 +213,31 @@ def test_a_job_that_can_never_be_admitted_is_a_problem(
     problems = instance_problems(resources)
 
     assert [p.field for p in problems if p.address == job.address] == fields
+
+
+def test_an_evaluation_on_a_queue_without_the_projects_quota_is_a_problem_of_its_suite() -> None:
+    job = _job(1, 1)
+    job.document["spec"]["evaluations"] = [{"suite": "heldout"}]
+    suite = DesiredResource(
+        "EvalSuite/vision/heldout",
+        "EvalSuite",
+        "heldout",
+        "vision",
+        {"metadata": {}, "spec": {"queue": "eval", "priority": 2**31}},
+    )
+    other = DesiredResource("Queue/eval", "Queue", "eval", None, copy.deepcopy(QUEUE))
+    resources = [_queue(), other, _pool(8), _quota("vision", "a", "train"), job, suite]
+
+    problems = instance_problems(resources) + resource_problems(suite, Naming())
+
+    assert [(p.field, p.message.split(":")[0]) for p in problems if p.address == suite.address] == [
+        (
+            "spec.queue",
+            "TrainingJob/vision/big runs this suite's evaluations on queue eval, where project "
+            "vision has no Quota (so no LocalQueue)",
+        ),
+        (
+            "spec.priority",
+            "2147483648 does not fit a 32-bit integer (a WorkloadPriorityClass value)",
+        ),
+    ]
