@@ -88,6 +88,8 @@ def test_a_workload_past_its_maximum_execution_time_is_deactivated_and_never_req
     assert workload["spec"]["maximumExecutionTimeSeconds"] == 300
     assert not cluster.suspended("capped")
     assert _job(cluster, "capped")["status"]["startTime"]
+    cluster.job("next", lq, gpus=8)
+    assert cluster.suspended("next")  # the queue's 8 GPUs are capped's
 
     elapse(cluster.api, 240)  # the test's own seconds count too: stay well short
     assert cluster.workload("capped")["spec"]["active"] is True
@@ -109,8 +111,12 @@ def test_a_workload_past_its_maximum_execution_time_is_deactivated_and_never_req
         "False",
         "DeactivatedDueToMaximumExecutionTimeExceeded",
     )
-    assert conditions["QuotaReserved"]["status"] == "False"
+    assert (conditions["QuotaReserved"]["status"], conditions["QuotaReserved"]["reason"]) == (
+        "False",
+        "Deactivated",
+    )
     assert conditions["Admitted"]["status"] == "False"
+    assert not cluster.suspended("next")  # an inactive Workload holds no quota
     assert "admission" not in workload["status"]
     assert workload["status"]["accumulatedPastExecutionTimeSeconds"] >= 300
     job = _job(cluster, "capped")

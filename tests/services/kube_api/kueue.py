@@ -97,8 +97,10 @@ WATCHED = {
 
 
 def reserving(workload: dict[str, Any]) -> bool:
-    """Holds quota: QuotaReserved and not Finished."""
-    return is_true(workload, "QuotaReserved") and not is_true(workload, "Finished")
+    """Holds quota: QuotaReserved, not Finished and active (Kueue's workload controller
+    drops an inactive Workload from its cache as it does a finished one, Update event)."""
+    active = (workload.get("spec") or {}).get("active", True) is not False
+    return is_true(workload, "QuotaReserved") and not is_true(workload, "Finished") and active
 
 
 def _finished(job: dict[str, Any]) -> tuple[str, str] | None:

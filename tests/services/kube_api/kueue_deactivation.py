@@ -28,7 +28,13 @@ one of Kueue's, in the order its controllers take them:
    Pending, the eviction's message), `status.admission` removed, and Admitted False
    (reason NoReservation, "The workload has no reservation") with the time it was
    admitted added to `accumulatedPastExecutionTimeSeconds`
-   (pkg/workload/admissionchecks.go, SyncAdmittedCondition).
+   (pkg/workload/admissionchecks.go, SyncAdmittedCondition). Of an inactive Workload
+   the QuotaReserved False ends as the workload controller words it next: reason
+   Deactivated, "The workload is deactivated" (syncQuotaReservedFalseCondition).
+4. Kueue drops an inactive Workload from its queues and its cache at once, as it does a
+   finished one (workload_controller.go, Update): its quota is free for others while its
+   Job's pods stop, and it is neither pending nor reserving in queue status (kueue.py
+   `reserving`, kueue_status.py).
 
 Not modelled: waitForPodsReady (its requeue limit sets DeactivationTarget with reason
 RequeuingLimitExceeded: a test sets that condition as Kueue would), the pod set info
@@ -70,7 +76,8 @@ def _owner(workload: dict[str, Any]) -> dict[str, Any] | None:
 
 
 class Deactivations:
-    """Steps 1-3 above, run by KueueController.reconcile after the Job step."""
+    """Steps 1-3 above, run by KueueController.reconcile after the Job step; steps 1 and
+    2 of one Workload follow each other in one pass (Kueue takes a reconcile for each)."""
 
     api: KubeAPI
     _items: Callable[[str, str], list[dict[str, Any]]]
@@ -80,19 +87,25 @@ class Deactivations:
         for workload in self._items(KUEUE, "workloads"):
             if workload["metadata"].get("deletionTimestamp") or is_true(workload, "Finished"):
                 continue
-            spec = workload.get("spec") or {}
-            if spec.get("active", True):
+            if (workload.get("spec") or {}).get("active", True):
                 if self._past_max_exec(workload):
-                    continue  # written: the next pass deactivates it
-                if is_true(workload, TARGET):
-                    spec["active"] = False
-                    self._write(KUEUE, "workloads", workload)
-                continue
+                    workload = self._fresh(workload)
+                if not is_true(workload, TARGET):
+                    continue
+                workload["spec"]["active"] = False
+                self._write(KUEUE, "workloads", workload)
+                workload = self._fresh(workload)
             if not is_true(workload, "Evicted"):
                 self._evict_inactive(workload)
         for workload in self._items(KUEUE, "workloads"):
             if is_true(workload, "Evicted") and not is_true(workload, "Finished"):
                 self._stop_evicted(workload)
+
+    def _fresh(self, workload: dict[str, Any]) -> dict[str, Any]:
+        """The stored Workload after a write (the next step writes on top of it)."""
+        metadata = workload["metadata"]
+        found = self.api.store.get(KUEUE, "workloads", metadata["namespace"], metadata["name"])
+        return found if found is not None else workload
 
     def _past_max_exec(self, workload: dict[str, Any]) -> bool:
         """Step 1; whether it set the DeactivationTarget now."""
@@ -157,7 +170,10 @@ class Deactivations:
         reason, message = str(evicted.get("reason", "")), str(evicted.get("message", ""))
         requeued = "True" if reason in REQUEUED_REASONS else "False"
         condition(workload, "Requeued", requeued, reason, message)
-        condition(workload, "QuotaReserved", "False", "Pending", message)
+        if (workload.get("spec") or {}).get("active", True) is False:
+            condition(workload, "QuotaReserved", "False", DEACTIVATED, DEACTIVATED_MESSAGE)
+        else:
+            condition(workload, "QuotaReserved", "False", "Pending", message)
         status = workload["status"]
         status.pop("admission", None)
         admitted = find_condition(workload, "Admitted")

@@ -84,7 +84,11 @@ def queue_statuses(
     workloads: list[dict[str, Any]],
 ) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
     """(plural, object, wanted status) for every ClusterQueue and LocalQueue."""
-    live = [w for w in workloads if not is_true(w, "Finished")]
+    live = [  # Kueue's queues and cache drop finished and inactive Workloads alike
+        w
+        for w in workloads
+        if not is_true(w, "Finished") and (w.get("spec") or {}).get("active", True) is not False
+    ]
     local_to_cluster: dict[tuple[str, str], str] = {}
     for local in store.items(KUEUE, "localqueues", None):
         key = (local["metadata"]["namespace"], local["metadata"]["name"])
