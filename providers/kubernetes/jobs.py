@@ -6,9 +6,11 @@ node), the accelerator of the pools it fits requested and limited per pod (place
 the launch contract's environment per pod and, for a command other than torchrun running
 several processes per node, the launcher of launcher.py (pods.py), created with
 `suspend: true` and the label `kueue.x-k8s.io/queue-name` (the project's LocalQueue named
-as the queue), so Kueue unsuspends it when it admits its Workload. `backoffLimit: 0`:
-trainform, not the Job controller, decides on retries (planner/jobs.py resumes a failed
-attempt from its latest valid checkpoint as a new attempt, a new Job).
+as the queue), so Kueue unsuspends it when it admits its Workload. A training attempt with
+checkpoints on S3 starts through resume_entry.py, which resumes from the run's latest
+valid checkpoint at every start (a preempted attempt that Kueue admits again too).
+`backoffLimit: 0`: trainform, not the Job controller, decides on retries (planner/jobs.py
+resumes a failed attempt from its latest valid checkpoint as a new attempt, a new Job).
 
 Each TrainingJob address has a run ledger, the ConfigMap `trainform-runs-<address hash>`
 in its namespace, listing every attempt trainform submitted (run id, attempt, kind, suite,
@@ -50,6 +52,7 @@ from trainform.providers.kubernetes.naming import (
     short_hash,
 )
 from trainform.providers.kubernetes.placement import DEFAULT_GPU, Placement
+from trainform.providers.kubernetes.resume_entry import resume_command, resumes_at_start
 from trainform.providers.kubernetes.timeline import (  # noqa: F401 - kept here for their importers
     DELETED,
     attempt_status,
@@ -246,6 +249,8 @@ def main_container(
     command = list(launch.command)
     if contract.distributed and not contract.torchrun and contract.procs_per_node > 1:
         command = launcher_command(command)
+    if resumes_at_start(launch.kind, launch.resume, launch.checkpoint_prefix):
+        command = resume_command(command)  # the latest valid checkpoint at every start
     return {
         "name": CONTAINER,
         "image": launch.image,

@@ -8,7 +8,8 @@
     Queue        -> Cohort `<namePrefix><name>` holding the queue's quota (one resource
                     group whose flavors are the pools, nominalQuota, borrowingLimit and
                     lendingLimit against the parent Cohort `spec.cohort`, fairSharing)
-                    and a WorkloadPriorityClass of the queue's defaultPriority
+                    and a WorkloadPriorityClass of the queue's defaultPriority; the
+                    declared preemption as the annotation trainform.dev/preemption
     Quota        -> a ClusterQueue in that Cohort for the project, and the LocalQueue
                     (named as the queue) through which the project's jobs reach it
                     (project_queues.py: the project's limits are its borrowingLimits)
@@ -27,7 +28,11 @@ from typing import Any
 from trainform.providers.kubernetes import project_queues
 from trainform.providers.kubernetes.kinds import KUEUE
 from trainform.providers.kubernetes.naming import PROJECT_LABEL, Naming
-from trainform.providers.kubernetes.project_queues import queue_policy
+from trainform.providers.kubernetes.project_queues import (
+    PREEMPTION_ANNOTATION,
+    declared_preemption,
+    queue_policy,
+)
 
 DEFAULT_GPU = "nvidia.com/gpu"
 DISPLAY_NAME_ANNOTATION = "trainform.dev/display-name"
@@ -216,6 +221,7 @@ def render_queue(
     if spec.get("cohort"):
         cohort_spec["parentName"] = naming.cluster_name(spec["cohort"])
     extra = {MAX_RUNTIME_ANNOTATION: spec["maxRuntime"]} if spec.get("maxRuntime") else {}
+    extra[PREEMPTION_ANNOTATION] = json.dumps(declared_preemption(spec), sort_keys=True)
     cluster_name = naming.cluster_name(name)
     return [
         {

@@ -29,7 +29,9 @@ Kueue quotas are per flavor, so on a queue with several pools each limit holds o
 pool. A limit the Quota does not set has no borrowingLimit (bounded by the Cohort). The
 queue's admission policy (preemption, queueingStrategy, stopPolicy) is a ClusterQueue
 field, so it is written here too, from the Queue's outputs (`QueueFacts`); a Queue update
-writes it onto all its projects' ClusterQueues (provider.py). Pure; no I/O.
+writes it onto all its projects' ClusterQueues (provider.py). Preemption is not copied
+as declared: `cluster_queue_preemption` says what makes Kueue preempt as the Queue says
+on ClusterQueues that own no quota. Pure; no I/O.
 """
 
 from __future__ import annotations
@@ -40,6 +42,9 @@ from trainform.providers.kubernetes.kinds import KUEUE
 from trainform.providers.kubernetes.naming import DOMAIN, Naming, dns_label
 
 QUEUE_LABEL = f"{DOMAIN}/queue"
+PREEMPTION_ANNOTATION = f"{DOMAIN}/preemption"
+"""On a Queue's Cohort: the preemption the Queue declares (JSON), which the project
+ClusterQueues' fields alone cannot tell (cluster_queue_preemption is not one to one)."""
 MAX_WALL_TIME_ANNOTATION = f"{DOMAIN}/max-wall-time"
 PODS = "pods"
 QueueFacts = dict[str, Any]
@@ -51,19 +56,55 @@ def project_queue_name(naming: Naming, queue: str, project: str) -> str:
     return dns_label(naming.cluster_name(f"{queue}-{project}"))
 
 
-def queue_policy(spec: dict[str, Any]) -> dict[str, Any]:
-    """The ClusterQueue fields a Queue's admission policy becomes."""
+def declared_preemption(spec: dict[str, Any]) -> dict[str, Any]:
+    """A Queue's `preemption` as declared, with its defaults: what the Cohort's
+    PREEMPTION_ANNOTATION records and what observe reports back."""
     preemption = spec.get("preemption") or {}
     borrow = preemption.get("borrowWithinCohort") or {}
     borrowing: dict[str, Any] = {"policy": borrow.get("policy", "Never")}
     if borrow.get("maxPriorityThreshold") is not None:
         borrowing["maxPriorityThreshold"] = borrow["maxPriorityThreshold"]
     return {
-        "preemption": {
-            "withinClusterQueue": preemption.get("withinQueue", "Never"),
-            "reclaimWithinCohort": preemption.get("reclaimWithinCohort", "Never"),
-            "borrowWithinCohort": borrowing,
-        },
+        "withinQueue": preemption.get("withinQueue", "Never"),
+        "reclaimWithinCohort": preemption.get("reclaimWithinCohort", "Never"),
+        "borrowWithinCohort": borrowing,
+    }
+
+
+def cluster_queue_preemption(declared: dict[str, Any]) -> dict[str, Any]:
+    """The project ClusterQueues' `preemption` for a Queue's declared one.
+
+    Every project ClusterQueue has nominal quota 0, so whatever it admits is borrowed from
+    the queue's Cohort. Kueue's flavor assigner (flavorassigner.go fitsResourceQuota) tries
+    preemption for a request above nominal only when borrowWithinCohort is not Never, or a
+    Cohort on the way up holds the request unused and has a parent; otherwise the flavor
+    is noFit and no policy is consulted. And the other projects of the queue are other
+    ClusterQueues of the Cohort: the preemptor (classical/hierarchical_preemption.go)
+    judges their workloads by reclaimWithinCohort, and since the preemptor always borrows,
+    only as ReclaimWhileBorrowing, which needs borrowWithinCohort LowerPriority. So a
+    queue with `withinQueue` other than Never gets reclaimWithinCohort LowerPriority
+    (unless declared: Any keeps Any) and borrowWithinCohort LowerPriority (unless
+    declared, threshold kept): its jobs preempt lower-priority jobs of its own project
+    (withinClusterQueue, as declared) and of its other projects (docs/kubernetes.md)."""
+    within = declared["withinQueue"]
+    reclaim = declared["reclaimWithinCohort"]
+    borrowing = dict(declared["borrowWithinCohort"])
+    if within != "Never":
+        if reclaim == "Never":
+            reclaim = "LowerPriority"
+        if borrowing.get("policy", "Never") == "Never":
+            borrowing = {"policy": "LowerPriority"}
+    return {
+        "withinClusterQueue": within,
+        "reclaimWithinCohort": reclaim,
+        "borrowWithinCohort": borrowing,
+    }
+
+
+def queue_policy(spec: dict[str, Any]) -> dict[str, Any]:
+    """The ClusterQueue fields a Queue's admission policy becomes."""
+    return {
+        "preemption": cluster_queue_preemption(declared_preemption(spec)),
         "queueingStrategy": spec.get("queueingStrategy", "BestEffortFIFO"),
         "stopPolicy": spec.get("stopPolicy", "None"),
     }

@@ -12,7 +12,9 @@ manage never show up as drift. The inverse of manifests.py:
   Topology, nodes/cpu/memory/accelerator from the trainform.dev/pool annotation;
 - Queue: cohort (parentName), pools with their quotas, fairShareWeight and maxRuntime
   (an annotation) from the Cohort; preemption, queueingStrategy, stopPolicy from one of
-  its projects' ClusterQueues (as desired when it has none); defaultPriority from the
+  its projects' ClusterQueues (as desired when it has none; preemption as the Cohort's
+  trainform.dev/preemption annotation declares it while the ClusterQueue holds what that
+  renders to, project_queues.cluster_queue_preemption); defaultPriority from the
   WorkloadPriorityClass (0 without one, as Kueue reads it);
 - Quota: limits from the project's ClusterQueue (borrowingLimits, the pod count,
   maxWallTime as an annotation), spec.queue from its Cohort when the LocalQueue points
@@ -37,7 +39,12 @@ from trainform.providers.kubernetes.manifests import (
     POOL_ANNOTATION,
 )
 from trainform.providers.kubernetes.naming import Naming
-from trainform.providers.kubernetes.project_queues import PODS
+from trainform.providers.kubernetes.project_queues import (
+    PODS,
+    PREEMPTION_ANNOTATION,
+    cluster_queue_preemption,
+    declared_preemption,
+)
 from trainform.specs.quantity import Quantity, parse_quantity
 
 Objects = dict[str, dict[str, Any] | None]
@@ -198,20 +205,43 @@ def _queue(spec: dict[str, Any], objects: Objects, naming: Naming) -> None:
     spec["defaultPriority"] = priority_class.get("value") if priority_class else 0
     project_queue = objects.get("ClusterQueue")
     if project_queue is not None:  # the policy lives on the projects' ClusterQueues
-        read_queue_policy(spec, project_queue.get("spec") or {})
+        declared = _meta(cohort, "annotations").get(PREEMPTION_ANNOTATION)
+        read_queue_policy(spec, project_queue.get("spec") or {}, declared)
 
 
-def read_queue_policy(spec: dict[str, Any], queue_spec: dict[str, Any]) -> None:
+def read_queue_policy(
+    spec: dict[str, Any], queue_spec: dict[str, Any], declared: str | None = None
+) -> None:
+    """The Queue's policy from a project ClusterQueue. Its preemption fields are what
+    project_queues.cluster_queue_preemption renders, which is not one to one, so the
+    preemption reported is the one the Cohort's annotation `declared` records, else the
+    one `spec` asks for, when it renders to what the ClusterQueue holds; otherwise the
+    ClusterQueue's fields as they are (drift)."""
     preemption = queue_spec.get("preemption") or {}
     borrow = preemption.get("borrowWithinCohort") or {}
     borrowing: dict[str, Any] = {"policy": borrow.get("policy", "Never")}
     if borrow.get("maxPriorityThreshold") is not None:
         borrowing["maxPriorityThreshold"] = borrow["maxPriorityThreshold"]
-    spec["preemption"] = {
-        "withinQueue": preemption.get("withinClusterQueue", "Never"),
+    live = {
+        "withinClusterQueue": preemption.get("withinClusterQueue", "Never"),
         "reclaimWithinCohort": preemption.get("reclaimWithinCohort", "Never"),
         "borrowWithinCohort": borrowing,
     }
+    candidates = [declared_preemption(spec)]
+    try:
+        recorded = json.loads(declared) if declared else None
+        if isinstance(recorded, dict):
+            candidates.insert(0, declared_preemption({"preemption": recorded}))
+    except ValueError:
+        pass
+    spec["preemption"] = next(
+        (c for c in candidates if cluster_queue_preemption(c) == live),
+        {
+            "withinQueue": live["withinClusterQueue"],
+            "reclaimWithinCohort": live["reclaimWithinCohort"],
+            "borrowWithinCohort": borrowing,
+        },
+    )
     spec["queueingStrategy"] = queue_spec.get("queueingStrategy", "BestEffortFIFO")
     spec["stopPolicy"] = queue_spec.get("stopPolicy", "None")
 

@@ -81,11 +81,11 @@ from trainform.providers.kubernetes.placement import Placement
 from trainform.providers.kubernetes.pods import headless_service
 from trainform.providers.kubernetes.priority_classes import shared_class
 from trainform.providers.kubernetes.queue_positions import QueuePositions
+from trainform.providers.kubernetes.requeues import last_step, resolve_runs, starts_from_latest
 from trainform.providers.kubernetes.timeline import (
     POD,
     attempt_status,
     final_facts,
-    parse_time,
     pods_by_job,
 )
 from trainform.providers.local.status import run_to_json
@@ -296,6 +296,7 @@ class KubernetesJobs(RunHistory):
                     except ProviderError:
                         checkpoints[run_id] = []  # read from the checkpoints later instead
                 status.last_step = last_step(status, checkpoints[run_id])
+                resolve_runs(status.runs, checkpoints[run_id], starts_from_latest(jobs.get(name)))
             archive = archive_location(entry)
             if archive and store is not None and pods.get(name):
                 try:
@@ -475,6 +476,7 @@ class KubernetesJobs(RunHistory):
         runs: dict[str, RunStatus] = {}
         prefixes: dict[str, str] = {}
         waiting: list[tuple[AttemptStatus, dict[str, Any]]] = []
+        latest: set[int] = set()  # attempts whose pods resume from the latest checkpoint
         pods = pods or {}
         for entry in entries:
             run_id = str(entry.get("runId"))
@@ -491,6 +493,8 @@ class KubernetesJobs(RunHistory):
                 )
             else:
                 run.attempts.append(status)
+                if starts_from_latest(jobs.get(job_name)):
+                    latest.add(id(status))
                 prefixes.setdefault(run_id, str(entry.get("checkpointPrefix") or ""))
                 if status.phase == RunPhase.QUEUED and job_name in workloads:
                     waiting.append((status, workloads[job_name]))
@@ -506,6 +510,7 @@ class KubernetesJobs(RunHistory):
             for attempt in run.attempts:
                 if attempt.last_step is None:
                     attempt.last_step = last_step(attempt, run.checkpoints)
+                resolve_runs(attempt.runs, run.checkpoints, id(attempt) in latest)
             kept.append(run)
         return kept
 
@@ -563,21 +568,3 @@ class KubernetesJobs(RunHistory):
             for flavor in (assignment.get("flavors") or {}).values():
                 return self.naming.spec_name(str(flavor)) or str(flavor)
         return ""
-
-
-def last_step(attempt: AttemptStatus, checkpoints: list[CheckpointStatus]) -> int | None:
-    """The newest checkpoint written while the attempt ran (its end's second included:
-    Kubernetes records times to the second)."""
-    start = parse_time(attempt.started_at)
-    if start is None:
-        return None
-    end = parse_time(attempt.ended_at)
-    if end is not None:
-        end += datetime.timedelta(seconds=1)
-    steps = [
-        checkpoint.step
-        for checkpoint in checkpoints
-        for written in [parse_time(checkpoint.written_at)]
-        if written is not None and written >= start and (end is None or written < end)
-    ]
-    return max(steps) if steps else None

@@ -47,12 +47,14 @@ from __future__ import annotations
 
 import datetime
 import re
+from dataclasses import asdict
 from decimal import Decimal
 from typing import Any
 
-from trainform.providers.jobs import AttemptStatus, Cause, RunPhase, WaitSpan
+from trainform.providers.jobs import AttemptStatus, Cause, RunPhase, RunSpan, WaitSpan
 from trainform.providers.kubernetes.deactivation import deactivation
 from trainform.providers.kubernetes.kinds import ApiKind
+from trainform.providers.kubernetes.requeues import preemption_of, requeued_waits, with_runs
 from trainform.specs.quantity import parse_quantity
 
 POD = ApiKind("Pod", "v1", "pods", True)
@@ -328,7 +330,20 @@ def attempt_status(
     workload: dict[str, Any] | None,
     pods: list[dict[str, Any]] | None = None,
 ) -> AttemptStatus:
-    """The attempt as the ledger, its Job, its Workload and its pods tell it."""
+    """The attempt as the ledger, its Job, its Workload and its pods tell it; the runs of
+    one Kueue preempted (requeues.py)."""
+    found = _attempt_status(entry, job, workload, pods)
+    if not isinstance(entry.get("final"), dict):
+        with_runs(found, preemption_of(workload))
+    return found
+
+
+def _attempt_status(
+    entry: dict[str, Any],
+    job: dict[str, Any] | None,
+    workload: dict[str, Any] | None,
+    pods: list[dict[str, Any]] | None = None,
+) -> AttemptStatus:
     final = entry.get("final")
     if isinstance(final, dict):
         return recorded(entry, final)
@@ -356,6 +371,7 @@ def attempt_status(
         procs_per_node=_procs(entry),
     )
     base.admitted_at, base.waits, _ = admission(workload, submitted)
+    base.waits = requeued_waits(base.waits, preemption_of(workload))
     status = (job or {}).get("status") or {}
     base.started_at = str(status.get("startTime") or "") or _first_pod_start(pods)
     if entry.get("cancelled"):
@@ -411,6 +427,8 @@ def final_facts(status: AttemptStatus) -> dict[str, Any]:
     facts: dict[str, Any] = {name: getattr(status, name) for name in FINAL_FIELDS}
     facts["phase"] = str(status.phase)
     facts["waits"] = [[w.reason, w.since, w.until] for w in status.waits]
+    if status.runs:
+        facts["runs"] = [asdict(r) for r in status.runs]
     return facts
 
 
@@ -436,4 +454,10 @@ def recorded(entry: dict[str, Any], final: dict[str, Any]) -> AttemptStatus:
     status.hosts = list(final.get("hosts") or [])
     status.procs_per_node = _procs(entry)
     status.waits = [WaitSpan(*wait) for wait in final.get("waits") or []]
+    known = set(RunSpan.__dataclass_fields__)
+    status.runs = [
+        RunSpan(**{k: v for k, v in r.items() if k in known})
+        for r in final.get("runs") or []
+        if isinstance(r, dict) and "started_at" in r
+    ]
     return status

@@ -39,7 +39,13 @@ pkg/scheduler):
 - with Node objects, admission on a topology flavor needs a topology assignment, the
   started Job's pods are gated and ungated onto their domains (kueue_tas.py), and a
   kube-scheduler stand-in binds pods to nodes (nodes.py).
-Not modelled: preemption, admission checks, the mutating webhook that suspends Jobs on
+- a Workload that does not fit may preempt others (kueue_preemption.py: Kueue's classical
+  preemption, as the flavor assigner and the preemptor decide it); the victims are
+  evicted (Evicted and Preempted conditions, kueue_eviction.py) and, as every evicted
+  Workload, stopped and requeued (kueue_deactivation.py step 3, their Job's original pod
+  template restored); the preemptor waits ("Pending the preemption of n workload(s)") and
+  is admitted in a later pass; a re-admitted Workload's Evicted and Preempted turn False.
+Not modelled: admission checks, the mutating webhook that suspends Jobs on
 create (tests create Jobs suspended, as trainform does).
 """
 
@@ -49,13 +55,14 @@ import copy
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from tests.services.kube_api import deletion, kueue_tas, operations
+from tests.services.kube_api import deletion, kueue_eviction, kueue_tas, operations
 from tests.services.kube_api.errors import ApiError
 from tests.services.kube_api.job_controller import JobController
 from tests.services.kube_api.kueue_deactivation import Deactivations
 from tests.services.kube_api.kueue_fairsharing import fair_order, weights_of
 from tests.services.kube_api.kueue_finalizers import settle
 from tests.services.kube_api.kueue_flavors import assign
+from tests.services.kube_api.kueue_preemption import Preemptor, admitted, message, queue_path
 from tests.services.kube_api.kueue_quota import Tree
 from tests.services.kube_api.kueue_status import queue_statuses
 from tests.services.kube_api.kueue_visibility import order_key
@@ -208,7 +215,7 @@ class KueueController(Deactivations):
             touched, store.kueue_touched = store.kueue_touched, set()
             if after_write and not touched & WATCHED:
                 return
-            for _ in range(4):
+            for _ in range(8):
                 before = store.revision
                 self._jobs()
                 self._deactivate()
@@ -324,13 +331,13 @@ class KueueController(Deactivations):
         }
         placer = kueue_tas.placer_for(self.api, flavors, levels)
         workloads = self._items(KUEUE, "workloads")
-        for workload in workloads:
-            admission = (workload.get("status") or {}).get("admission") or {}
-            if reserving(workload) and admission.get("clusterQueue") in tree.queues:
-                for pod_set in admission.get("podSetAssignments") or []:
-                    for resource, flavor in (pod_set.get("flavors") or {}).items():
-                        usage = _usage(workload, pod_set, resource)
-                        tree.add_usage(admission["clusterQueue"], (flavor, resource), usage)
+        holding = [
+            admitted(w) for w in workloads if reserving(w) and admitted(w).queue in tree.queues
+        ]
+        for each in holding:
+            for key, value in each.usage.items():
+                tree.add_usage(each.queue, key, value)
+        preemptor = Preemptor(queues, tree, holding)
         pending = [
             w
             for w in workloads
@@ -341,6 +348,7 @@ class KueueController(Deactivations):
         ]
         pending.sort(key=order_key)  # Kueue's queue order (kueue_visibility.py)
         blocked: set[str] = set()
+        preempted: set[tuple[str, str]] = set()  # targets of this cycle (no overlaps)
         for workload in self._order(pending, queues, tree, flavors, levels):
             problem, queue_name_ = self._inadmissible(workload, queues)
             if problem or queue_name_ is None:
@@ -349,9 +357,22 @@ class KueueController(Deactivations):
             if queue_name_ in blocked:
                 continue  # StrictFIFO: behind a head that does not fit
             queue = queues[queue_name_]
-            outcome = assign(workload, queue, flavors, tree, levels, placer)
+
+            def oracle(
+                flavor: str,
+                resource: str,
+                value: int,
+                q: str = queue_name_,
+                w: dict[str, Any] = workload,
+            ) -> bool:
+                return preemptor.may_preempt(w, q, (flavor, resource), value)
+
+            outcome = assign(workload, queue, flavors, tree, levels, placer, oracle)
             if not outcome.fits:
-                self._pending(workload, "Pending", outcome.message)
+                text = outcome.message
+                if outcome.preempting:
+                    text += self._preempt(workload, queue_name_, outcome, preemptor, preempted)
+                self._pending(workload, "Pending", text)
                 if (queue.get("spec") or {}).get(
                     "queueingStrategy", "BestEffortFIFO"
                 ) == "StrictFIFO":
@@ -371,6 +392,7 @@ class KueueController(Deactivations):
                 "QuotaReserved",
                 f"Quota reserved in ClusterQueue {queue_name_}",
             )
+            kueue_eviction.readmit(workload)
             condition(workload, "Admitted", "True", "Admitted", "The workload is admitted")
             self._write(KUEUE, "workloads", workload, "status")
 
@@ -396,6 +418,30 @@ class KueueController(Deactivations):
             levels,
             weights,
         )
+
+    def _preempt(
+        self,
+        workload: dict[str, Any],
+        queue: str,
+        outcome: Any,
+        preemptor: Preemptor,
+        preempted: set[tuple[str, str]],
+    ) -> str:
+        """Evict what Kueue's preemptor picks for `workload` (scheduler.go: not when a
+        target is already a target of this cycle); the text the pending message gets."""
+        targets = preemptor.targets(workload, queue, outcome.usage, outcome.preempting)
+        if not targets or any(t.workload.key in preempted for t in targets):
+            return ""
+        path = queue_path(preemptor.tree, queue)
+        for target in targets:
+            preempted.add(target.workload.key)
+            victim = target.workload.obj
+            said = message(
+                workload, target.reason, path, queue_path(preemptor.tree, target.workload.queue)
+            )
+            if kueue_eviction.evict(victim, target.reason, said):
+                self._write(KUEUE, "workloads", victim, "status")
+        return f". Pending the preemption of {len(targets)} workload(s)"
 
     def _pending(self, workload: dict[str, Any], reason: str, message: str) -> None:
         if condition(workload, "QuotaReserved", "False", reason, message):
@@ -451,10 +497,3 @@ class KueueController(Deactivations):
             if obj.get("status") != status:
                 obj["status"] = status
                 self._write(KUEUE, plural, obj, "status")
-
-
-def _usage(workload: dict[str, Any], pod_set: dict[str, Any], resource: str) -> int:
-    from tests.services.kube_api import quantities
-
-    value = (pod_set.get("resourceUsage") or {}).get(resource, 0)
-    return quantities.amount(resource, value)

@@ -22,8 +22,9 @@ one of Kueue's, in the order its controllers take them:
    (the scheduler passes it over: kueue.py schedules active Workloads only).
 3. An evicted Workload's Job (pkg/controller/jobframework/reconciler.go, "handle
    eviction"; jobs/job/job_controller.go, Job.Stop), whatever the eviction's reason: the
-   Job is suspended and its status.startTime cleared; once it has no active pod left,
-   the Workload gives its quota back: Requeued False with the eviction's reason and
+   Job is suspended, its status.startTime cleared and its pod template restored from the
+   Workload (RestorePodSetsInfo: kueue_eviction.restore_template); once it has no active
+   pod left, the Workload gives its quota back: Requeued False with the eviction's reason and
    message (True only for a preemption or a node failure), QuotaReserved False (reason
    Pending, the eviction's message), `status.admission` removed, and Admitted False
    (reason NoReservation, "The workload has no reservation") with the time it was
@@ -37,8 +38,8 @@ one of Kueue's, in the order its controllers take them:
    `reserving`, kueue_status.py).
 
 Not modelled: waitForPodsReady (its requeue limit sets DeactivationTarget with reason
-RequeuingLimitExceeded: a test sets that condition as Kueue would), the pod set info
-restored on the stopped Job, and the objectRetentionPolicies that delete a deactivated
+RequeuingLimitExceeded: a test sets that condition as Kueue would) and the
+objectRetentionPolicies that delete a deactivated
 Job after a while.
 """
 
@@ -49,6 +50,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tests.services.kube_api import fields
+from tests.services.kube_api.kueue_eviction import restore_template
 from tests.services.kube_api.kueue_workloads import condition, find_condition, is_true
 
 if TYPE_CHECKING:
@@ -138,8 +140,11 @@ class Deactivations:
     def _stop_evicted(self, workload: dict[str, Any]) -> None:
         """Step 3: stop the Job, then give the quota back once its pods are gone."""
         job = self._owned_job(workload)
-        if job is not None and self._stop_job(job):
-            return  # the Job controller deletes its pods first
+        if job is not None:
+            running = self._stop_job(job)
+            self._restore_template(job, workload)
+            if running:
+                return  # the Job controller deletes its pods first
         if is_true(workload, "QuotaReserved"):
             self._release(workload)
 
@@ -164,6 +169,13 @@ class Deactivations:
             status.pop("startTime")
             self._write("batch", "jobs", job, "status")
         return bool(int(status.get("active", 0)))
+
+    def _restore_template(self, job: dict[str, Any], workload: dict[str, Any]) -> None:
+        """RestorePodSetsInfo on the stopped Job (kueue_eviction.restore_template)."""
+        metadata = job["metadata"]
+        found = self.api.store.get("batch", "jobs", metadata["namespace"], metadata["name"])
+        if found is not None and restore_template(found, workload):
+            self._write("batch", "jobs", found)
 
     def _release(self, workload: dict[str, Any]) -> None:
         evicted = find_condition(workload, "Evicted") or {}

@@ -16,7 +16,11 @@ every flavor of the queue has a topology). Then each resource of the group must 
 beyond the most the queue could ever get it is "insufficient quota for r in flavor x,
 previously considered podsets requests (a) + current podset request (b) > maximum
 capacity (c)"; beyond what is unused now "insufficient unused quota for r in flavor x, n
-more needed" (the stand-in does not preempt, so that waits too). A flavor that fits
+more needed"; that flavor is taken in Preempt mode when `oracle`
+(kueue_preemption.Preemptor.may_preempt: Kueue's fitsResourceQuota and preemption
+oracle) says preemption may free it, but only if no later flavor fits (whenCanPreempt
+TryNextFlavor, the default), and the Assignment lists the flavor-resources that need
+preemption in `preempting`. A flavor that fits
 within the queue's own quota is taken at once; one that needs borrowing is taken at once
 under `whenCanBorrow: MayStopSearch` and only if no later flavor fits without borrowing
 under `TryNextFlavor`. A queue with a `pods` resource counts one per pod. The failure
@@ -25,11 +29,13 @@ When the cluster has Node objects, a pod set admitted on a topology flavor (a to
 request, or none on a queue whose flavors all have one: TAS implied) also needs a
 topology assignment from kueue_tas.py, else it waits with TAS's reason ('topology "t"
 allows to fit only 1 out of 2 pod(s)'); with no Node objects a matching request is
-admitted with no assignment. Not modelled: preemption, partial admission.
+admitted with no assignment. Not modelled: the flavorFungibility preference among
+flavors that all need preemption (the first is taken), partial admission.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +43,9 @@ from tests.services.kube_api import nodes, quantities
 from tests.services.kube_api.kueue_quota import Tree
 from tests.services.kube_api.kueue_tas import Placer
 from tests.services.kube_api.kueue_workloads import pod_requests
+
+Oracle = Callable[[str, str, int], bool]
+"""(flavor, resource, amount) -> whether preemption may make room for it."""
 
 
 @dataclass
@@ -46,6 +55,8 @@ class Assignment:
     pod_sets: list[dict[str, Any]] = field(default_factory=list)
     usage: dict[tuple[str, str], int] = field(default_factory=dict)
     message: str = ""
+    preempting: set[tuple[str, str]] = field(default_factory=set)
+    """(flavor, resource) assigned in Preempt mode: admission needs preemption first."""
 
     @property
     def fits(self) -> bool:
@@ -114,6 +125,48 @@ def _groups(queue: dict[str, Any]) -> list[dict[str, Any]]:
     return list((queue.get("spec") or {}).get("resourceGroups") or [])
 
 
+def _quota_fit(
+    name: str,
+    flavor_name: str,
+    covered: list[str],
+    wanted: dict[str, int],
+    tree: Tree,
+    taken: dict[tuple[str, str], int],
+    reasons: list[str],
+    oracle: Oracle | None,
+) -> tuple[bool, bool, list[str]]:
+    """Kueue's fitsResourceQuota for each covered resource on one flavor: (fits, borrows,
+    the resources that fit only by preemption); reasons are appended to `reasons`."""
+    fits, borrows, preempting = True, False, []
+    for each in covered:
+        key = (flavor_name, each)
+        before = taken.get(key, 0)
+        total = before + wanted[each]
+        most = tree.potential(name, key)
+        if total > most:
+            reasons.append(
+                f"insufficient quota for {each} in flavor {flavor_name}, previously "
+                f"considered podsets requests ({quantities.render(each, before)}) + "
+                f"current podset request ({quantities.render(each, wanted[each])}) > "
+                f"maximum capacity ({quantities.render(each, most)})"
+            )
+            return False, False, []
+        free = tree.available(name, key)
+        if total > free:
+            reasons.append(
+                f"insufficient unused quota for {each} in flavor {flavor_name}, "
+                f"{quantities.render(each, total - free)} more needed"
+            )
+            if oracle is not None and oracle(flavor_name, each, total):
+                preempting.append(each)
+            else:
+                fits = False
+            continue
+        node = tree.queues[name]
+        borrows = borrows or node.usage.get(key, 0) + total > node.subtree.get(key, 0)
+    return fits, borrows, preempting
+
+
 def _pod_set(
     pod_set: dict[str, Any],
     queue: dict[str, Any],
@@ -121,8 +174,10 @@ def _pod_set(
     tree: Tree,
     taken: dict[tuple[str, str], int],
     levels: dict[str, list[str]],
-) -> tuple[dict[str, str], list[str]]:
-    """Flavors per resource for one pod set, or the reasons none fits (usage in `taken`)."""
+    oracle: Oracle | None = None,
+) -> tuple[dict[str, str], list[str], set[tuple[str, str]]]:
+    """Flavors per resource for one pod set, or the reasons none fits (usage in `taken`),
+    and the flavor-resources that fit only by preempting."""
     name = queue["metadata"]["name"]
     count = int(pod_set.get("count", 1))
     pod_spec = (pod_set.get("template") or {}).get("spec") or {}
@@ -132,15 +187,18 @@ def _pod_set(
         per_pod["pods"] = 1
     wanted = {resource: value * count for resource, value in per_pod.items()}
     chosen: dict[str, str] = {}
+    preempt: set[tuple[str, str]] = set()
+    all_reasons: list[str] = []
     for resource in sorted(wanted):
         if resource in chosen:
             continue
         group = next((g for g in groups if resource in (g.get("coveredResources") or [])), None)
         if group is None:
-            return {}, [f"resource {resource} unavailable in ClusterQueue"]
+            return {}, [f"resource {resource} unavailable in ClusterQueue"], set()
         covered = [r for r in sorted(wanted) if r in group["coveredResources"]]
         reasons: list[str] = []
         borrowing_choice: str | None = None
+        preempt_choice: tuple[str, list[str]] | None = None
         picked: str | None = None
         for flavor in group.get("flavors") or []:
             flavor_name = flavor["name"]
@@ -152,33 +210,13 @@ def _pod_set(
             if problem:
                 reasons.append(problem)
                 continue
-            fits, borrows = True, False
-            for each in covered:
-                key = (flavor_name, each)
-                before = taken.get(key, 0)
-                total = before + wanted[each]
-                most = tree.potential(name, key)
-                if total > most:
-                    reasons.append(
-                        f"insufficient quota for {each} in flavor {flavor_name}, previously "
-                        f"considered podsets requests ({quantities.render(each, before)}) + "
-                        f"current podset request ({quantities.render(each, wanted[each])}) > "
-                        f"maximum capacity ({quantities.render(each, most)})"
-                    )
-                    fits = False
-                    break
-                free = tree.available(name, key)
-                if total > free:
-                    reasons.append(
-                        f"insufficient unused quota for {each} in flavor {flavor_name}, "
-                        f"{quantities.render(each, total - free)} more needed"
-                    )
-                    fits = False
-                    continue
-                node = tree.queues[name]
-                own = node.subtree.get(key, 0)
-                borrows = borrows or node.usage.get(key, 0) + total > own
+            fits, borrows, preempting = _quota_fit(
+                name, flavor_name, covered, wanted, tree, taken, reasons, oracle
+            )
             if not fits:
+                continue
+            if preempting:
+                preempt_choice = preempt_choice or (flavor_name, preempting)
                 continue
             policy = ((queue.get("spec") or {}).get("flavorFungibility") or {}).get(
                 "whenCanBorrow", "MayStopSearch"
@@ -188,12 +226,17 @@ def _pod_set(
                 break
             borrowing_choice = borrowing_choice or flavor_name
         picked = picked or borrowing_choice
+        needs: list[str] = []
+        if picked is None and preempt_choice is not None:
+            picked, needs = preempt_choice
         if picked is None:
-            return {}, reasons
+            return {}, reasons, set()
         for each in covered:
             chosen[each] = picked
             taken[(picked, each)] = taken.get((picked, each), 0) + wanted[each]
-    return chosen, []
+        preempt.update((picked, each) for each in needs)
+        all_reasons += reasons if needs else []
+    return chosen, all_reasons, preempt
 
 
 def assign(
@@ -203,25 +246,33 @@ def assign(
     tree: Tree,
     levels: dict[str, list[str]] | None = None,
     placer: Placer | None = None,
+    oracle: Oracle | None = None,
 ) -> Assignment:
     """Flavors for every pod set of `workload` in `queue`; `levels`: the node labels of each
     Topology object by name (for pod sets that request topology-aware scheduling);
     `placer`: the nodes' topology domains (kueue_tas.py), which then give a pod set on a
-    topology flavor its topologyAssignment or the reason it does not fit (and count it)."""
+    topology flavor its topologyAssignment or the reason it does not fit (and count it);
+    `oracle`: whether preemption may free (flavor, resource, amount) for it."""
     result = Assignment()
     taken: dict[tuple[str, str], int] = {}
     placed: list[tuple[dict[str, Any], dict[str, Any]]] = []
     for pod_set in (workload.get("spec") or {}).get("podSets") or []:
-        chosen, reasons = _pod_set(pod_set, queue, flavors, tree, taken, levels or {})
-        topology, problem = _topology(pod_set, chosen, queue, flavors, placer)
+        found = _pod_set(pod_set, queue, flavors, tree, taken, levels or {}, oracle)
+        chosen, reasons, preempting = found
+        topology, problem = None, ""
+        if not preempting:
+            topology, problem = _topology(pod_set, chosen, queue, flavors, placer)
         if problem:
             reasons = [problem]
         if reasons:
             name = pod_set.get("name", "main")
-            result.message = f"couldn't assign flavors to pod set {name}: " + ", ".join(
-                sorted(reasons)
+            result.message = result.message or (
+                f"couldn't assign flavors to pod set {name}: " + ", ".join(sorted(reasons))
             )
+        if reasons and not preempting:
+            result.preempting = set()
             return result
+        result.preempting |= preempting
         count = int(pod_set.get("count", 1))
         per_pod = pod_requests(((pod_set.get("template") or {}).get("spec")) or {})
         if "pods" in chosen:
@@ -239,7 +290,7 @@ def assign(
         )
         if topology:
             placed.append((topology, pod_set))
-    for topology, pod_set in placed:
+    for topology, pod_set in placed if result.fits else []:
         assert placer is not None
         placer.take(topology, pod_set)
     result.usage = taken

@@ -5,10 +5,11 @@ ClusterQueue or a Cohort) has per (flavor, resource) quotas (nominal, borrowingL
 lendingLimit), a subtree quota and a usage. A ClusterQueue's subtree quota is its nominal
 quota; a Cohort's is its own nominal quota plus what each child lends (the child's subtree
 quota minus its local quota, the part a lendingLimit keeps back). Usage bubbles up past a
-child's local quota. `available` is what a node can still use now (bounded by the
-borrowingLimits on the way up); `potential` is the most it could ever use. A ClusterQueue
-naming a cohort that has no Cohort object gets an implicit, quota-less one, as in Kueue.
-All amounts are integers from `quantities.amount` (milli-cpu, units otherwise).
+child's local quota (`remove_usage` takes it back off). `available` is what a node can
+still use now (bounded by the borrowingLimits on the way up); `potential` is the most it
+could ever use. A ClusterQueue naming a cohort that has no Cohort object gets an
+implicit, quota-less one, as in Kueue. All amounts are integers from `quantities.amount`
+(milli-cpu, units otherwise).
 """
 
 from __future__ import annotations
@@ -108,6 +109,18 @@ class Tree:
             local_available = node.local_available(key)
             node.usage[key] = node.usage.get(key, 0) + value
             value = value - local_available
+            node = node.parent
+
+    def remove_usage(self, queue: str, key: FlavorResource, value: int) -> None:
+        """Kueue's removeUsage: take usage off the node, and off its parent the part that
+        was stored there (past the node's local quota)."""
+        node: Node | None = self.queues[queue]
+        while node is not None and value > 0:
+            stored = node.usage.get(key, 0) - node.local(key)
+            node.usage[key] = node.usage.get(key, 0) - value
+            if stored <= 0:
+                return
+            value = min(value, stored)
             node = node.parent
 
     def available(self, queue: str, key: FlavorResource) -> int:
