@@ -77,7 +77,10 @@ def platform(
     root.mkdir()
     config = kubernetes_config(kueue, prefix, f"      kueueConfig: {prefix}kueue/manager\n")
     (root / "trainform.yaml").write_text(config.replace("state:", registry + "state:", 1))
-    text = PLATFORM + IMAGE.format(reference=f"{host}/{repository}@{pushed.digest}")
+    # no preemption within the queue: the jobs that do not fit wait (their places are the
+    # subject here), where withinQueue: LowerPriority would let `urgent` preempt `first`
+    platform = PLATFORM.replace("withinQueue: LowerPriority", "withinQueue: Never")
+    text = platform + IMAGE.format(reference=f"{host}/{repository}@{pushed.digest}")
     for name in ("first", "second"):  # running before the others are submitted
         text += JOB.format(name=name, priority=JOBS[name])
     (root / "platform.yaml").write_text(text)
