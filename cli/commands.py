@@ -43,7 +43,9 @@ EXIT_OK, EXIT_ERROR = 0, 1
 def _load(
     spec_dir: str, inputs: TemplateInputs, output_format: str, max_chars: int | None = None
 ) -> SpecSet:
-    return load_or_exit(
+    from trainform.planner.variables import check_variables
+
+    specs = load_or_exit(
         lambda: load_specs(
             spec_dir,
             environment=inputs.environment,
@@ -53,6 +55,8 @@ def _load(
         output_format,
         max_chars,
     )
+    check_variables(specs, inputs.variables)
+    return specs
 
 
 class LazyGroup(click.Group):

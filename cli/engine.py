@@ -42,6 +42,7 @@ from trainform.planner.plan_model import Plan
 from trainform.planner.saved_plans import check_bindings, check_datasets, comparable_location
 from trainform.planner.session import ProviderSet, config_from_data
 from trainform.planner.state import digest
+from trainform.planner.variables import replayed_variables, saved_variables
 from trainform.planner.workspace import Workspace, make_backend
 from trainform.policies.plan_file import plan_file_bytes
 from trainform.specs.file_writes import write_file
@@ -234,6 +235,7 @@ def plan(
     rendered = render_plan_with_policies(rendered, result, report.to_json(), output_format, budget)
     click.echo(rendered, nl=False, color=use_color())
     if out:
+        result.variables = saved_variables(inputs.variables)
         result.state_location = comparable_location(workspace.backend.location)
         result.state_binding = comparable_location(
             workspace.backend.location, Path(spec_dir).resolve()
@@ -272,14 +274,14 @@ def _apply_saved(target: str, inputs: TemplateInputs, parallelism: int) -> None:
 
     saved, spec_root = Plan.from_file(target)
     config = config_from_data(saved.config)
-    backend = make_backend(config, spec_root)
+    backend = make_backend(config, spec_root, saved.environment)
     saved, desired = check_bindings(
         saved,
         spec_root,
         backend.location,
         target,
         inputs.environment,
-        inputs.variables,
+        replayed_variables(saved.variables, inputs.variables),
         inputs.var_files,
     )
     check_fresh(saved, backend.read(), target)

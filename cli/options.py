@@ -34,6 +34,26 @@ class TemplateInputs:
     var_files: tuple[str, ...] = ()
 
 
+ENV_VARIABLE = "TRAINFORM_ENV"
+"""The environment variable that selects an environment when --env is not given."""
+
+
+def env_option(func: F) -> F:
+    """--env NAME (or TRAINFORM_ENV): the environment of trainform.yaml whose state and
+    provider connections a command reaches; the one definition every command uses."""
+    return click.option(
+        "--env",
+        "-env",
+        "environment",
+        default=None,
+        envvar=ENV_VARIABLE,
+        show_envvar=True,
+        metavar="NAME",
+        help="Environment of trainform.yaml to work on: its state, provider connections and "
+        "variables (default: defaultEnvironment).",
+    )(func)
+
+
 def template_options(func: F) -> F:
     """--env, --var and --var-file, handed to the command as one `inputs` argument."""
 
@@ -63,13 +83,7 @@ def template_options(func: F) -> F:
         metavar="NAME=VALUE",
         help="Template variable (repeatable); wins over files and environments.",
     )(wrapped)
-    wrapped = click.option(
-        "--env",
-        "environment",
-        default=None,
-        help="Environment from trainform.yaml whose variables templates see.",
-    )(wrapped)
-    return wrapped
+    return env_option(wrapped)
 
 
 def format_option(*choices: str, default: str = "text") -> Callable[[F], F]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import click
-from trainform.cli.options import TemplateInputs, spec_dir_argument, template_options
+from trainform.cli.options import TemplateInputs, env_option, spec_dir_argument, template_options
 from trainform.cli.output import load_or_exit, open_or_exit
 from trainform.cli.render.words import plural
 from trainform.planner.audit import audit_record, render_audit_text, since
@@ -16,17 +16,19 @@ from trainform.planner.workspace import Workspace, make_backend
 from trainform.specs import load_specs
 
 
-def _backend(spec_dir: str):  # type: ignore[no-untyped-def]
+def _backend(spec_dir: str, environment: str | None):  # type: ignore[no-untyped-def]
+    """The state backend of `environment` (else the default one) of the spec folder."""
     from pathlib import Path
 
-    specs = load_or_exit(lambda: load_specs(spec_dir), "text")
-    return make_backend(specs.config, Path(spec_dir))
+    specs = load_or_exit(lambda: load_specs(spec_dir, environment=environment), "text")
+    return make_backend(specs.config, Path(spec_dir), specs.environment)
 
 
-def _read(spec_dir: str) -> State:
-    state = _backend(spec_dir).read()
+def _read(spec_dir: str, environment: str | None) -> State:
+    backend = _backend(spec_dir, environment)
+    state = backend.read()
     if state is None:
-        raise PlannerError(f"cannot read state: no state exists yet for {spec_dir}")
+        raise PlannerError(f"cannot read state: no state exists yet at {backend.location}")
     return state
 
 
@@ -37,9 +39,10 @@ def state() -> None:
 
 @state.command("list")
 @spec_dir_argument
-def state_list(spec_dir: str) -> None:
+@env_option
+def state_list(spec_dir: str, environment: str | None) -> None:
     """List the addresses in state."""
-    current = _read(spec_dir)
+    current = _read(spec_dir, environment)
     for address in sorted(current.resources):
         pending = current.resources[address].pending
         click.echo(address + (f"  (pending {pending})" if pending else ""))
@@ -48,9 +51,10 @@ def state_list(spec_dir: str) -> None:
 @state.command("show")
 @click.argument("address")
 @spec_dir_argument
-def state_show(address: str, spec_dir: str) -> None:
+@env_option
+def state_show(address: str, spec_dir: str, environment: str | None) -> None:
     """Show one resource as recorded in state."""
-    current = _read(spec_dir)
+    current = _read(spec_dir, environment)
     resource = current.resources.get(address)
     if resource is None:
         raise PlannerError(f"cannot show {address}: not in state")
@@ -60,9 +64,10 @@ def state_show(address: str, spec_dir: str) -> None:
 @state.command("rm")
 @click.argument("addresses", nargs=-1, required=True)
 @click.option("--dir", "spec_dir", default=".", type=click.Path(file_okay=False))
-def state_rm(addresses: tuple[str, ...], spec_dir: str) -> None:
+@env_option
+def state_rm(addresses: tuple[str, ...], spec_dir: str, environment: str | None) -> None:
     """Forget resources without deleting them (they become orphaned on the provider)."""
-    backend = _backend(spec_dir)
+    backend = _backend(spec_dir, environment)
     info = backend.lock("state rm")
     try:
         current = backend.read()
@@ -77,10 +82,10 @@ def state_rm(addresses: tuple[str, ...], spec_dir: str) -> None:
         backend.unlock(info)
 
 
-def _local_backend(spec_dir: str, verb: str):  # type: ignore[no-untyped-def]
+def _local_backend(spec_dir: str, environment: str | None, verb: str):  # type: ignore[no-untyped-def]
     from trainform.planner.backends.local import LocalBackend
 
-    backend = _backend(spec_dir)
+    backend = _backend(spec_dir, environment)
     if not isinstance(backend, LocalBackend):
         raise PlannerError(
             f"cannot {verb}: the {type(backend).__name__} keeps every version of the state "
@@ -93,9 +98,10 @@ def _local_backend(spec_dir: str, verb: str):  # type: ignore[no-untyped-def]
 @state.command("restore")
 @click.argument("generation", type=click.IntRange(1, 1000))
 @spec_dir_argument
-def state_restore(generation: int, spec_dir: str) -> None:
+@env_option
+def state_restore(generation: int, spec_dir: str, environment: str | None) -> None:
     """Put backup generation N back as the state (the replaced file is kept beside it)."""
-    backend = _local_backend(spec_dir, f"restore backup {generation}")
+    backend = _local_backend(spec_dir, environment, f"restore backup {generation}")
     info = backend.lock("state restore")
     try:
         restored, kept = backend.restore(generation)
@@ -112,9 +118,10 @@ def state_restore(generation: int, spec_dir: str) -> None:
 @state.command("accept")
 @click.option("--reason", default="", help="Why the state was swapped (recorded).")
 @spec_dir_argument
-def state_accept(reason: str, spec_dir: str) -> None:
+@env_option
+def state_accept(reason: str, spec_dir: str, environment: str | None) -> None:
     """Accept the state found (another lineage, an older serial, or none) as the baseline."""
-    backend = _backend(spec_dir)
+    backend = _backend(spec_dir, environment)
     info = backend.lock("state accept")
     try:
         identity = backend.accept(reason or "trainform state accept")
@@ -150,13 +157,17 @@ def _iso_time(value: str | None) -> str | None:
 )
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text")
 @spec_dir_argument
-def state_audit(start: str | None, verify: bool, output_format: str, spec_dir: str) -> None:
+@env_option
+def state_audit(
+    start: str | None, verify: bool, output_format: str, spec_dir: str, environment: str | None
+) -> None:
     """List the audit records: every state-changing command (started and completed),
     force-unlock, who and what."""
+    backend = _backend(spec_dir, environment)
     if verify:
-        _verify_audit(_backend(spec_dir), output_format)
+        _verify_audit(backend, output_format)
         return
-    records = since(_backend(spec_dir).read_audit(), start)
+    records = since(backend.read_audit(), start)
     if output_format == "json":
         click.echo(json.dumps({"formatVersion": 1, "records": records}, indent=2, sort_keys=True))
     else:
@@ -206,9 +217,10 @@ def _verify_audit(backend, output_format: str) -> None:  # type: ignore[no-untyp
     help="Also when the holder still runs on this host (its next state write then fails).",
 )
 @spec_dir_argument
-def force_unlock(lock_id: str, force: bool, spec_dir: str) -> None:
+@env_option
+def force_unlock(lock_id: str, force: bool, spec_dir: str, environment: str | None) -> None:
     """Release a state lock left by a process that is gone."""
-    backend = _backend(spec_dir)
+    backend = _backend(spec_dir, environment)
     held = backend.force_unlock(lock_id, force=force)
     backend.append_audit(audit_record("force-unlock", lock=held.to_json()))
     click.echo(

@@ -237,6 +237,9 @@ class Plan:
     state_binding: str = ""
     """The state location relative to the spec folder (`./...`) when it lies inside it, as a
     saved plan binds it; never rendered."""
+    variables: dict[str, str] = field(default_factory=dict)
+    """The -var values a saved plan was made with (secret-looking ones redacted,
+    planner.variables), replayed by `apply FILE`; empty unless the plan was saved."""
 
     @property
     def actionable(self) -> list[ResourceChange]:
@@ -278,6 +281,8 @@ class Plan:
             "stateLocation": self.state_location,
             "pins": self.pins,
         }
+        if self.variables:
+            body["variables"] = self.variables
         return body
 
     def to_file_bytes(self, spec_root: Path) -> bytes:
@@ -336,6 +341,7 @@ class Plan:
                 spec_folder=str(data.get("specFolder") or ""),
                 pins=dict(data.get("pins") or {}),
                 state_binding=str(data.get("stateBinding") or ""),
+                variables={str(k): str(v) for k, v in (data.get("variables") or {}).items()},
             )
             return plan, bound_spec_root(data, location)
         except (KeyError, TypeError, ValueError) as exc:

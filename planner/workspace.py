@@ -12,6 +12,7 @@ from trainform.planner.backends.local import LocalBackend
 from trainform.planner.backends.s3 import S3Backend
 from trainform.planner.errors import PlannerError
 from trainform.planner.session import ProviderSet
+from trainform.planner.variables import check_variables
 from trainform.providers.base import Provider
 from trainform.specs import RootConfig, SpecSet, load_specs
 from trainform.specs.models.config import LocalState, ObjectStoreProvider
@@ -37,18 +38,28 @@ class Workspace:
         return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def make_backend(config: RootConfig, root: Path) -> StateBackend:
+def make_backend(config: RootConfig, root: Path, environment: str | None = None) -> StateBackend:
+    """The state backend of `config` (an environment's, when one is selected); its lock
+    errors print the `force-unlock` command that reaches this very state."""
     state = config.state
+    backend: StateBackend
     if isinstance(state, LocalState):
         path = Path(state.path)
-        return LocalBackend(path if path.is_absolute() else root / path, state.backups)
-    return S3Backend(
-        state.bucket,
-        state.key,
-        _state_store(config, state.provider).connection,
-        timeout=state.timeout,
-        max_attempts=state.max_attempts,
+        backend = LocalBackend(path if path.is_absolute() else root / path, state.backups)
+    else:
+        backend = S3Backend(
+            state.bucket,
+            state.key,
+            _state_store(config, state.provider).connection,
+            timeout=state.timeout,
+            max_attempts=state.max_attempts,
+        )
+    folder = str(root)
+    backend.unlock_arguments = (
+        ("--env", environment) if environment else (),
+        (folder,) if folder not in (".", "") else (),
     )
+    return backend
 
 
 def _state_store(config: RootConfig, name: str | None) -> ObjectStoreProvider:
@@ -80,10 +91,11 @@ def open_workspace(
     provider_classes: dict[str, type[Provider]] | None = None,
 ) -> Workspace:
     specs = load_specs(spec_dir, environment=environment, variables=variables, var_files=var_files)
+    check_variables(specs, variables)
     root = Path(spec_dir)
     return Workspace(
         root=root,
         specs=specs,
-        backend=make_backend(specs.config, root),
+        backend=make_backend(specs.config, root, specs.environment),
         providers=ProviderSet(specs.config, root, provider_classes),
     )

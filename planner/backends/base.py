@@ -99,14 +99,14 @@ class LockInfo:
 
 
 class StateLockedError(StateError):
-    def __init__(self, info: LockInfo) -> None:
+    def __init__(self, info: LockInfo, unlock: str | None = None) -> None:
         self.info = info
         alive = info.process_alive()
         liveness = " (that process is no longer running)" if alive is False else ""
         super().__init__(
             f"cannot lock state: held by {info.holder}@{info.host} pid {info.pid}{liveness} "
             f"for `{info.operation}` since {info.time} (lock id {info.id}). Wait for it to "
-            f"finish, or if it is gone run `trainform force-unlock {info.id}`"
+            f"finish, or if it is gone run `{unlock or 'trainform force-unlock ' + info.id}`"
         )
 
 
@@ -151,6 +151,17 @@ class StateBackend(ABC):
     """Where state lives: a local file (planner.backends.local) or S3 (planner.backends.s3)."""
 
     location: str
+
+    unlock_arguments: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+    """What `force-unlock` needs besides the lock id to reach this state: options before it
+    (`--env prod`) and the spec folder after it; set by planner.workspace.make_backend."""
+
+    def unlock_command(self, lock_id: str) -> str:
+        """The `trainform force-unlock` command that releases `lock_id`, as a shell line."""
+        import shlex
+
+        before, after = self.unlock_arguments
+        return shlex.join(["trainform", "force-unlock", *before, lock_id, *after])
 
     def __init__(self) -> None:
         self.audits_open: dict[str, int] = {}  # lock id -> sequence of its `started` record
@@ -255,8 +266,10 @@ class StateBackend(ABC):
         try:
             self.finish_audit(info, **fields)
         except StateError as exc:
-            sys.stderr.write(f"warning: the audit record of `{info.operation}` was not "
-                             f"written: {redact(str(exc))}\n")
+            sys.stderr.write(
+                f"warning: the audit record of `{info.operation}` was not "
+                f"written: {redact(str(exc))}\n"
+            )
 
     @abstractmethod
     def read_identity(self) -> Identity | None:

@@ -428,7 +428,7 @@ class LocalBackend(StateBackend):
             held = self._read_lock()
             if held is None:
                 return self.take_lock(operation)
-            raise StateLockedError(held) from None
+            raise StateLockedError(held, self.unlock_command(held.id)) from None
         try:
             with os.fdopen(fd, "w") as handle:
                 handle.write(json.dumps(info.to_json()))

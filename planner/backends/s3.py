@@ -420,7 +420,7 @@ class S3Backend(StateBackend):
         return S3StateError(
             f"{error}. The state lock {lock_id} is held by this run: every change recorded so "
             "far is kept in the journal. This run releases the lock on exit if the endpoint "
-            f"answers; if it could not, run `trainform force-unlock {lock_id}` and then "
+            f"answers; if it could not, run `{self.unlock_command(lock_id)}` and then "
             "`trainform plan` to see what is left"
         )
 
@@ -541,7 +541,7 @@ class S3Backend(StateBackend):
                 held = self._read_lock()
                 if held is None:
                     continue  # released between our write and our read: try again
-                raise StateLockedError(held[0])
+                raise StateLockedError(held[0], self.unlock_command(held[0].id))
             self._locks[info.id] = written
             return info
         raise S3StateError(
@@ -560,7 +560,7 @@ class S3Backend(StateBackend):
         except S3StateError as exc:
             raise S3StateError(
                 f"{exc}. The state lock {info.id} is still held: once the endpoint answers, "
-                f"run `trainform force-unlock {info.id}`"
+                f"run `{self.unlock_command(info.id)}`"
             ) from None
 
     def _remove_lock(self, version: Version, doing: str) -> bool:
