@@ -10,6 +10,8 @@ Mapping (Slurm's data_parser JSON, versions 0.0.37 to 0.0.41 and later):
     duration     time.elapsed (seconds) of its last run
     limit        time.limit (minutes in sacct; seconds here), when set
     actual_wait  time.start of its first run - its first submission
+    user, qos    user and qos (lowercased): per-user limits count by the user, and the
+                 job runs under its own QOS when the specs declare it
     priority     not read: Slurm's job priority is its own scale (multifactor weights), so
                  the simulation takes each queue's priority from the specs
 
@@ -70,6 +72,8 @@ def read_sacct(text: str, source: str = SOURCE) -> list[TraceJob]:
             duration=row.elapsed,
             limit=row.limit,
             actual_wait=None if row.start is None else max(0.0, row.start - row.submit),
+            user=row.user or None,
+            qos=row.qos or None,
         )
         for row in rows
     ]
@@ -89,6 +93,8 @@ class _Row:
     last_start: float
     start: float | None
     limit: float | None
+    user: str = ""
+    qos: str = ""
 
     def fold(self, other: _Row) -> _Row:
         """Two runs of one job: first submission and start, the last run's length."""
@@ -135,7 +141,14 @@ def _row(job: dict[str, Any], index: int, source: str) -> _Row | None:
         last_start=start or 0.0,
         start=start if start else None,
         limit=minutes * 60.0 if minutes else None,
+        user=_text(job.get("user")),
+        qos=_text(job.get("qos")),
     )
+
+
+def _text(value: Any) -> str:
+    """A lowercased name (Slurm compares user and QOS names without case), or ''."""
+    return value.lower() if isinstance(value, str) else ""
 
 
 def _number(value: Any) -> float | None:

@@ -1,20 +1,15 @@
 """The platform as Slurm schedules it: partitions on GPU pools, QOS, associations, weights.
 
-Plain data for `slurm_sim.simulate_slurm`, built from the specs by `slurm_platform_from_specs`
-(the provider's mapping: a Queue is a partition with `PriorityTier = defaultPriority` and a
-QOS of the same name with `Priority = defaultPriority`, `GrpTRES gres/gpu = nominal +
-borrowing limit`, `PreemptMode requeue` when the queue preempts; a Quota is the project's
-association on that partition: `GrpTRES gres/gpu`, `MaxJobs`) or by hand (the calibration
-test configures a cluster and describes it here). Only GPUs are modelled (docs/simulation.md).
+Plain data for `slurm_sim.simulate_slurm`, built from the specs by
+`slurm_specs.slurm_platform_from_specs` (the settings the Slurm provider writes, generic
+fields and `spec.slurm.*` alike) or by hand in tests. Only GPUs are modelled
+(docs/simulation.md).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
-
-if TYPE_CHECKING:
-    from trainform.specs import Quantity, SpecSet
+from typing import Literal
 
 PreemptMode = Literal["requeue", "cancel", "off"]
 REQUEUE_DELAY = 121.0
@@ -45,6 +40,10 @@ class SlurmQos:
     the first level of its limit hierarchy that defines a limit)."""
     max_jobs: int | None = None
     """GrpJobs: running jobs at once."""
+    user_gpu_limit: int | None = None
+    """MaxTRESPerUser gres/gpu: GPUs one user's jobs of this QOS hold at once."""
+    user_max_jobs: int | None = None
+    """MaxJobsPerUser: one user's running jobs of this QOS (it hides associations' MaxJobs)."""
     preempt: tuple[str, ...] = ()
     preempt_mode: PreemptMode = "requeue"
     """What happens to this QOS's jobs when preempted."""
@@ -52,12 +51,23 @@ class SlurmQos:
 
 @dataclass(frozen=True, slots=True)
 class SlurmAssociation:
-    """An account's limits, on one partition ("" for the account as a whole)."""
+    """An account's limits (`user` ""), or one user's in the account; on one partition
+    ("" for all of them)."""
 
     account: str
     partition: str = ""
     gpu_limit: int | None = None
+    """GrpTRES gres/gpu: GPUs of the association and those below it at once."""
     max_jobs: int | None = None
+    """GrpJobs: running jobs of the association and those below it."""
+    user: str = ""
+    user_max_jobs: int | None = None
+    """MaxJobs: running jobs of one user's association; set on an account, it holds for
+    each user association below that sets none."""
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.account, self.partition, self.user)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +92,10 @@ class SlurmPlatform:
     partitions: dict[str, SlurmPartition] = field(default_factory=dict)
     qos: dict[str, SlurmQos] = field(default_factory=dict)
     associations: dict[tuple[str, str], SlurmAssociation] = field(default_factory=dict)
+    user_associations: dict[tuple[str, str, str], SlurmAssociation] = field(default_factory=dict)
+    """By (account, user, partition); partition "" for the user's association on all."""
+    parents: dict[str, str] = field(default_factory=dict)
+    """Account -> its parent account: group limits of every ancestor hold too."""
     weights: SlurmWeights = field(default_factory=SlurmWeights)
     requeue_delay: float = REQUEUE_DELAY
     checkpoint_interval: float | None = None
@@ -110,63 +124,22 @@ class SlurmPlatform:
     def association(self, account: str, partition: str) -> SlurmAssociation | None:
         return self.associations.get((account, partition)) or self.associations.get((account, ""))
 
-
-def slurm_queue_names(specs: SpecSet) -> set[str]:
-    """Queues whose first pool is on a slurm provider instance (scheduled by Slurm)."""
-    pools = {
-        resource.name: resource.document.spec.provider  # type: ignore[attr-defined]
-        for resource in specs.resources.values()
-        if resource.kind == "ResourcePool"
-    }
-    names = set()
-    for resource in specs.resources.values():
-        if resource.kind != "Queue":
-            continue
-        entries = resource.document.spec.pools  # type: ignore[attr-defined]
-        instance = specs.config.provider(pools.get(entries[0].pool, "")) if entries else None
-        if instance is not None and instance.type == "slurm":
-            names.add(resource.name)
-    return names
-
-
-def _gpus(quantity: Quantity | None) -> int | None:
-    return None if quantity is None else int(quantity.value)
-
-
-def slurm_platform_from_specs(specs: SpecSet, weights: SlurmWeights | None = None) -> SlurmPlatform:
-    """The Slurm view of the specs' Slurm queues, as the provider maps them (module doc)."""
-    platform = SlurmPlatform(weights=weights or SlurmWeights())
-    queues = slurm_queue_names(specs)
-    for resource in specs.resources.values():
-        if resource.kind == "ResourcePool":
-            spec = resource.document.spec  # type: ignore[attr-defined]
-            platform.pools[resource.name] = spec.gpus()
-            if spec.accelerator is not None and spec.accelerator.count:
-                platform.node_gpus[resource.name] = spec.accelerator.count
-    for resource in specs.resources.values():
-        if resource.kind == "Queue" and resource.name in queues:
-            spec = resource.document.spec  # type: ignore[attr-defined]
-            total, unbounded = 0, False
-            for entry in spec.pools:
-                total += _gpus(entry.nominal_quota.gpu) or 0
-                borrowing = _gpus(entry.borrowing_limit.gpu) if entry.borrowing_limit else None
-                if spec.cohort and borrowing is None:
-                    unbounded = True
-                total += borrowing or 0
-            priority = max(0, spec.default_priority)
-            platform.partitions[resource.name] = SlurmPartition(
-                resource.name, spec.pools[0].pool, tier=min(priority, 65533), qos=resource.name
-            )
-            platform.qos[resource.name] = SlurmQos(
-                resource.name, priority=priority, gpu_limit=None if unbounded else total
-            )
-        elif resource.kind == "Quota" and resource.project:
-            spec = resource.document.spec  # type: ignore[attr-defined]
-            if spec.queue in queues:
-                platform.associations[(resource.project, spec.queue)] = SlurmAssociation(
-                    resource.project,
-                    spec.queue,
-                    gpu_limit=_gpus(spec.limits.gpu),
-                    max_jobs=spec.limits.running_jobs,
-                )
-    return platform
+    def chain(self, account: str, user: str | None, partition: str) -> list[SlurmAssociation]:
+        """The associations whose limits a job of `user` in `account` on `partition` counts
+        against: the user's (on the partition, else on all), the account's, its parents'."""
+        found = []
+        if user:
+            mine = self.user_associations.get((account, user, partition))
+            mine = mine or self.user_associations.get((account, user, ""))
+            if mine is not None:
+                found.append(mine)
+        seen = set()
+        current: str | None = account
+        while current and current not in seen:
+            seen.add(current)
+            own = self.association(current, partition) if current == account else None
+            own = own or self.associations.get((current, ""))
+            if own is not None:
+                found.append(own)
+            current = self.parents.get(current)
+        return found

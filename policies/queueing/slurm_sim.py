@@ -37,7 +37,12 @@ from dataclasses import dataclass, field
 
 from trainform.policies.queueing import holds
 from trainform.policies.queueing.result import JobOutcome, Run, SimulationResult, summarise
-from trainform.policies.queueing.slurm_model import SlurmPlatform, SlurmQos
+from trainform.policies.queueing.slurm_model import (
+    SlurmAssociation,
+    SlurmPartition,
+    SlurmPlatform,
+    SlurmQos,
+)
 from trainform.policies.queueing.trace import TraceJob
 
 
@@ -66,8 +71,14 @@ class _Usage:
     pool_free: dict[str, int]
     qos_gpus: Counter[str] = field(default_factory=Counter)
     qos_jobs: Counter[str] = field(default_factory=Counter)
-    assoc_gpus: Counter[tuple[str, str]] = field(default_factory=Counter)
-    assoc_jobs: Counter[tuple[str, str]] = field(default_factory=Counter)
+    assoc_gpus: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    assoc_jobs: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    user_gpus: Counter[tuple[str, str]] = field(default_factory=Counter)
+    """By (QOS, user)."""
+    user_jobs: Counter[tuple[str, str]] = field(default_factory=Counter)
+    """By (QOS, user)."""
+    account_user_jobs: Counter[tuple[str, str]] = field(default_factory=Counter)
+    """By (account, user): what an association's MaxJobs counts."""
 
 
 def simulate_slurm(platform: SlurmPlatform, jobs: Iterable[TraceJob]) -> SimulationResult:
@@ -101,7 +112,7 @@ class _SlurmSimulation:
         outcomes, arrivals = [], []
         for seq, job in enumerate(trace):
             partition = self.platform.partitions.get(job.queue)
-            qos = self.platform.qos.get(partition.qos) if partition and partition.qos else None
+            qos = self._qos_of(job, partition)
             outcome = JobOutcome(
                 job.id, job.project, job.queue, float(job.submit), job.gpus,
                 float(job.duration), 0 if partition is None else partition.tier,
@@ -123,22 +134,34 @@ class _SlurmSimulation:
             )  # fmt: skip
         return outcomes, arrivals
 
-    def _never_reason(self, job: TraceJob, partition: object, qos: SlurmQos | None) -> str:
+    def _qos_of(self, job: TraceJob, partition: SlurmPartition | None) -> SlurmQos | None:
+        """The job's own QOS when the platform knows it, else its partition's QOS."""
+        if job.qos and job.qos in self.platform.qos:
+            return self.platform.qos[job.qos]
+        return self.platform.qos.get(partition.qos) if partition and partition.qos else None
+
+    def _never_reason(
+        self, job: TraceJob, partition: SlurmPartition | None, qos: SlurmQos | None
+    ) -> str:
         if partition is None:
             return f"partition {job.queue!r} is not defined"
-        capacity = self.platform.pools.get(partition.pool, 0)  # type: ignore[attr-defined]
+        capacity = self.platform.pools.get(partition.pool, 0)
         if job.gpus > capacity:
             return f"asks {job.gpus} GPUs; the partition's nodes have {capacity}"
-        limit = self._gpu_limit(job.project, job.queue, qos)
-        if limit is not None and job.gpus > limit:
-            return f"asks {job.gpus} GPUs; its limit on partition {job.queue!r} is {limit}"
+        if qos is not None:
+            for what, limit in (("GrpTRES", qos.gpu_limit), ("MaxTRESPerUser", qos.user_gpu_limit)):
+                if limit is not None and job.gpus > limit and (what == "GrpTRES" or job.user):
+                    return f"asks {job.gpus} GPUs; QOS {qos.name} {what} allows {limit}"
+            if qos.max_jobs == 0 or (job.user and qos.user_max_jobs == 0):
+                return f"QOS {qos.name} allows no running job"
+        for association in self.platform.chain(job.project, job.user, job.queue):
+            where = _where(association)
+            limit = association.gpu_limit
+            if not (qos and qos.gpu_limit is not None) and limit is not None and job.gpus > limit:
+                return f"asks {job.gpus} GPUs; GrpTRES of {where} allows {limit}"
+            if association.max_jobs == 0:
+                return f"GrpJobs of {where} allows no running job"
         return ""
-
-    def _gpu_limit(self, account: str, partition: str, qos: SlurmQos | None) -> int | None:
-        if qos is not None and qos.gpu_limit is not None:
-            return qos.gpu_limit
-        association = self.platform.association(account, partition)
-        return association.gpu_limit if association else None
 
     # -- the event loop ----------------------------------------------------------------
 
@@ -265,35 +288,48 @@ class _SlurmSimulation:
         return False
 
     def _limit_reason(self, job: _Job) -> str:
-        usage, gpus = self.usage, job.trace.gpus
+        usage, gpus, user = self.usage, job.trace.gpus, job.trace.user
         qos = job.qos
         if qos is not None:
             if qos.gpu_limit is not None and usage.qos_gpus[qos.name] + gpus > qos.gpu_limit:
                 return holds.QOS_LIMIT
             if qos.max_jobs is not None and usage.qos_jobs[qos.name] >= qos.max_jobs:
                 return holds.QOS_LIMIT
-        association = self.platform.association(job.trace.project, job.partition)
-        if association is not None:
-            key = (association.account, association.partition)
-            qos_sets_gpus = qos is not None and qos.gpu_limit is not None
-            limit = association.gpu_limit
+            if user and qos.user_gpu_limit is not None:
+                if usage.user_gpus[(qos.name, user)] + gpus > qos.user_gpu_limit:
+                    return holds.QOS_LIMIT
+            if user and qos.user_max_jobs is not None:
+                if usage.user_jobs[(qos.name, user)] >= qos.user_max_jobs:
+                    return holds.QOS_LIMIT
+        qos_sets_gpus = qos is not None and qos.gpu_limit is not None
+        chain = self.platform.chain(job.trace.project, user, job.partition)
+        for association in chain:
+            key, limit = association.key, association.gpu_limit
             if not qos_sets_gpus and limit is not None and usage.assoc_gpus[key] + gpus > limit:
                 return holds.GPU_QUOTA
             if association.max_jobs is not None and usage.assoc_jobs[key] >= association.max_jobs:
                 return holds.RUNNING_CAP
+        per_user = next((a.user_max_jobs for a in chain if a.user_max_jobs is not None), None)
+        shadowed = qos is not None and qos.user_max_jobs is not None
+        if user and per_user is not None and not shadowed:
+            if usage.account_user_jobs[(job.trace.project, user)] >= per_user:
+                return holds.RUNNING_CAP
         return ""
 
     def _book(self, job: _Job, sign: int) -> None:
-        usage, gpus = self.usage, job.trace.gpus * sign
+        usage, gpus, user = self.usage, job.trace.gpus * sign, job.trace.user
         usage.pool_free[job.pool] -= gpus
         if job.qos is not None:
             usage.qos_gpus[job.qos.name] += gpus
             usage.qos_jobs[job.qos.name] += sign
-        association = self.platform.association(job.trace.project, job.partition)
-        if association is not None:
-            key = (association.account, association.partition)
-            usage.assoc_gpus[key] += gpus
-            usage.assoc_jobs[key] += sign
+            if user:
+                usage.user_gpus[(job.qos.name, user)] += gpus
+                usage.user_jobs[(job.qos.name, user)] += sign
+        for association in self.platform.chain(job.trace.project, user, job.partition):
+            usage.assoc_gpus[association.key] += gpus
+            usage.assoc_jobs[association.key] += sign
+        if user:
+            usage.account_user_jobs[(job.trace.project, user)] += sign
 
     def _start(self, job: _Job, now: float) -> None:
         """Run `job` (already taken out of its pool's queue)."""
@@ -408,6 +444,12 @@ class _SlurmSimulation:
             else:
                 profile.append([time, free])
         return profile
+
+
+def _where(association: SlurmAssociation) -> str:
+    what = f"user {association.user} in account" if association.user else "account"
+    on = f" on partition {association.partition}" if association.partition else ""
+    return f"the association of {what} {association.account}{on}"
 
 
 def _earliest(profile: list[list[float]], gpus: int, length: float) -> float:

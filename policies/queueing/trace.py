@@ -3,7 +3,8 @@
 `read_trace(path)` reads one job per row (CSV with a header) or per line (JSONL, one
 object a line). Columns / keys: `id` (optional: `job-<row>` when absent), `submit`,
 `project`, `queue`, `gpus`, `duration`, `priority` (optional: empty means the queue's
-default priority). Times are seconds (`90`, `12.5`) or durations (`90s`, `5m`, `2h`,
+default priority), `limit`, `user` and `qos` (optional: Slurm's per-user limits and a job's
+own QOS). Times are seconds (`90`, `12.5`) or durations (`90s`, `5m`, `2h`,
 `1h30m`, `1d`). Every problem is a `TraceError` naming file:line and the field. Jobs come
 back sorted by submit time (stable, so equal submit times keep file order).
 """
@@ -19,7 +20,9 @@ from typing import Any
 
 from trainform.policies.queueing.errors import TraceError
 
-FIELDS = ("id", "submit", "project", "queue", "gpus", "duration", "priority", "limit")
+FIELDS = (
+    "id", "submit", "project", "queue", "gpus", "duration", "priority", "limit", "user", "qos"
+)  # fmt: skip
 REQUIRED = ("submit", "project", "queue", "gpus", "duration")
 NO_PRIORITY = None
 
@@ -48,6 +51,11 @@ class TraceJob:
     actual_wait: float | None = None
     """Seconds from submission to first start the job really waited (traces read from
     accounting); None when unknown."""
+    user: str | None = None
+    """The submitting user (traces from accounting): Slurm's per-user limits count by it;
+    None: unknown, per-user limits are not applied to the job."""
+    qos: str | None = None
+    """The QOS the job ran under (traces from accounting); None: its partition's QOS."""
 
 
 def parse_seconds(text: str) -> float:
@@ -116,6 +124,8 @@ def make_job(row: dict[str, Any], file: str, line: int, index: int) -> TraceJob:
         duration=seconds("duration", minimum_exclusive=True),
         priority=priority,
         limit=limit,
+        user=text("user").lower() if row.get("user") not in (None, "") else None,
+        qos=text("qos").lower() if row.get("qos") not in (None, "") else None,
     )
 
 

@@ -34,7 +34,7 @@ from trainform.policies.review.simulation import (
     read_jobs,
     slurm_instance,
 )
-from trainform.policies.review.slurm_settings import read_scheduler_settings
+from trainform.policies.review.slurm_settings import read_scheduler_settings, with_release_delay
 from trainform.policies.review.trace_names import match_trace_names, parse_mapping
 
 if TYPE_CHECKING:
@@ -254,5 +254,5 @@ def _simulate_trace(
     scheduler = None
     if window is not None:
         instance = slurm_instance(window.source, base_specs.config)
-        scheduler = read_scheduler_settings(instance)
+        scheduler = with_release_delay(read_scheduler_settings(instance), jobs)
     return compare_simulations(base_specs, head_specs, jobs, trace, scheduler)

@@ -3,10 +3,14 @@
 `diff_queue_policy(base, head)` compares the kinds that decide who gets which GPUs:
 ResourcePool (nodes, accelerators, capacity), Queue (cohort, per-pool nominal quota,
 borrowing and lending limits per resource, priority, preemption, fair share, queueing
-strategy), Quota (a project's limits) and Project (added or removed). Values are compared
-by meaning (`1Ti` equals `1024Gi`, a reordered mapping is no change); queue pools are keyed
-by pool name, and their order (Kueue tries flavors in order) is a field of its own.
-Returns changes sorted by kind, then address; each names where it is declared.
+strategy), Quota (a project's limits) and Project (added or removed), and on Slurm the
+settings stated verbatim under `spec.slurm` (a Queue's `partition.*`, `qos.*` and `qosFrom`,
+a Project's `parent`, `limits.*` and `users`, a Quota's `users`), which the Slurm provider
+writes and the Slurm model simulates. Values are compared by meaning (`1Ti` equals `1024Gi`,
+a reordered mapping is no change; a Slurm value as Slurm reads it: `1440` equals
+`1-00:00:00`, `gres/gpu=4,cpu=8` equals `cpu=8,gres/gpu=4`); queue pools are keyed by pool
+name, and their order (Kueue tries flavors in order) is a field of its own. Returns changes
+sorted by kind, then address; each names where it is declared.
 """
 
 from __future__ import annotations
@@ -16,8 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from trainform.providers.slurm.settings import canonical
 from trainform.specs import Resource, SpecSet
 from trainform.specs.models.platform import (
+    ProjectSpec,
     QueuePool,
     QueueSpec,
     QuotaSpec,
@@ -123,6 +129,34 @@ def _flat_queue(spec: QueueSpec) -> Flat:
     _put(flat, "queueingStrategy", spec.queueing_strategy)
     _put(flat, "maxRuntime", spec.max_runtime, str(spec.max_runtime or "unset"))
     _put(flat, "stopPolicy", spec.stop_policy)
+    slurm = spec.slurm
+    if slurm is not None:
+        if slurm.qos_from:
+            _put(flat, "slurm.qosFrom", slurm.qos_from)
+        _settings(flat, "slurm.partition", slurm.partition)
+        _settings(flat, "slurm.qos", slurm.qos)
+    return flat
+
+
+def _settings(flat: Flat, path: str, settings: dict[str, str]) -> None:
+    """Slurm settings stated verbatim, compared as Slurm reads them (`''` clears one)."""
+    for key, value in settings.items():
+        _put(flat, f"{path}.{key}", (key, canonical(key, value)), value or "'' (cleared)")
+
+
+def _users(flat: Flat, path: str, users: dict[str, dict[str, str]]) -> None:
+    for user, limits in users.items():
+        _put(flat, f"{path}[{user}]", True, "association")
+        _settings(flat, f"{path}[{user}]", limits)
+
+
+def _flat_project(spec: ProjectSpec) -> Flat:
+    flat: Flat = {}
+    slurm = spec.slurm
+    if slurm is not None:
+        _put(flat, "slurm.parent", slurm.parent, slurm.parent or "unset (root)")
+        _settings(flat, "slurm.limits", slurm.limits)
+        _users(flat, "slurm.users", slurm.users)
     return flat
 
 
@@ -139,6 +173,8 @@ def _flat_quota(spec: QuotaSpec) -> Flat:
     ):
         value = getattr(limits, name)
         _put(flat, f"limits.{label}", value, NO_LIMIT if value is None else str(value))
+    if spec.slurm is not None:
+        _users(flat, "slurm.users", spec.slurm.users)
     return flat
 
 
@@ -146,7 +182,7 @@ FLATTENERS: dict[str, Callable[[Any], Flat]] = {
     "ResourcePool": _flat_pool,
     "Queue": _flat_queue,
     "Quota": _flat_quota,
-    "Project": lambda spec: {},
+    "Project": _flat_project,
 }
 
 

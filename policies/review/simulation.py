@@ -194,19 +194,24 @@ def simulate_specs(
     in the Kueue model (docs/simulation.md), merged in trace order."""
     from trainform.policies.queueing import platform_from_specs, simulate
     from trainform.policies.queueing.result import summarise
-    from trainform.policies.queueing.slurm_model import slurm_platform_from_specs, slurm_queue_names
     from trainform.policies.queueing.slurm_sim import simulate_slurm
+    from trainform.policies.queueing.slurm_specs import (
+        slurm_platform_from_specs,
+        slurm_queue_names,
+    )
 
     platform = platform_from_specs(specs)
     slurm = slurm_queue_names(specs)
     if not slurm:
         return simulate(platform, list(jobs))
     kueue = simulate(platform, [job for job in jobs if job.queue not in slurm])
-    model = slurm_platform_from_specs(specs, scheduler.weights if scheduler else None)
+    model = slurm_platform_from_specs(
+        specs,
+        scheduler.weights if scheduler else None,
+        scheduler.preemption if scheduler else None,
+    )
     if scheduler is not None:
-        model.backfill_interval = scheduler.backfill_interval
-        model.backfill_resolution = scheduler.backfill_resolution
-        model.backfill_depth = scheduler.backfill_depth
+        scheduler.apply(model)
     scheduled = simulate_slurm(model, [job for job in jobs if job.queue in slurm])
     order = {job.id: index for index, job in enumerate(jobs)}
     outcomes = sorted(kueue.jobs + scheduled.jobs, key=lambda outcome: order[outcome.id])
