@@ -100,15 +100,23 @@ def test_every_trainform_command_parses(
             pytest.fail(f"`trainform {' '.join(command)}` in {path.name}: {exc.format_message()}")
 
 
+# Where the trusted side is: GitHub's second checkout (actions/checkout empties its folder
+# first), GitLab's fresh folder outside the merge request's checkout.
+TRUSTED = {GITHUB: ".trusted/", GITLAB: "$TRUSTED/tree/"}
+
+
 @pytest.mark.parametrize("path", [GITHUB, GITLAB], ids=["github", "gitlab"])
 def test_plans_are_read_only_and_judged_by_trusted_policies(path: Path) -> None:
     plans = [c for c in all_commands(path) if c[0] == "plan" and "--detailed-exitcode" in c]
     assert plans, "the merge-request plan runs with --detailed-exitcode"
     for plan in plans:
         assert {"--locked", "--no-lock", "-out"} <= set(plan)
-        assert plan[plan.index("--policies") + 1].startswith(".trusted/")
+        assert plan[plan.index("--policies") + 1].startswith(TRUSTED[path])
     reviews = [c for c in all_commands(path) if c[0] == "review"]
-    assert reviews and all(c[c.index("--policies") + 1].startswith(".trusted/") for c in reviews)
+    assert reviews and all(
+        c[c.index(option) + 1].startswith(TRUSTED[path])
+        for c in reviews for option in ("--policies", "--trace")
+    )
     applies = [c for c in all_commands(path) if c[0] == "apply"]
     assert applies and all(c[1].endswith(".tfplan") for c in applies), "apply a saved plan"
 
@@ -154,10 +162,13 @@ def test_github_installs_trainform_from_the_trusted_side_only() -> None:
 
 def test_gitlab_installs_the_wheel_built_from_the_trusted_commit() -> None:
     config = load(GITLAB)
-    assert pip_sources(config["trainform"]) == ["./.trusted/$TRAINFORM_SRC"]
+    assert pip_sources(config["trainform"]) == ["$TRUSTED/tree/$TRAINFORM_SRC"]
     assert config["trainform"]["before_script"] == []
+    assert config["trainform"]["artifacts"]["paths"] == ["trainform-trusted.tar"]
     before = {"script": config["default"]["before_script"]}
-    assert pip_sources(before) == ["dist/trainform-*.whl"]
+    # The wheel from a folder made by mktemp, never a path inside the checkout.
+    assert before["script"][0] == 'TRUSTED="$(mktemp -d)"'
+    assert pip_sources(before) == ["$TRUSTED/dist/trainform-*.whl"]
     jobs = [n for n, j in config.items() if isinstance(j, dict) and "stage" in j]
     assert all("trainform" in config[n].get("needs", []) for n in jobs if n != "trainform")
     assert "trainform==" not in GITLAB.read_text(encoding="utf-8")

@@ -130,7 +130,11 @@ class Runner:
             folder = self.artifacts / str(source.id)
             if folder.is_dir():
                 shutil.copytree(folder, self.workspace, dirs_exist_ok=True)
+        temporary = self.workspace.parent / "tmp"  # the runner's own, outside the checkout
+        shutil.rmtree(temporary, ignore_errors=True)
+        temporary.mkdir()
         env = {**os.environ, "PATH": self.path, "CI": "true", "GITLAB_CI": "true",
+               "TMPDIR": str(temporary),
                "CI_JOB_ID": str(run.id), "CI_JOB_NAME": run.name,
                "CI_JOB_URL": f"https://gitlab.example.com/jobs/{run.id}", **variables}
         for scope in (self.config.get("variables", {}), job.get("variables", {})):

@@ -16,11 +16,13 @@ this imagined machine.
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import shutil
 import sqlite3
 import subprocess
+import zipfile
 from io import StringIO
 from pathlib import Path
 from typing import Any
@@ -145,15 +147,20 @@ def make_origin(origin: Path, live: Path, trainform: Path) -> None:
     git(origin, "commit", "-q", "-m", "platform")
 
 
-def commit_change(origin: Path, branch: str, base: str, edits: dict[str, str]) -> str:
-    """Commit `edits` (path -> new text) on `branch` (created from `base`); its sha."""
+def commit_change(
+    origin: Path, branch: str, base: str, edits: dict[str, str] | dict[str, str | bytes]
+) -> str:
+    """Commit `edits` (path -> new text, or bytes) on `branch` (created from `base`); its sha."""
     current = git(origin, "branch", "--show-current")
     if branch not in git(origin, "branch", "--list", branch):
         git(origin, "branch", branch, base)
     git(origin, "checkout", "-q", branch)
     for path, text in edits.items():
         (origin / path).parent.mkdir(parents=True, exist_ok=True)
-        (origin / path).write_text(text, encoding="utf-8")
+        if isinstance(text, bytes):
+            (origin / path).write_bytes(text)
+        else:
+            (origin / path).write_text(text, encoding="utf-8")
     git(origin, "add", "-A")
     git(origin, "commit", "-q", "-m", f"change on {branch}")
     sha = git(origin, "rev-parse", "HEAD")
@@ -188,3 +195,48 @@ def hand_edit(live: Path, address: str, field: str, value: object) -> None:
             (json.dumps(data), address),
         )
     database.close()
+
+
+def planted_files(sentinel: Path) -> dict[str, str | bytes]:
+    """What a hostile branch adds to be read or installed as the trusted side: under
+    `.trusted/` (where a job once unpacked the base commit inside the checkout) a CODEOWNERS
+    naming @mallory at GitHub's first place, policies that disable project-isolation, an
+    empty trace, and a trainform source with a setup.cfg and a `.pth`; a wheel in `dist/`
+    (where a job once took the trusted wheel from) whose `.pth` runs on every Python start;
+    and the same `.pth` and setup.cfg in trainform's own source. Anything that runs writes
+    `sentinel`."""
+    payload = f"import pathlib; pathlib.Path({str(sentinel)!r}).write_text('planted')\n"
+    setup_cfg = "[metadata]\nname = trainform\nversion = 99.0\n"
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as wheel:
+        info = "trainform-99.0.dist-info"
+        wheel.writestr("planted.pth", payload)
+        wheel.writestr(
+            f"{info}/METADATA", "Metadata-Version: 2.1\nName: trainform\nVersion: 99.0\n"
+        )
+        wheel.writestr(
+            f"{info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        )
+        wheel.writestr(f"{info}/RECORD", "")
+    policies = "apiVersion: trainform/v1\nkind: PolicyConfig\ndisabled: [project-isolation]\n"
+    return {
+        ".trusted/.github/CODEOWNERS": "* @mallory\n",
+        ".trusted/CODEOWNERS": "* @mallory\n",
+        ".trusted/.policies/policies.yaml": policies,
+        ".trusted/traces/recent.csv": "",
+        ".trusted/tools/trainform/setup.cfg": setup_cfg,
+        ".trusted/tools/trainform/planted.pth": payload,
+        ".trusted/tree/.policies/policies.yaml": policies,
+        ".trusted/tree/.github/CODEOWNERS": "* @mallory\n",
+        "dist/trainform-99.0-py3-none-any.whl": buffer.getvalue(),
+        "tree/.github/CODEOWNERS": "* @mallory\n",
+        "tools/trainform/setup.cfg": setup_cfg,
+        "tools/trainform/planted.pth": payload,
+    }
+
+
+def installed_plants(venv: Path) -> list[str]:
+    """Files of the planted wheel found in `venv` (none when nothing planted was installed)."""
+    return sorted(p.name for p in venv.rglob("planted.pth")) + sorted(
+        p.name for p in venv.rglob("trainform-99.0.dist-info")
+    )

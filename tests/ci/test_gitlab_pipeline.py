@@ -26,9 +26,11 @@ from tests.ci.platform_repo import (
     commit_change,
     git,
     hand_edit,
+    installed_plants,
     limits,
     make_origin,
     merge,
+    planted_files,
     write_standin_bin,
 )
 
@@ -150,10 +152,14 @@ def test_merge_requests_merges_and_drift_on_gitlab(
     assert [r[0] for r in api[0].requests if "/notes" in r[1]][-2:] == ["GET", "PUT"]
 
     # A policy denial: validate fails, the note is posted all the same, review fails.
+    # The branch also plants files under every trusted path (policies that would allow
+    # it, a CODEOWNERS naming @mallory, a wheel and a .pth): none is read or installed.
+    sentinel = tmp_path / "planted-code-ran"
     denied = commit_change(project.origin, "own-queue", "main", {
         "teams/eval-team/queue.yaml": "apiVersion: trainform/v1\nkind: Queue\n"
         "metadata: {name: eval-private}\nspec:\n  pools:\n"
         "    - pool: a100\n      nominalQuota: {gpu: 1}\n",
+        **planted_files(sentinel),
     })
     pipeline = project.merge_request(2, denied)
     assert statuses(pipeline)["validate"] == "failed"
@@ -162,6 +168,8 @@ def test_merge_requests_merges_and_drift_on_gitlab(
     (denial,) = notes(project, 2)
     assert "plan exit code: 3" in denial["body"]
     assert "Queue/eval-private" in denial["body"] and "project-isolation" in denial["body"]
+    assert "@eval-leads" in denial["body"] and "@mallory" not in denial["body"]
+    assert not sentinel.exists() and installed_plants(clean_python) == []
 
     # Another merge request, reviewed while the first is open.
     other = commit_change(project.origin, "finetune-wall-time", "main", {
