@@ -18,6 +18,7 @@ from trainform.cli.options import (
     policies_option,
     spec_dir_argument,
     template_options,
+    timeout_option,
 )
 from trainform.cli.output import open_or_exit
 from trainform.cli.render.drift_report import render_drift_html, render_drift_markdown
@@ -82,6 +83,7 @@ def _history(spec_dir: str, inputs: TemplateInputs, output_format: str) -> None:
 @template_options
 @format_option("text", "json", "markdown", "html")
 @no_color_option
+@timeout_option
 @policies_option
 @click.option(
     "--out",

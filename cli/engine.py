@@ -19,6 +19,7 @@ from trainform.cli.options import (
     refresh_only_option,
     spec_dir_argument,
     template_options,
+    timeout_option,
 )
 from trainform.cli.output import open_or_exit
 from trainform.cli.policies import (
@@ -84,6 +85,7 @@ def _plan_options(
 
 
 def plan_options(func):  # type: ignore[no-untyped-def]
+    func = timeout_option(func)
     func = click.option(
         "--target",
         "-target",
@@ -408,6 +410,7 @@ def apply(
     "--parallelism", "-parallelism", default=10, show_default=True, type=click.IntRange(1, 256)
 )
 @lock_timeout_option
+@timeout_option
 @no_color_option
 def destroy(
     spec_dir: str,

@@ -192,6 +192,33 @@ def lock_timeout_option(func: F) -> F:
     )(func)
 
 
+def _provider_timeout(context: click.Context, parameter: click.Parameter, value: str) -> None:
+    from trainform.planner.refresh import RefreshSettings
+    from trainform.specs.quantity import Duration
+
+    try:
+        seconds = float(value) if value.replace(".", "", 1).isdigit() else Duration(value).seconds
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a duration (e.g. 5s, 1m, or seconds)") from None
+    if seconds <= 0:
+        raise click.BadParameter("the timeout must be above 0 s")
+    RefreshSettings.timeout = float(seconds)
+
+
+def timeout_option(func: F) -> F:
+    """--timeout DURATION: how long each provider instance has to answer its reads."""
+    return click.option(
+        "--timeout",
+        default="10s",
+        show_default=True,
+        metavar="DURATION",
+        expose_value=False,
+        callback=_provider_timeout,
+        help="How long each provider has to answer a batch of reads before it is reported as "
+        "not answering (providers are read in parallel).",
+    )(func)
+
+
 def refresh_only_option(func: F) -> F:
     """--refresh-only (-refresh-only): accept live values into state instead of planning."""
     return click.option(

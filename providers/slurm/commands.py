@@ -101,6 +101,12 @@ class SlurmCommands:
         if isinstance(argv, str):  # a programming error, never a spec's fault
             raise TypeError("Slurm commands are argv lists, never shell strings")
         command = [self.program(argv[0]), *argv[1:]]
+        chosen = conf if conf is not None else self.conf
+        if chosen and not Path(chosen).is_file():
+            # the commands would retry reading it for a minute before saying so
+            raise ProviderConfigError(
+                f"cannot run {argv[0]}: slurm.conf {chosen} does not exist on this machine"
+            )
         delay = self.backoff
         tries = self.attempts if retry else 1
         result = Result(1, "", "")

@@ -331,7 +331,8 @@ def test_a_failed_observe_stops_the_plan_instead_of_planning_deletes(
         quickstart.plan(quickstart.providers(provider_class))
 
     message = str(raised.value)
-    assert message.startswith("cannot refresh: provider `local`")
+    assert message.startswith("cannot refresh: ")
+    assert "\n  provider `local` (local): " in message
     assert words in message
     assert "Nothing was planned from a failed read" in message
     state_after = quickstart.state()

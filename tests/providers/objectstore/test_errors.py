@@ -210,7 +210,8 @@ def test_plan_with_the_endpoint_down_fails_clearly_and_writes_nothing(tmp_path: 
 
     assert result.returncode == 1, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
-    assert result.stderr.startswith("error: cannot refresh: provider `s3`: "), result.stderr
+    assert result.stderr.startswith("error: cannot refresh: "), result.stderr
+    assert "\n  provider `s3` (objectstore): " in result.stderr
     assert "the S3 endpoint is unreachable" in result.stderr
     assert "Nothing was planned from a failed read" in result.stderr
     assert "will be created" not in result.stdout
