@@ -148,9 +148,7 @@ def render_audit_text(records: list[dict[str, Any]]) -> str:
     if not records:
         return "No audit records.\n"
     lines = []
-    completed = {
-        record.get("started") for record in records if record.get("phase") == "completed"
-    }
+    completed = {record.get("started") for record in records if record.get("phase") == "completed"}
     for record in records:
         person = record.get("who", {})
         ci = person.get("ci", {})

@@ -33,6 +33,7 @@ from trainform.planner.orphans import orphan_findings
 from trainform.planner.plan_model import Action, Plan, PlanFinding, ResourceChange
 from trainform.planner.provider_checks import (
     change_impacts,
+    change_steps,
     delete_impacts,
     provider_problems,
     provider_warnings,
@@ -249,6 +250,11 @@ def diff_resources(
                 findings += [PlanFinding(address, "running-work", "warning", i) for i in impacts]
             if change.action is Action.DELETE and options.refresh and previous is not None:
                 change.reasons.extend(delete_impacts(providers, names, address, kind, previous))
+            if item is not None and change.action in (Action.CREATE, Action.UPDATE, Action.REPLACE):
+                resource = _desired_resource(item, recorded)
+                change.reasons.extend(
+                    change_steps(providers, names, resource, change.action.value, seen)
+                )
         if change.action in (Action.DELETE, Action.REPLACE) and address in protected:
             scope.problems.append(
                 f"{address} ({protected[address]}): lifecycle.preventDestroy is set, "
@@ -406,8 +412,9 @@ def _observation_findings(observations: dict[tuple[str, str], Observation]) -> l
 def order_changes(changes: list[ResourceChange]) -> list[ResourceChange]:
     """Actionable changes in apply order (lexicographic among equals), then no-ops.
 
-    Creates, updates and replaces follow dependencies; deletes run before whatever they
-    depended on is deleted, and after whatever referenced them has been updated away.
+    Creates, updates and replaces follow dependencies (also through resources the plan
+    leaves unchanged); deletes run before whatever they depended on is deleted, and after
+    whatever referenced them has been updated away.
     """
     successors = apply_edges(changes)
     waiting = dict.fromkeys(successors, 0)
@@ -432,11 +439,12 @@ def order_changes(changes: list[ResourceChange]) -> list[ResourceChange]:
 def apply_edges(changes: list[ResourceChange]) -> dict[str, set[str]]:
     """Successors of each actionable change: `v in edges[u]` means u finishes before v."""
     actionable = {c.address: c for c in changes if c.action is not Action.NOOP}
+    unchanged = {c.address: c for c in changes if c.action is Action.NOOP}
     edges: dict[str, set[str]] = {address: set() for address in actionable}
     constructive = (Action.CREATE, Action.UPDATE, Action.REPLACE, Action.RESUME, Action.EVALUATE)
     for change in actionable.values():
         if change.action in constructive:
-            for dependency in change.dependencies:
+            for dependency in _through_unchanged(change.dependencies, unchanged):
                 other = actionable.get(dependency)
                 if other is not None and other.action in constructive:
                     edges[dependency].add(change.address)
@@ -462,6 +470,22 @@ def apply_edges(changes: list[ResourceChange]) -> dict[str, set[str]]:
                 ):
                     edges[change.address].add(dependency)
     return edges
+
+
+def _through_unchanged(dependencies: list[str], unchanged: dict[str, ResourceChange]) -> set[str]:
+    """`dependencies`, and through each one the plan leaves unchanged, what it depends on:
+    a Quota whose Queue does not change still waits for a replaced pool under that Queue
+    (the replacement rewrites the Quota's objects on the way)."""
+    found: set[str] = set()
+    stack = list(dependencies)
+    while stack:
+        address = stack.pop()
+        if address in found:
+            continue
+        found.add(address)
+        if address in unchanged:
+            stack.extend(unchanged[address].dependencies)
+    return found
 
 
 def _reaches(edges: dict[str, set[str]], source: str, target: str) -> bool:

@@ -3,8 +3,9 @@
 `provider_problems` runs every provider's `validate` on each of its resources and its
 `validate_all` on all of them at once (cross-resource rules such as cohort cycles), and
 names each problem by address, file:line:column of the offending field, and field path.
-`change_impacts` asks providers what an update does to work already running, and
-`delete_impacts` what a delete leaves in place.
+`change_impacts` asks providers what an update does to work already running,
+`delete_impacts` what a delete leaves in place, and `change_steps` what steps a change
+takes there beyond writing its objects.
 Both are pure reads of specs and observations; make_plan (plan.py) calls them.
 """
 
@@ -160,3 +161,20 @@ def delete_impacts(
         if provider.supports(kind):
             impacts += provider.delete_impact(address, kind, recorded.outputs.get(name, {}))
     return impacts
+
+
+def change_steps(
+    providers: ProviderSet,
+    names: list[str],
+    resource: DesiredResource,
+    action: str,
+    seen: list[Observation | None],
+) -> list[str]:
+    """The steps each provider takes for a change, as reasons for it."""
+    found: list[str] = []
+    for index, name in enumerate(names):
+        provider = providers.get(name)
+        if provider.supports(resource.kind):
+            observation = seen[index] if index < len(seen) else None
+            found += provider.change_steps(resource, action, observation)
+    return found

@@ -50,6 +50,9 @@ def change_for(
         if missing:
             return recreate_change(address, item, previous, schema, missing, common)
         base = compare_live(previous, schema, seen, common, reasons)
+        unsettled = [f.message for o in seen if o is not None for f in o.findings if f.unsettled]
+        if unsettled:
+            common["unsettled"] = unsettled
     return update_change(address, item, previous, schema, base, reasons, common)
 
 
@@ -163,6 +166,7 @@ def update_change(
 ) -> ResourceChange:
     """Update in place, replace, or leave alone, by the fields that differ from `base`."""
     kind = schema.kind
+    unsettled = common.pop("unsettled", [])
     changes = diff_documents(base, item.document, schema.ignored, schema.forces_replacement)
     if sorted(item.providers) != sorted(previous.providers):
         changes.append(
@@ -171,13 +175,13 @@ def update_change(
     if previous.pending:
         reasons.append(f"an earlier {previous.pending} was interrupted; converging")
     if not changes:
-        if previous.pending or previous.spec_hash != item.spec_hash:
+        if previous.pending or previous.spec_hash != item.spec_hash or unsettled:
             return ResourceChange(
                 address,
                 kind,
                 Action.UPDATE,
                 item.providers,
-                reasons or ["state is out of date"],
+                [*reasons, *unsettled] or ["state is out of date"],
                 before=previous.spec,
                 **common,
             )
@@ -188,7 +192,7 @@ def update_change(
             item.providers,
             **{k: v for k, v in common.items() if k in ("after_hash", "dependencies", "location")},
         )
-    reasons += [reason_for(change) for change in changes]
+    reasons += [reason_for(change) for change in changes] + unsettled
     action = Action.REPLACE if any(c.forces_replacement for c in changes) else Action.UPDATE
     return ResourceChange(
         address,

@@ -101,6 +101,9 @@ class Finding:
     message: str
     evidence: dict[str, Any] = field(default_factory=dict)
     warning: bool = False  # advice about the live setup, not a difference: never drift
+    unsettled: bool = False
+    """The live objects are not what an apply leaves although their fields match (one is
+    Terminating, one is left over): the plan updates the resource, this message its reason."""
 
 
 @dataclass(frozen=True)
@@ -186,6 +189,15 @@ class Provider(ABC):
     def delete_impact(self, address: str, kind: str, outputs: dict[str, Any]) -> list[str]:
         """What a delete of the resource leaves in place or affects beyond it (an object
         something else still uses, say), one readable line each, for the plan; read-only."""
+        return []
+
+    def change_steps(
+        self, resource: DesiredResource, action: str, observation: Observation | None
+    ) -> list[str]:
+        """The steps a create, update or replace (`action`) of `resource` takes on this
+        provider beyond writing its objects (what a controller's finalizers make it do
+        first, say), one line each, as reasons in the plan; read-only. `observation` is
+        None in a plan without refresh."""
         return []
 
     def require_valid(self, resource: DesiredResource) -> None:

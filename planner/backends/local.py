@@ -370,9 +370,7 @@ class LocalBackend(StateBackend):
             linked, head = chained(record, self._audit_head() or head_of(self.read_audit()))
             write_all(fd, canonical_json(linked).encode("utf-8") + b"\n", self.audit_path)
             os.fsync(fd)
-            write_atomically(
-                self.audit_head_path, json.dumps(head.to_json()).encode() + b"\n"
-            )
+            write_atomically(self.audit_head_path, json.dumps(head.to_json()).encode() + b"\n")
         finally:
             os.close(fd)
         return linked

@@ -32,10 +32,10 @@ Across the resources of one provider instance (`instance_problems`):
   give it on the pools its pods fit, or a Quota with runningJobs 0; the same for the
   evaluations of its EvalSuites, on the suite's queue where it names one.
 
-Cohort cycles cannot be expressed: `spec.cohort` names a flat cohort (trainform has no
-Cohort kind with a parent), so a cohort never contains another. Sharing a flavor between
-queues is Kueue's normal way of pooling capacity, so only duplicates inside one queue are
-errors. Pure; no I/O.
+Cohort cycles (cohort_cycles.py) and two resources rendering one object name
+(name_clashes.py) are refused by the provider's `validate_all` beside these. Sharing a
+flavor between queues is Kueue's normal way of pooling capacity, so only duplicates
+inside one queue are errors. Pure; no I/O.
 """
 
 from __future__ import annotations

@@ -32,6 +32,10 @@ from trainform.providers.errors import PermanentProviderError
 from trainform.providers.kubernetes import manifests
 from trainform.providers.kubernetes.applied import applied_configuration
 from trainform.providers.kubernetes.client import KubeClient, describe, make_api_client
+from trainform.providers.kubernetes.cohort_cycles import cohort_cycle_problems
+from trainform.providers.kubernetes.connection import connection_settings
+from trainform.providers.kubernetes.delete_order import SKELETON, delete_order
+from trainform.providers.kubernetes.dependency_outputs import gpu_names, queue_facts_of
 from trainform.providers.kubernetes.discovery import discover_documents
 from trainform.providers.kubernetes.evidence import last_change
 from trainform.providers.kubernetes.impact import admitted_usage, quota_impact
@@ -40,6 +44,7 @@ from trainform.providers.kubernetes.kinds import (
     CLUSTER_QUEUE,
     NAMESPACE,
     OBJECTS_OF,
+    RESOURCE_FLAVOR,
     WORKLOAD,
     ApiKind,
 )
@@ -49,7 +54,15 @@ from trainform.providers.kubernetes.kueue_config import (
     read_kueue_config,
 )
 from trainform.providers.kubernetes.kueue_rules import instance_problems, resource_problems
+from trainform.providers.kubernetes.leftovers import (
+    dropped_steps,
+    left_over,
+    left_over_finding,
+    prune_flavors,
+)
+from trainform.providers.kubernetes.name_clashes import name_clash_problems
 from trainform.providers.kubernetes.naming import KIND_LABEL, Naming, address_of
+from trainform.providers.kubernetes.pool_cycle import planned_steps, reattach, retire
 from trainform.providers.kubernetes.priority_classes import (
     delete_unused_shared_classes,
     describe_unused,
@@ -59,6 +72,13 @@ from trainform.providers.kubernetes.project_queues import QUEUE_LABEL
 from trainform.providers.kubernetes.projection import project_document, roles
 from trainform.providers.kubernetes.queue_sync import with_live_queue_facts, write_queue_policy
 from trainform.providers.kubernetes.runs import KubernetesJobs
+from trainform.providers.kubernetes.terminating import (
+    WAIT_SECONDS,
+    finding,
+    is_terminating,
+    listing,
+    wait_gone,
+)
 
 RESOURCE_KINDS = ("Project", "ResourcePool", "Queue", "Quota")
 FORCE_ANNOTATION = "trainform.dev/force-conflicts"  # on a spec: take its fields back
@@ -102,12 +122,13 @@ class KubernetesProvider(KubernetesJobs, Provider):
         self.field_manager = "trainform"
         self.force = False
         self._kueue_config: KueueConfig | None = None
+        self.wait_seconds = WAIT_SECONDS  # for a Terminating object to go
 
     def configure(self, name: str, connection: Any, context: ProviderContext) -> None:
         super().configure(name, connection, context)
         self.connection = connection
         self.context = context
-        setting = _settings(connection)
+        setting = connection_settings(connection)
         self.naming = Naming(
             context.manager, setting("namespace_prefix", ""), setting("name_prefix", "")
         )
@@ -117,7 +138,7 @@ class KubernetesProvider(KubernetesJobs, Provider):
     @property
     def client(self) -> KubeClient:
         if self._client is None:
-            setting = _settings(self.connection)
+            setting = connection_settings(self.connection)
             root = self.context.spec_root if self.context else None
             self._client = KubeClient(
                 make_api_client(setting("kubeconfig", ""), setting("context", ""), root)
@@ -136,10 +157,11 @@ class KubernetesProvider(KubernetesJobs, Provider):
         return resource_problems(resource, self.naming)
 
     def validate_all(self, resources: list[DesiredResource]) -> list[ValidationProblem]:
-        return instance_problems(resources)
+        found = instance_problems(resources) + cohort_cycle_problems(resources)
+        return found + name_clash_problems(resources, self.naming)
 
-    def read_settings(self) -> None:
-        location = _settings(self.connection)("kueue_config", "")
+    def readconnection_settings(self) -> None:
+        location = connection_settings(self.connection)("kueue_config", "")
         self._kueue_config = read_kueue_config(self.client, location)
 
     def plan_warnings(self, resource: DesiredResource) -> list[str]:
@@ -158,7 +180,7 @@ class KubernetesProvider(KubernetesJobs, Provider):
             return manifests.render_pool(naming, address, name, document)
         if resource.kind == "Queue":
             return manifests.render_queue(
-                naming, address, name, document, _gpu_names(resource, self.name)
+                naming, address, name, document, gpu_names(resource, self.name)
             )
         if resource.kind == "Quota":
             return manifests.render_quota(
@@ -167,7 +189,7 @@ class KubernetesProvider(KubernetesJobs, Provider):
                 name,
                 resource.project or "",
                 document,
-                _queue_facts(resource, self.name),
+                queue_facts_of(resource, self.name),
             )
         if resource.kind == "TrainingJob":
             return [self.preview_job(resource)]
@@ -197,7 +219,7 @@ class KubernetesProvider(KubernetesJobs, Provider):
                 "resourceName", manifests.DEFAULT_GPU
             )
         if resource.kind == "Queue":
-            names = _gpu_names(resource, self.name) or dict(
+            names = gpu_names(resource, self.name) or dict(
                 resource.outputs_of_dependencies.get("", {}).get("resourceNames") or {}
             )
             outputs.update(manifests.queue_facts(self.naming, resource.spec, names))
@@ -226,6 +248,8 @@ class KubernetesProvider(KubernetesJobs, Provider):
         if any(r.kind == "Queue" for r in wanted):
             apis.add(CLUSTER_QUEUE)  # the policy and workloads of its projects' queues
             usage = admitted_usage(self._workloads())
+        if any(r.kind in ("ResourcePool", "Quota") for r in wanted):
+            apis |= {CLUSTER_QUEUE, RESOURCE_FLAVOR}  # who lists a flavor; left-over flavors
         listed = self._listed(apis)
         self._read_adopted(wanted, listed)
         for request in wanted:
@@ -282,6 +306,12 @@ class KubernetesProvider(KubernetesJobs, Provider):
                 if not _adopted(live, request.outputs):
                     live = None  # ours, but another address's: not this resource
             objects[role] = live
+            if is_terminating(live):
+                queues, flavors = (
+                    _of_kind(listed, "ClusterQueue"),
+                    _of_kind(listed, "ResourceFlavor"),
+                )
+                findings.append(finding(live, queues, flavors))
             not_written = _reference(obj) in (request.outputs.get(NOT_WRITTEN) or [])
             if live is None and obj is not rendered[0] and not not_written:
                 findings.append(
@@ -291,6 +321,10 @@ class KubernetesProvider(KubernetesJobs, Provider):
                         {"object": describe(obj)},
                     )
                 )
+        written = [o for o in listed.values() if address_of(o) == request.address and self._mine(o)]
+        recorded = [{"kind": o["kind"], "metadata": o} for o in request.outputs.get("objects", [])]
+        for obj in left_over(self.naming, request.address, [*rendered, *recorded], written):
+            findings.append(left_over_finding(obj, request.address))
         project_queues = []
         if request.kind == "Queue":
             cohort = rendered[0]["metadata"]["name"]
@@ -304,6 +338,11 @@ class KubernetesProvider(KubernetesJobs, Provider):
         if document is None:
             return Observation(exists=False)
         status: dict[str, Any] = {}
+        if request.kind == "Quota":  # its flavors, for the plan's steps
+            status["written"] = [_reference(o) for o in written]
+        if request.kind == "ResourcePool":
+            flavor = rendered[0]["metadata"]["name"]
+            status["listedBy"] = listing(_of_kind(listed, "ClusterQueue"), flavor)
         if request.kind == "Queue" and usage is not None:
             names = [q["metadata"]["name"] for q in project_queues]
             status["admittedWorkloads"] = [w for name in names for w in usage.get(name, [])]
@@ -329,6 +368,15 @@ class KubernetesProvider(KubernetesJobs, Provider):
         return quota_impact(
             resource.spec, observation.status.get("admittedWorkloads", []), self.naming
         )
+
+    def change_steps(
+        self, resource: DesiredResource, action: str, observation: Observation | None
+    ) -> list[str]:
+        if resource.kind == "Quota" and observation is not None:
+            return dropped_steps(resource.address, observation, self.render(resource))
+        if resource.kind != "ResourcePool":
+            return []
+        return planned_steps(self.render(resource), action, observation)
 
     def list_owned(self) -> list[tuple[str, str]]:
         apis = {api for kinds in OBJECTS_OF.values() for api in kinds}
@@ -370,7 +418,7 @@ class KubernetesProvider(KubernetesJobs, Provider):
                 f"cannot import {identifier} as {request.address}: trainform manages it as {owner}"
             )
         resource = _as_resource(request)
-        if resource.kind == "Quota" and not _queue_facts(resource, self.name):
+        if resource.kind == "Quota" and not queue_facts_of(resource, self.name):
             resource = with_live_queue_facts(self.client, self.naming, resource)
         found: dict[Key, dict[str, Any]] = {}
         absent = []
@@ -403,16 +451,24 @@ class KubernetesProvider(KubernetesJobs, Provider):
         self.require_valid(resource)
         if resource.kind in ("TrainingJob", "EvalSuite"):
             return {}  # runs go through submit(); suites are read at submission
-        if resource.kind == "Quota" and not _queue_facts(resource, self.name):
+        if resource.kind == "Quota" and not queue_facts_of(resource, self.name):
             resource = with_live_queue_facts(self.client, self.naming, resource)
         rendered = self.render(resource)
         annotations = resource.document.get("metadata", {}).get("annotations") or {}
         forced = annotations.get(FORCE_ANNOTATION) == "true"
-        for obj in rendered:
-            self._check_owner(obj, resource.address, adopting)
+        lives = [self._check_owner(obj, resource.address, adopting) for obj in rendered]
+        going = [live for live in lives if is_terminating(live)]
+        if going and resource.kind == "ResourcePool":  # pool_cycle.py: steps 1 and 2
+            present = [live for live in lives if live is not None]
+            retire(self.client, self.naming, self.field_manager, present, self.wait_seconds)
+        elif going:
+            wait_gone(self.client, going, self.wait_seconds)
         for obj in rendered:
             # importing takes the fields over from whoever set them
             self.client.apply(obj, self.field_manager, self.force or adopting or forced)
+        if resource.kind == "ResourcePool":  # step 4
+            flavor = rendered[0]["metadata"]["name"]
+            reattach(self.client, self.naming, self.field_manager, flavor)
         outputs = self._outputs(resource, rendered)
         if resource.kind == "Queue":
             write_queue_policy(
@@ -423,6 +479,8 @@ class KubernetesProvider(KubernetesJobs, Provider):
                 outputs,
                 self.force or forced,
             )
+        if resource.kind == "Quota":  # its ClusterQueue no longer lists them: delete
+            prune_flavors(self.client, self.naming, resource.address, rendered, self.wait_seconds)
         return outputs
 
     def _check_owner(
@@ -464,7 +522,11 @@ class KubernetesProvider(KubernetesJobs, Provider):
                     f"(address {address_of(live) or 'none'}); trainform deletes only its own"
                 )
             found.append((api, live))
-        for api, live in _delete_order(found):
+        if kind == "ResourcePool":  # pool_cycle.py: detach, delete, wait until gone
+            lives = [live for _, live in found]
+            retire(self.client, self.naming, self.field_manager, lives, self.wait_seconds)
+            return
+        for api, live in delete_order(found):
             if api is CLUSTER_QUEUE:  # drain first: Kueue evicts what it admitted
                 drained = applied_configuration(live, self.field_manager)
                 drained["spec"] = {**(drained.get("spec") or {}), "stopPolicy": "HoldAndDrain"}
@@ -492,41 +554,9 @@ class KubernetesProvider(KubernetesJobs, Provider):
             ]
         parts = address.split("/")
         skeleton = DesiredResource(
-            address, kind, parts[-1], parts[1] if len(parts) == 3 else None, _SKELETON[kind]
+            address, kind, parts[-1], parts[1] if len(parts) == 3 else None, SKELETON[kind]
         )
         return [o for o in self.render(skeleton) if o["kind"] != "LocalQueue"]
-
-
-def _delete_order(
-    found: list[tuple[ApiKind, dict[str, Any]]],
-) -> list[tuple[ApiKind, dict[str, Any]]]:
-    """Dependents first: a LocalQueue before the ClusterQueue it points at, that before
-    the flavor only it uses, a ResourceFlavor before the Topology it names, a Cohort
-    before its priority class."""
-    rank = {"LocalQueue": 0, "ClusterQueue": 1, "Cohort": 1, "ResourceFlavor": 2}
-    return sorted(found, key=lambda item: rank.get(item[0].kind, 3))
-
-
-_SKELETON: dict[str, dict[str, Any]] = {
-    "Project": {"metadata": {}, "spec": {}},
-    "ResourcePool": {"metadata": {}, "spec": {"topology": ["x"]}},
-    "Queue": {"metadata": {}, "spec": {"pools": []}},
-    "Quota": {"metadata": {}, "spec": {"queue": "", "limits": {}}},
-}
-
-
-def _settings(connection: Any) -> Any:
-    def setting(name: str, default: Any) -> Any:
-        if connection is None:
-            return default
-        if isinstance(connection, dict):
-            camel = "".join(
-                part if i == 0 else part.title() for i, part in enumerate(name.split("_"))
-            )
-            return connection.get(name, connection.get(camel, default))
-        return getattr(connection, name, default)
-
-    return setting
 
 
 ADOPTED = "adopted"
@@ -555,33 +585,8 @@ def _as_resource(request: ObserveRequest) -> DesiredResource:
     )
 
 
-def _dependency_outputs(resource: DesiredResource, prefix: str, instance: str) -> dict[str, dict]:
-    """Outputs of the dependencies whose address starts with `prefix`, by their name. The
-    engine records a resource's outputs per provider instance ({instance: {...}}); a bare
-    mapping (a provider's own call) is read as it is."""
-    found: dict[str, dict[str, Any]] = {}
-    for address, outputs in resource.outputs_of_dependencies.items():
-        if not address.startswith(prefix):
-            continue
-        mine = outputs.get(instance) if instance else None
-        found[address.rsplit("/", 1)[-1]] = mine if isinstance(mine, dict) else outputs
-    return found
-
-
-def _gpu_names(resource: DesiredResource, instance: str) -> dict[str, str]:
-    """The accelerator resource name of each pool the queue admits onto."""
-    return {
-        pool: str(outputs["resourceName"])
-        for pool, outputs in _dependency_outputs(resource, "ResourcePool/", instance).items()
-        if outputs.get("resourceName")
-    }
-
-
-def _queue_facts(resource: DesiredResource, instance: str) -> dict[str, Any]:
-    """The outputs of the quota's Queue (its pools, accelerators and policy)."""
-    for outputs in _dependency_outputs(resource, "Queue/", instance).values():
-        return outputs
-    return {}
+def _of_kind(listed: dict[Key, dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [obj for key, obj in sorted(listed.items()) if key[0] == kind]
 
 
 def _labels(obj: dict[str, Any]) -> dict[str, str]:

@@ -115,6 +115,7 @@ def test_observing_600_resources_costs_one_list_per_kind(kube_api: KubeAPI, tmp_
             "/api/v1/namespaces",  # this instance's project namespaces
             f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{namespace}/workloads",  # queue usage
             "/apis/kueue.x-k8s.io/v1beta2/localqueues",
+            "/apis/kueue.x-k8s.io/v1beta2/resourceflavors",  # a Quota's left-over flavors
             "/api/v1/configmaps",
             "/apis/batch/v1/jobs",
             f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{namespace}/workloads",  # job status
