@@ -160,7 +160,7 @@ class KubernetesProvider(KubernetesJobs, Provider):
         found = instance_problems(resources) + cohort_cycle_problems(resources)
         return found + name_clash_problems(resources, self.naming)
 
-    def readconnection_settings(self) -> None:
+    def read_settings(self) -> None:
         location = connection_settings(self.connection)("kueue_config", "")
         self._kueue_config = read_kueue_config(self.client, location)
 
