@@ -10,6 +10,7 @@ from __future__ import annotations
 from trainform.cli.render.style import paint
 from trainform.policies.engine import PolicyReport
 from trainform.policies.findings import PolicyFinding
+from trainform.policies.review.render_markdown import escape_html
 
 
 def _label(finding: PolicyFinding) -> str:
@@ -50,7 +51,7 @@ def render_findings_text(report: PolicyReport, color: bool = False) -> str:
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return escape_html(text).replace("|", "\\|").replace("\n", " ")
 
 
 def render_findings_markdown(report: PolicyReport) -> str:

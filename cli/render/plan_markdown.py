@@ -19,6 +19,7 @@ import re
 
 from trainform.cli.render.plan_text import render_change, summary_line
 from trainform.planner.plan_model import Plan, ResourceChange
+from trainform.policies.review.render_markdown import escape_html
 from trainform.specs.secrets import redact
 
 DEFAULT_BUDGET = 60_000
@@ -78,7 +79,7 @@ def _findings(plan: Plan) -> list[str]:
     if not plan.findings:
         return []
     return [
-        f"- **{f.severity}** {code_span(f.kind)} {code_span(f.address)}: {f.message}"
+        f"- **{f.severity}** {code_span(f.kind)} {code_span(f.address)}: {escape_html(f.message)}"
         for f in plan.findings
     ]
 

@@ -12,6 +12,9 @@ request that changes no queue policy and brings no finding gets one line.
 
 from __future__ import annotations
 
+import html
+import re
+
 from trainform.policies.review.cells import Section
 from trainform.policies.review.report import ReviewReport
 from trainform.policies.review.sections import review_sections
@@ -23,8 +26,21 @@ MAX_CHARACTERS = 60_000
 ROW_LIMITS = (None, 200, 100, 50, 20, 10, 5)
 
 
+CODE_SPAN = re.compile(r"(`+)(?:.|\n)*?(?<!`)\1(?!`)")
+
+
+def escape_html(text: str) -> str:
+    """`text` with `&`, `<` and `>` as entities outside its code spans: a quoted value such
+    as `"<reason>"` is shown, not dropped by GitHub or GitLab as an unknown HTML tag."""
+    out, start = [], 0
+    for span in CODE_SPAN.finditer(text):
+        out += [html.escape(text[start : span.start()], quote=False), span.group(0)]
+        start = span.end()
+    return "".join(out) + html.escape(text[start:], quote=False)
+
+
 def _escape(cell: str) -> str:
-    return cell.replace("|", "\\|").replace("\n", " ")
+    return escape_html(cell).replace("|", "\\|").replace("\n", " ")
 
 
 def _section(section: Section, limit: int | None) -> list[str]:
@@ -44,8 +60,8 @@ def _section(section: Section, limit: int | None) -> list[str]:
         lines += ["_none_", ""]
     items = section.items if limit is None else section.items[:limit]
     for head, details in items:
-        lines.append(f"- {head}")
-        lines += [f"  - {detail}" for detail in details]
+        lines.append(f"- {escape_html(head)}")
+        lines += [f"  - {escape_html(detail)}" for detail in details]
     if items:
         lines.append("")
     if limit is not None and count > limit:
