@@ -95,6 +95,13 @@ def _history(spec_dir: str, inputs: TemplateInputs, output_format: str) -> None:
 @click.option(
     "--history", "list_history", is_flag=True, help="List the recorded drift runs and exit."
 )
+@click.option(
+    "--no-record",
+    "no_record",
+    is_flag=True,
+    help="Only read: do not append this run to the drift history (also the case, with a "
+    "notice, when the history is not writable).",
+)
 def drift(
     spec_dir: str,
     inputs: TemplateInputs,
@@ -102,6 +109,7 @@ def drift(
     policies_path: Path | None,
     out: Path | None,
     list_history: bool,
+    no_record: bool,
 ) -> None:
     """Report what changed outside trainform: modified, missing, orphaned, data mutated,
     failed jobs, broken checkpoints and evaluations, each with its evidence and remedy.
@@ -117,9 +125,11 @@ def drift(
         raise click.BadParameter(f"{out.parent} is not a folder", param_hint="--out")
     workspace = open_or_exit(spec_dir, inputs, output_format)
     try:
-        report = check_drift(workspace, policies_path)
+        report = check_drift(workspace, policies_path, record=not no_record)
     finally:
         workspace.providers.close()
+    if report.not_recorded:
+        click.echo(f"Note: this run was not recorded: {report.not_recorded}.", err=True)
     if out is not None:
         _write(out, _rendered(report, output_format, False))
         click.echo(f"{headline(report)} Wrote the {output_format} report to {out}.")

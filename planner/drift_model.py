@@ -149,6 +149,9 @@ class DriftReport:
     """checkedAt of the run this one is compared with (None: no history yet)."""
     resolved: list[ResolvedFinding] = field(default_factory=list)
     expired_acknowledgements: list[str] = field(default_factory=list)
+    not_recorded: str | None = None
+    """Why this run was not appended to the history (read-only history); None if it was,
+    or if recording was not asked for (`drift --no-record`)."""
     """One sentence per acknowledgement past its expiry (it covers nothing now)."""
 
     @property

@@ -3,7 +3,9 @@
 detect (planner.drift) -> compare with the previous run of the history kept by the state
 backend (planner.drift_history) -> mark acknowledged findings (planner.drift_acknowledgements)
 -> append the compact run to the history. The platform and the state are only read; the
-history beside the state is the one thing written, and only with `record=True`.
+history beside the state is the one thing written, and only with `record=True`. A history
+that cannot be written (a read-only folder, credentials that only read) does not fail the
+run: the report is complete, and `DriftReport.not_recorded` says why it was not kept.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from trainform.planner.drift_acknowledgements import (
 )
 from trainform.planner.drift_history import compact_run, compare_with_history
 from trainform.planner.drift_model import DriftReport
+from trainform.planner.errors import PlannerError
 from trainform.planner.plan_model import Plan
 from trainform.planner.workspace import Workspace
 
@@ -51,7 +54,11 @@ def check_drift(
     compare_with_history(report, runs.read())
     acknowledge(report, acknowledgements, moment.date())
     if record and report.lineage is not None:
-        runs.append(compact_run(report))
+        try:
+            runs.append(compact_run(report))
+        except (OSError, PlannerError) as exc:
+            cause = getattr(exc, "strerror", None) or str(exc)
+            report.not_recorded = f"the drift history {runs.location} is not writable ({cause})"
     return report
 
 

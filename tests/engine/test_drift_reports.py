@@ -354,6 +354,28 @@ def test_the_cli_writes_reports_lists_history_and_honours_acknowledgements(
         assert "Traceback" not in result.stdout + result.stderr
 
 
+def test_drift_reads_only_with_no_record_or_when_the_history_is_not_writable(
+    applied: SpecFolder,
+) -> None:
+    edit_queue(applied, 5)
+    history = applied.root / ".trainform" / "state.json.drift"
+
+    only_read = run_trainform("drift", ".", "--no-record", cwd=applied.root)
+    assert only_read.returncode == 2, only_read.stderr
+    assert not history.exists() and only_read.stderr == ""
+
+    history.write_text("a file where the history folder would be\n")
+    blocked = run_trainform("drift", ".", cwd=applied.root)
+
+    assert blocked.returncode == 2, blocked.stderr
+    assert "modified: Queue/default-queue" in blocked.stdout
+    assert blocked.stderr.startswith(
+        "Note: this run was not recorded: the drift history .trainform/state.json.drift is "
+        "not writable (File exists)."
+    )
+    assert len(blocked.stderr.splitlines()) == 1 and "Traceback" not in blocked.stderr
+
+
 # plan and drift agree -----------------------------------------------------------------------
 
 
