@@ -46,6 +46,8 @@ FINDING_KINDS = (
     "tag-moved",
     "tag-missing",
     "object-missing",
+    "object-terminating",
+    "object-left-over",
     "nodes-missing",
     "nodes-mixed",
     "limit-shadowed",

@@ -25,6 +25,8 @@ _SEVERITY = {
     "source-refused": "high",
     "tag-missing": "high",
     "object-missing": "high",
+    "object-terminating": "high",
+    "object-left-over": "medium",
     "nodes-missing": "high",
     "modified": "medium",
     "orphaned": "medium",
