@@ -31,6 +31,13 @@ def test_csv_reads_seconds_and_durations_sorted_by_submit(tmp_path: Path) -> Non
     ]
 
 
+def test_csv_user_and_qos_columns_are_read_lowercased(tmp_path: Path) -> None:
+    path = write(
+        tmp_path, "t.csv", "submit,project,queue,gpus,duration,user,qos\n0,p,q,1,1h,Bob,\n"
+    )
+    assert read_trace(path) == [TraceJob("job-1", 0.0, "p", "q", 1, 3600.0, user="bob")]
+
+
 def test_csv_without_id_column_numbers_the_jobs(tmp_path: Path) -> None:
     path = write(tmp_path, "t.csv", "submit,project,queue,gpus,duration\n0,p,q,1,1h30m\n")
     assert read_trace(path) == [TraceJob("job-1", 0.0, "p", "q", 1, 5400.0, None)]
@@ -107,7 +114,7 @@ def sacct_job(job_id: int, **overrides: object) -> dict[str, object]:
 def test_sacct_json_maps_account_partition_gpus_and_times() -> None:
     document = {
         "jobs": [
-            sacct_job(2),
+            sacct_job(2, user="Alice", qos="train"),
             sacct_job(
                 1,
                 priority=100,
@@ -120,7 +127,7 @@ def test_sacct_json_maps_account_partition_gpus_and_times() -> None:
     # Slurm's job priority is another scale: the queue's priority from the specs applies.
     assert read_sacct(json.dumps(document)) == [
         TraceJob("1", 0.0, "alignment", "hpc-batch", 2, 3600.0, None),
-        TraceJob("2", 60.0, "alignment", "hpc-batch", 8, 3600.0, None),
+        TraceJob("2", 60.0, "alignment", "hpc-batch", 8, 3600.0, None, user="alice", qos="train"),
     ]
 
 
