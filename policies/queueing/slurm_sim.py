@@ -5,11 +5,13 @@ The model of slurmctld (sched/backfill, priority/multifactor, preempt/qos), per 
 1. Pending, eligible jobs in Slurm's order: partition PriorityTier (higher first), then the
    multifactor priority (age, partition, QOS, job size, from `SlurmWeights`), then
    submission order.
-2. Main scheduler, in that order: a job over a limit (its QOS GrpTRES gres/gpu or GrpJobs;
-   its association's GPU limit unless the QOS sets one; its association's MaxJobs) is
-   skipped. A job that fits the free GPUs of its pool starts, unless a job before it was
-   blocked on that pool: then the pool's nodes are taken out of this pass (Slurm's main
-   scheduler does the same, so a small job never overtakes a blocked one there). A job that
+2. Main scheduler, in that order: a job over a limit is skipped: its QOS's GrpTRES
+   gres/gpu, GrpJobs, MaxTRESPerUser gres/gpu, MaxJobsPerUser (a partition QOS's limit
+   winning over the job's own QOS's), then each association up its tree (GrpTRES gres/gpu
+   unless a QOS sets one, GrpJobs, and the nearest MaxJobs per user unless the QOS sets
+   MaxJobsPerUser). A job that fits the free GPUs of its pool starts, unless a job before
+   it was blocked on that pool: then the pool's nodes are taken out of this pass (Slurm's
+   main scheduler does the same, so a small job never overtakes a blocked one there). A job that
    does not fit may preempt running jobs of the QOS its QOS lists (lowest QOS priority,
    then most recently started first, until it fits): requeued victims lose the work since
    their last checkpoint and wait out the requeue delay; cancelled ones end.
@@ -54,6 +56,11 @@ class _Job:
     partition: str
     pool: str
     qos: SlurmQos | None
+    limits: dict[str, SlurmQos]
+    """Per QOS limit (SlurmQos field name), the QOS that sets it for this job: its
+    partition's QOS first, then its own (Slurm: a partition QOS limit wins)."""
+    counted: tuple[SlurmQos, ...]
+    """The QOS whose usage the job counts in (partition QOS and its own, once each)."""
     remaining: float
     limit: float
     eligible: float
@@ -113,12 +120,14 @@ class _SlurmSimulation:
         for seq, job in enumerate(trace):
             partition = self.platform.partitions.get(job.queue)
             qos = self._qos_of(job, partition)
+            counted = self._counted(partition, qos)
+            limits = _limits(counted)
             outcome = JobOutcome(
                 job.id, job.project, job.queue, float(job.submit), job.gpus,
                 float(job.duration), 0 if partition is None else partition.tier,
             )  # fmt: skip
             outcomes.append(outcome)
-            reason = self._never_reason(job, partition, qos)
+            reason = self._never_reason(job, partition, limits)
             if reason:
                 self.reasons[job.id] = reason
                 continue
@@ -129,7 +138,7 @@ class _SlurmSimulation:
             if interval > 0:
                 seen = math.ceil(seen / interval) * interval
             arrivals.append(
-                _Job(seq, job, outcome, partition.name, partition.pool, qos,
+                _Job(seq, job, outcome, partition.name, partition.pool, qos, limits, counted,
                      float(job.duration), limit, seen, partition.tier)
             )  # fmt: skip
         return outcomes, arrivals
@@ -140,24 +149,33 @@ class _SlurmSimulation:
             return self.platform.qos[job.qos]
         return self.platform.qos.get(partition.qos) if partition and partition.qos else None
 
+    def _counted(
+        self, partition: SlurmPartition | None, qos: SlurmQos | None
+    ) -> tuple[SlurmQos, ...]:
+        own = self.platform.qos.get(partition.qos) if partition and partition.qos else None
+        return tuple(q for q in dict.fromkeys((own, qos)) if q is not None)
+
     def _never_reason(
-        self, job: TraceJob, partition: SlurmPartition | None, qos: SlurmQos | None
+        self, job: TraceJob, partition: SlurmPartition | None, limits: dict[str, SlurmQos]
     ) -> str:
         if partition is None:
             return f"partition {job.queue!r} is not defined"
         capacity = self.platform.pools.get(partition.pool, 0)
         if job.gpus > capacity:
             return f"asks {job.gpus} GPUs; the partition's nodes have {capacity}"
-        if qos is not None:
-            for what, limit in (("GrpTRES", qos.gpu_limit), ("MaxTRESPerUser", qos.user_gpu_limit)):
-                if limit is not None and job.gpus > limit and (what == "GrpTRES" or job.user):
-                    return f"asks {job.gpus} GPUs; QOS {qos.name} {what} allows {limit}"
-            if qos.max_jobs == 0 or (job.user and qos.user_max_jobs == 0):
+        for field_name, what in (("gpu_limit", "GrpTRES"), ("user_gpu_limit", "MaxTRESPerUser")):
+            qos = limits.get(field_name)
+            limit = getattr(qos, field_name, None)
+            if qos and limit is not None and job.gpus > limit and (what == "GrpTRES" or job.user):
+                return f"asks {job.gpus} GPUs; QOS {qos.name} {what} allows {limit}"
+        for field_name in ("max_jobs", "user_max_jobs"):
+            qos = limits.get(field_name)
+            if qos and getattr(qos, field_name) == 0 and (field_name == "max_jobs" or job.user):
                 return f"QOS {qos.name} allows no running job"
         for association in self.platform.chain(job.project, job.user, job.queue):
             where = _where(association)
             limit = association.gpu_limit
-            if not (qos and qos.gpu_limit is not None) and limit is not None and job.gpus > limit:
+            if "gpu_limit" not in limits and limit is not None and job.gpus > limit:
                 return f"asks {job.gpus} GPUs; GrpTRES of {where} allows {limit}"
             if association.max_jobs == 0:
                 return f"GrpJobs of {where} allows no running job"
@@ -288,20 +306,20 @@ class _SlurmSimulation:
         return False
 
     def _limit_reason(self, job: _Job) -> str:
-        usage, gpus, user = self.usage, job.trace.gpus, job.trace.user
-        qos = job.qos
-        if qos is not None:
-            if qos.gpu_limit is not None and usage.qos_gpus[qos.name] + gpus > qos.gpu_limit:
+        usage, gpus, user, limits = self.usage, job.trace.gpus, job.trace.user, job.limits
+        for name, used, extra in (
+            ("gpu_limit", usage.qos_gpus, gpus),
+            ("max_jobs", usage.qos_jobs, 1),
+            ("user_gpu_limit", usage.user_gpus, gpus),
+            ("user_max_jobs", usage.user_jobs, 1),
+        ):
+            qos, per_user = limits.get(name), name.startswith("user")
+            if qos is None or (per_user and not user):
+                continue
+            key = (qos.name, user) if per_user else qos.name
+            if used[key] + extra > getattr(qos, name):  # type: ignore[index]
                 return holds.QOS_LIMIT
-            if qos.max_jobs is not None and usage.qos_jobs[qos.name] >= qos.max_jobs:
-                return holds.QOS_LIMIT
-            if user and qos.user_gpu_limit is not None:
-                if usage.user_gpus[(qos.name, user)] + gpus > qos.user_gpu_limit:
-                    return holds.QOS_LIMIT
-            if user and qos.user_max_jobs is not None:
-                if usage.user_jobs[(qos.name, user)] >= qos.user_max_jobs:
-                    return holds.QOS_LIMIT
-        qos_sets_gpus = qos is not None and qos.gpu_limit is not None
+        qos_sets_gpus = "gpu_limit" in limits
         chain = self.platform.chain(job.trace.project, user, job.partition)
         for association in chain:
             key, limit = association.key, association.gpu_limit
@@ -310,7 +328,7 @@ class _SlurmSimulation:
             if association.max_jobs is not None and usage.assoc_jobs[key] >= association.max_jobs:
                 return holds.RUNNING_CAP
         per_user = next((a.user_max_jobs for a in chain if a.user_max_jobs is not None), None)
-        shadowed = qos is not None and qos.user_max_jobs is not None
+        shadowed = "user_max_jobs" in limits
         if user and per_user is not None and not shadowed:
             if usage.account_user_jobs[(job.trace.project, user)] >= per_user:
                 return holds.RUNNING_CAP
@@ -319,12 +337,12 @@ class _SlurmSimulation:
     def _book(self, job: _Job, sign: int) -> None:
         usage, gpus, user = self.usage, job.trace.gpus * sign, job.trace.user
         usage.pool_free[job.pool] -= gpus
-        if job.qos is not None:
-            usage.qos_gpus[job.qos.name] += gpus
-            usage.qos_jobs[job.qos.name] += sign
+        for qos in job.counted:
+            usage.qos_gpus[qos.name] += gpus
+            usage.qos_jobs[qos.name] += sign
             if user:
-                usage.user_gpus[(job.qos.name, user)] += gpus
-                usage.user_jobs[(job.qos.name, user)] += sign
+                usage.user_gpus[(qos.name, user)] += gpus
+                usage.user_jobs[(qos.name, user)] += sign
         for association in self.platform.chain(job.trace.project, user, job.partition):
             usage.assoc_gpus[association.key] += gpus
             usage.assoc_jobs[association.key] += sign
@@ -444,6 +462,19 @@ class _SlurmSimulation:
             else:
                 profile.append([time, free])
         return profile
+
+
+QOS_LIMITS = ("gpu_limit", "max_jobs", "user_gpu_limit", "user_max_jobs")
+
+
+def _limits(counted: tuple[SlurmQos, ...]) -> dict[str, SlurmQos]:
+    """Per QOS limit, the first of `counted` that sets it."""
+    chosen: dict[str, SlurmQos] = {}
+    for qos in counted:
+        for name in QOS_LIMITS:
+            if name not in chosen and getattr(qos, name) is not None:
+                chosen[name] = qos
+    return chosen
 
 
 def _where(association: SlurmAssociation) -> str:

@@ -171,3 +171,19 @@ def test_a_job_over_a_limit_of_the_site_is_never_admitted_with_that_limit(tmp_pa
         "big": "asks 4 GPUs; QOS train MaxTRESPerUser allows 3",
         "huge": "asks 5 GPUs; QOS train GrpTRES allows 4",
     }
+
+
+def test_a_job_under_another_qos_is_held_to_its_partitions_qos_limits_too(
+    tmp_path: Path,
+) -> None:
+    """A partition QOS limit wins over the job's own QOS (Slurm's limit hierarchy), and
+    the job counts in both: jobs asking --qos=scavenge on partition gpu still share train's
+    4 GPUs."""
+    platform = slurm_platform_from_specs(load_specs(str(site(tmp_path))))
+    jobs = [
+        TraceJob(f"j{n}", n, "research", "gpu", 2, 100, user=f"u{n}", qos="scavenge")
+        for n in range(3)
+    ]
+    result = simulate_slurm(platform, jobs)
+    assert [o.start for o in result.jobs] == [0, 1, 100]
+    assert result.held[("research", "gpu")] == {"queue-qos-limit": 98.0}
