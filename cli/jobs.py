@@ -16,12 +16,13 @@ from trainform.cli.options import (
 )
 from trainform.cli.output import open_or_exit
 from trainform.cli.render.platform_text import render_platform_text
+from trainform.cli.render.status_table import render_status_table
 from trainform.cli.render.status_text import render_status_json, render_status_text
 from trainform.cli.render.style import use_color
 from trainform.cli.render.words import plural
 from trainform.planner.desired import build_desired
 from trainform.planner.lockfile import LOCK_FILE, resolve_pins
-from trainform.planner.status import job_status, matching_jobs
+from trainform.planner.status import JobReport, job_status, matching_jobs
 from trainform.planner.usage import platform_view
 from trainform.planner.workspace import Workspace
 from trainform.specs.file_writes import write_file
@@ -67,8 +68,60 @@ def _tick(workspace) -> None:  # type: ignore[no-untyped-def]
             tick()
 
 
+def _selected(reports: list[JobReport], projects: tuple[str, ...], phases: tuple[str, ...]):  # type: ignore[no-untyped-def]
+    """The reports of the --project and --phase filters (each repeatable, any of them)."""
+    if projects:
+        reports = [r for r in reports if r.address.split("/")[1] in projects]
+    if phases:
+        reports = [r for r in reports if r.phase in phases]
+    return reports
+
+
+def _render(reports: list[JobReport], output_format: str, describe: bool) -> None:
+    if output_format == "json":
+        click.echo(render_status_json(reports), nl=False)
+    elif describe:
+        click.echo(render_status_text(reports, use_color()), nl=False, color=use_color())
+    else:
+        click.echo(render_status_table(reports, use_color()), nl=False, color=use_color())
+
+
+def _platform(workspace: Workspace, output_format: str) -> None:
+    try:
+        view = platform_view(workspace)
+    finally:
+        workspace.providers.close()
+    if output_format == "json":
+        click.echo(redact(json.dumps(view.to_json(), indent=2, sort_keys=True)))
+    else:
+        click.echo(redact(render_platform_text(view)), nl=False)
+
+
+def _watch(workspace: Workspace, address: str | None, wait: bool, timeout: float, text: bool):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while True:
+        if wait:
+            _tick(workspace)
+        reports = job_status(workspace, address)
+        if not wait or all(r.settled for r in reports):
+            return reports
+        if time.monotonic() > deadline:
+            click.echo(f"Timed out after {timeout:g}s waiting for jobs.", err=True)
+            click.echo(render_status_table(reports, use_color()), color=use_color())
+            sys.exit(1)
+        if text:
+            busy = ", ".join(
+                f"{r.address} {r.phase}"
+                + (f" step {r.current_step}" if r.current_step is not None else "")
+                for r in reports
+                if not r.settled
+            )
+            click.echo(f"waiting: {busy}")
+        time.sleep(1.0)
+
+
 @click.command()
-@click.argument("address", required=False)
+@click.argument("addresses", nargs=-1, metavar="[ADDRESS]...")
 @click.option(
     "--dir", "spec_dir", default=".", type=click.Path(file_okay=False), help="Spec folder."
 )
@@ -81,63 +134,47 @@ def _tick(workspace) -> None:  # type: ignore[no-untyped-def]
     is_flag=True,
     help="Per pool and queue: capacity, nominal, in use, borrowed, running and waiting jobs.",
 )
+@click.option("--project", "projects", multiple=True, help="Only this project's jobs (repeatable).")
+@click.option("--phase", "phases", multiple=True, help="Only jobs in this phase (repeatable).")
+@click.option(
+    "-v", "--describe", "describe", is_flag=True,
+    help="Each job in full: attempts and their timelines, checkpoints, evaluations, gates.",
+)  # fmt: skip
 @format_option("text", "json")
 def status(
-    address: str | None,
+    addresses: tuple[str, ...],
     spec_dir: str,
     inputs: TemplateInputs,
     wait: bool,
     timeout: float,
     show_platform: bool,
+    projects: tuple[str, ...],
+    phases: tuple[str, ...],
+    describe: bool,
     output_format: str,
 ) -> None:
-    """Show each training job: phase, why it waits, step, checkpoints, evaluations, gates,
-    and every attempt's timeline.
+    """Show the training jobs as a table: phase, step of the total, ETA, queue, time waited
+    and attempts; -v describes each in full (attempts' timelines, checkpoints, evaluations).
 
-    ADDRESS narrows it to one job (a short name is enough when it is unambiguous); a spec
-    folder given there instead (like the other commands take it) is read as --dir."""
-    if address is not None and spec_dir == "." and (Path(address) / "trainform.yaml").is_file():
-        address, spec_dir = None, address
+    ADDRESS... narrows it to those jobs (a short name is enough when it is unambiguous); a
+    spec folder given there instead (like the other commands take it) is read as --dir."""
+    wanted = list(addresses)
+    if wanted and spec_dir == "." and (Path(wanted[0]) / "trainform.yaml").is_file():
+        spec_dir = wanted.pop(0)
     workspace = open_or_exit(spec_dir, inputs, output_format)
     if show_platform:
-        try:
-            view = platform_view(workspace)
-        finally:
-            workspace.providers.close()
-        if output_format == "json":
-            click.echo(redact(json.dumps(view.to_json(), indent=2, sort_keys=True)))
-        else:
-            click.echo(redact(render_platform_text(view)), nl=False)
+        _platform(workspace, output_format)
         return
-    if address is not None:
-        address = _short_address(workspace, address)
-    deadline = time.monotonic() + timeout
+    chosen = [_short_address(workspace, a) for a in wanted]
     try:
-        while True:
-            if wait:
-                _tick(workspace)
-            reports = job_status(workspace, address)
-            if not wait or all(r.settled for r in reports):
-                break
-            if time.monotonic() > deadline:
-                click.echo(f"Timed out after {timeout:g}s waiting for jobs.", err=True)
-                click.echo(render_status_text(reports, use_color()), color=use_color())
-                sys.exit(1)
-            if output_format == "text":
-                busy = ", ".join(
-                    f"{r.address} {r.phase}"
-                    + (f" step {r.current_step}" if r.current_step is not None else "")
-                    for r in reports
-                    if not r.settled
-                )
-                click.echo(f"waiting: {busy}")
-            time.sleep(1.0)
+        single = chosen[0] if len(chosen) == 1 else None
+        reports = _watch(workspace, single, wait, timeout, output_format == "text")
     finally:
         workspace.providers.close()
-    if address is not None and not reports:
-        click.echo(f"error: no TrainingJob {address} in the specs", err=True)
+    missing = [a for a in chosen if a not in {r.address for r in reports}]
+    if missing:
+        click.echo(f"error: no TrainingJob {', '.join(missing)} in the specs", err=True)
         sys.exit(1)
-    if output_format == "json":
-        click.echo(render_status_json(reports), nl=False)
-    else:
-        click.echo(render_status_text(reports, use_color()), nl=False, color=use_color())
+    if chosen:
+        reports = [r for r in reports if r.address in chosen]
+    _render(_selected(reports, projects, phases), output_format, describe)

@@ -18,6 +18,7 @@ from trainform.planner.desired import DesiredItem, build_desired
 from trainform.planner.gates import evaluate_gates, overall
 from trainform.planner.jobs import JobContext, identity_inputs, run_id_of
 from trainform.planner.lockfile import LockFile, resolve_pins
+from trainform.planner.progress import eta_seconds, total_steps
 from trainform.planner.refresh import Target, observe_all
 from trainform.planner.timeline import attempt_timelines, delivery, run_from_json, world_size
 from trainform.planner.workspace import Workspace
@@ -46,6 +47,10 @@ class JobReport:
     procs_per_node: int | None = None
     hosts: list[str] = field(default_factory=list)
     """Each node's host (node-rank order), where the provider records them."""
+    total_steps: int | None = None
+    """The steps the job's parameters declare (planner.progress), None if they do not."""
+    eta_seconds: float | None = None
+    """Seconds left at the running attempt's observed throughput, None when unknown."""
 
     @property
     def settled(self) -> bool:
@@ -75,6 +80,8 @@ class JobReport:
             "procsPerNode": self.procs_per_node,
             "worldSize": world_size(self.nodes, self.procs_per_node),
             "hosts": self.hosts,
+            "totalSteps": self.total_steps,
+            "etaSeconds": None if self.eta_seconds is None else round(self.eta_seconds, 1),
         }
 
 
@@ -113,6 +120,8 @@ def job_status(
             recorded = state.resources[job.address].outputs.get(job.providers[0], {})
         current = recorded.get("runId") or run_id_of(identity_inputs(job, context))
         report = job_report(job, current, runs.get(job.address, []), context, now)
+        if recorded.get("runId") == report.run_id and state is not None:
+            _steps_as_applied(report, state.resources[job.address].spec)
         if report.phase == "failed" and report.attempts:
             report.last_lines = _last_lines(workspace, job, report)
         reports.append(report)
@@ -120,6 +129,15 @@ def job_status(
 
 
 LAST_LINES = 10
+
+
+def _steps_as_applied(report: JobReport, applied: dict[str, Any]) -> None:
+    """The total of the run as applied (its -var values), not as the specs read now."""
+    steps = total_steps(applied)
+    if steps is not None and steps != report.total_steps:
+        report.total_steps = steps
+        latest = report.attempts[-1] if report.attempts else {}
+        report.eta_seconds = eta_seconds(latest, report.current_step, steps)
 
 
 def matching_jobs(known: Iterable[str], target: str) -> list[str]:
@@ -199,6 +217,7 @@ def job_report(
         )
         if resources:
             report.nodes, report.procs_per_node = resources["nodes"], processes_per_node(resources)
+        report.total_steps = total_steps(job.document)
         return report
     latest = run["attempts"][-1]
     valid = [c for c in run.get("checkpoints", []) if c["valid"]]
@@ -225,7 +244,10 @@ def job_report(
             entry["procsPerNode"] = processes_per_node(resources)
             entry["worldSize"] = world_size(entry["nodes"], entry["procsPerNode"])
     shape = attempts[-1] if attempts else {}
+    steps = total_steps(job.document)
     return JobReport(
+        total_steps=steps,
+        eta_seconds=eta_seconds(shape, run.get("current_step"), steps),
         nodes=shape.get("nodes"),
         procs_per_node=shape.get("procsPerNode"),
         hosts=list(shape.get("hosts") or []),

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from trainform.cli.render.status_table import render_status_table
 from trainform.cli.render.status_text import render_status_json, render_status_text
 from trainform.cli.runs import render_lineage_text, render_usage
 from trainform.planner.desired import DesiredItem
@@ -221,13 +222,18 @@ def _status_report():
     return job_report(items[JOB], "r-00000000000a", runs, context, NOW)
 
 
-@pytest.mark.parametrize("name", ["status.txt", "status.json", "lineage.txt", "lineage.json"])
+@pytest.mark.parametrize(
+    "name", ["status.txt", "status-table.txt", "status.json", "lineage.txt", "lineage.json"]
+)
 def test_status_and_lineage_match_golden(name: str, update_golden: bool) -> None:
     if name.startswith("status"):
         report = _status_report()
-        text = (
-            render_status_json([report]) if name.endswith("json") else render_status_text([report])
-        )
+        if name.endswith("json"):
+            text = render_status_json([report])
+        elif name == "status-table.txt":
+            text = render_status_table([report])
+        else:
+            text = render_status_text([report])
     else:
         recorded = {
             "inputs": {

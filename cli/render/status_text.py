@@ -32,7 +32,8 @@ def render_status_text(reports: list[JobReport], color: bool = False) -> str:
         lines.append(f"  run:         {report.run_id}{attempt}")
         lines.append(f"  phase:       {phase}" + (f": {report.reason}" if report.reason else ""))
         if report.current_step is not None:
-            lines.append(f"  step:        {report.current_step}")
+            total = f" of {report.total_steps}" if report.total_steps is not None else ""
+            lines.append(f"  step:        {report.current_step}{total}")
         if report.latest_checkpoint:
             checkpoint = report.latest_checkpoint
             lines.append(f"  checkpoint:  {checkpoint['id']} (step {checkpoint['step']}, valid)")

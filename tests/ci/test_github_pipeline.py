@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,24 @@ STANDINS = Path(__file__).resolve().parent / "standins"
 REPOSITORY = "ml-platform/specs"
 MARKER = "<!-- trainform-review -->"
 KEY = "a-test-signing-key"
+
+
+def live_rows(live: Path) -> list[tuple]:
+    """Every object row of the live platform, to put back as it was."""
+    database = sqlite3.connect(live / "gke-prod" / "platform.db")
+    rows = database.execute("SELECT address, manager, document, updated_at FROM objects").fetchall()
+    database.close()
+    return rows
+
+
+def restore_rows(live: Path, rows: list[tuple]) -> None:
+    database = sqlite3.connect(live / "gke-prod" / "platform.db")
+    with database:
+        database.executemany(
+            "UPDATE objects SET manager = ?, document = ?, updated_at = ? WHERE address = ?",
+            [(manager, document, updated, address) for address, manager, document, updated in rows],
+        )
+    database.close()
 
 
 class Forge:
@@ -232,19 +252,35 @@ def test_pull_requests_merges_and_drift_on_github(
     assert limits(forge.live, "alignment/hpc-debug")["maxWallTime"] == "1h30m"
 
     # Scheduled drift: nothing drifted, no issue; a hand change opens one issue, the next
-    # new drift edits it.
+    # new drift edits it; an admin's own drift run in between changes nothing for the
+    # schedule, and once the drift is undone the next scheduled run closes the issue.
     results = forge.scheduled()
     assert not results["drift"].failed, results["drift"].log
     assert forge.state()["issues"] == []
+    rows = live_rows(forge.live)
     hand_edit(forge.live, "Queue/pretrain", "defaultPriority", 1001)
     results = forge.scheduled()
     assert not results["drift"].failed, results["drift"].log
     drift_run = str(forge.next_run - 1)
     assert "<html" in (forge.store / drift_run / "drift-report" / "drift.html").read_text()
     (issue,) = forge.state()["issues"]
-    assert issue["body"].startswith("<!-- trainform-drift -->") and "Drift" in issue["title"]
+    assert issue["body"].startswith("<!-- trainform-drift env=prod -->")
+    assert "Drift" in issue["title"]
     hand_edit(forge.live, "Queue/finetune", "defaultPriority", 501)
     forge.scheduled()
     (edited_issue,) = forge.state()["issues"]
     assert edited_issue["number"] == issue["number"]
     assert ["issue", "edit", str(issue["number"])] == forge.state()["calls"][-1][:3]
+    admin = tmp_path / "admin"
+    git(tmp_path, "clone", "-q", str(forge.origin), str(admin))
+    manual = subprocess.run(
+        [str(DEVELOPMENT_TRAINFORM), "drift", str(admin), "--env", "prod"],
+        capture_output=True, text=True, check=False,
+    )
+    assert manual.returncode == 2, manual.stderr
+    restore_rows(forge.live, rows)
+    results = forge.scheduled()
+    assert not results["drift"].failed, results["drift"].log
+    (closed,) = forge.state()["issues"]
+    assert closed["number"] == issue["number"] and closed["state"] == "closed"
+    assert "No open drift in `prod`" in closed["closingComment"]

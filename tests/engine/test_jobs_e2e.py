@@ -113,8 +113,12 @@ def test_submit_wait_evaluate_and_gate(loop: Path) -> None:
     assert evaluation["phase"] == "succeeded"
     assert evaluation["gate"] == "pass"
     assert "perplexity" in evaluation["metrics"]
-    text = ok(loop, "status", "--dir", ".", "--env", "ci")
+    text = ok(loop, "status", "-v", "--dir", ".", "--env", "ci")
     assert "gate:      perplexity" in text and "PASS" in text
+    assert "step:        20 of 20" in text
+    header, row = ok(loop, "status", "--dir", ".", "--env", "ci").splitlines()[:2]
+    assert header.split() == ["JOB", "PHASE", "STEP", "ETA", "QUEUE", "WAITED", "ATTEMPTS"]
+    assert row.split()[:5] == [JOB, "succeeded", "20/20", "-", "default-queue"]
     assert tf(loop, "plan", ".", "--env", "ci", "--detailed-exitcode").returncode == 0
     assert tf(loop, "drift", ".", "--env", "ci").returncode == 0
 
@@ -218,7 +222,7 @@ def test_failing_gate_is_visible_in_plan_status_drift_and_json(loop: Path) -> No
     assert any(f["kind"] == "gate-fail" for f in plan["findings"])
     assert not any(c["action"] != "no-op" for c in plan["changes"])
     assert tf(loop, "plan", ".", "--env", "ci", "--detailed-exitcode").returncode == 2
-    assert "FAIL" in ok(loop, "status", "--dir", ".", "--env", "ci")
+    assert "FAIL" in ok(loop, "status", "-v", "--dir", ".", "--env", "ci")
     drift = tf(loop, "drift", ".", "--env", "ci", "--format", "json")
     assert drift.returncode == 2
     assert any(f["drift"] == "evaluation-failing" for f in json.loads(drift.stdout)["findings"])
@@ -257,7 +261,7 @@ def test_a_job_over_its_project_quota_waits_with_the_reason_and_starts_later(
     assert len(waiting) == 1, phases
     assert "runningJobs 1/1" in waiting[0]["reason"]
     assert "research" in waiting[0]["reason"]
-    text = ok(loop, "status", "--dir", ".", "--env", "ci")
+    text = ok(loop, "status", "-v", "--dir", ".", "--env", "ci")
     assert "runningJobs 1/1" in text
     ok(loop, "status", "--dir", ".", "--env", "ci", "--wait", "--timeout", "120")
     final = json.loads(ok(loop, "status", "--dir", ".", "--env", "ci", "--format", "json"))

@@ -207,7 +207,7 @@ def test_a_high_priority_job_preempts_and_the_preempted_one_resumes_from_its_lat
     assert pod["spec"]["nodeSelector"] == {"example.com/pool": "a100"}
     assert _resumes_from(pod, s3_env.endpoint) == f"{run_dir}/step-200"
 
-    status = run_trainform("status", "TrainingJob/vision/low", cwd=root, timeout=120)
+    status = run_trainform("status", "-v", "TrainingJob/vision/low", cwd=root, timeout=120)
     assert status.returncode == 0, status.stdout + status.stderr
     assert "requeued, waited for quota again" in status.stdout, status.stdout
     assert "(step 200), held" in status.stdout and "; lost 0 steps" in status.stdout

@@ -333,7 +333,7 @@ def _check_commands(folder: Path, run: RunStatus, first: Any, second: Any, lost:
     assert two["lostSeconds"] == pytest.approx(lost, abs=0.001)
     assert two["backoffSeconds"] == pytest.approx(BACKOFF, abs=0.01)
     assert report["delivery"]["attempts"] == 2 and report["delivery"]["lostSteps"] == 1
-    text = ok(folder, "status", "worker")
+    text = ok(folder, "status", "-v", "worker")
     assert "#1   failed (node-failure: killed by signal 9 (SIGKILL))" in text
     assert "resumed from step-0004 (step 4), lost 1 step" in text
 

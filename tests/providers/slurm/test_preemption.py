@@ -297,7 +297,7 @@ def test_a_preempted_job_shows_preempted_with_its_hold_apart_and_usage_matches_s
     poll(requeued)
     [held] = run().attempts
     assert held.phase == RunPhase.QUEUED and held.runs[0].stopped_by == "preempted"
-    text = tf(root, "status", "--dir", ".")
+    text = tf(root, "status", "-v", "--dir", ".")
     assert "preempted, then requeued by Slurm" in text, text
     update = slurm_cluster.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"])
     assert update.returncode == 0, update.stderr
@@ -318,7 +318,7 @@ def test_a_preempted_job_shows_preempted_with_its_hold_apart_and_usage_matches_s
     assert attempt["heldSeconds"] > 0 and attempt["ranSeconds"] == pytest.approx(
         sacct_hours * 3600, abs=1
     )
-    text = tf(root, "status", "--dir", ".")
+    text = tf(root, "status", "-v", "--dir", ".")
     assert "preempted" in text and "held" in text and "1 step" in text, text
     usage = json.loads(tf(root, "usage", "--dir", ".", "--since", "1h", "--format", "json"))
     [row] = [r for r in usage["rows"] if r["group"] == project]

@@ -160,7 +160,7 @@ def test_apply_runs_the_job_which_resumes_after_a_cancel(
     log = Path(done["log"]).read_text()
     assert f"resumed from {resume_point['path']} at step {resume_point['step']}" in log
     assert "step 1/30" not in log  # the step continued, it did not start over
-    status = ok(root, "status", "--dir", ".")
+    status = ok(root, "status", "-v", "--dir", ".")
     assert "AssocGrpGRES" in status
 
     output = ok(root, "apply", ".", "--auto-approve")  # the run succeeded: evaluate it
