@@ -177,7 +177,7 @@ def test_pull_requests_merges_and_drift_on_github(
     assert plan.outputs == {"validate": "0", "plan": "2", "review": "0"}
     reviewed = forge.store / "1" / "trainform-plan"
     assert sorted(p.name for p in reviewed.iterdir()) == [
-        "plan.md", "plan.tfplan", "review.md", "validate.txt"
+        "plan.err", "plan.md", "plan.tfplan", "review.md", "validate.txt"
     ]
     assert json.loads((reviewed / "plan.tfplan").read_text())["signature"].startswith("hmac")
     assert not results["comment"].failed, results["comment"].log
@@ -211,7 +211,8 @@ def test_pull_requests_merges_and_drift_on_github(
     assert comment_job.steps[-1].name == "Fail on a policy denial or an error"
     assert "validate exited 1, plan exited 3" in comment_job.steps[-1].output
     (denial,) = review_comments(forge, 2)
-    assert "plan exit code: 3" in denial["body"]
+    assert "**Plan:** a policy denies this change (exit code 3)" in denial["body"]
+    assert denial["body"].count(MARKER) == 1
     assert "Queue/eval-private" in denial["body"] and "project-isolation" in denial["body"]
 
     # Another pull request, reviewed while the first is still open.

@@ -166,10 +166,23 @@ def test_merge_requests_merges_and_drift_on_gitlab(
     assert statuses(pipeline)["plan"] == "success"
     assert statuses(pipeline)["review"] == "failed"
     (denial,) = notes(project, 2)
-    assert "plan exit code: 3" in denial["body"]
+    assert "**Plan:** a policy denies this change (exit code 3)" in denial["body"]
+    assert denial["body"].count(MARKER) == 1
     assert "Queue/eval-private" in denial["body"] and "project-isolation" in denial["body"]
     assert "@eval-leads" in denial["body"] and "@mallory" not in denial["body"]
     assert not sentinel.exists() and installed_plants(clean_python) == []
+
+    # A plan that errors: the note says so in words, with what failed at file:line.
+    broken = commit_change(project.origin, "broken-quota", "main", {
+        "teams/eval-team/quotas.yaml": debug.replace("runningJobs: 4", "runningJobs: many"),
+    })
+    pipeline = project.merge_request(4, broken)
+    assert statuses(pipeline)["plan"] == "success" and statuses(pipeline)["review"] == "failed"
+    (failure,) = notes(project, 4)
+    assert failure["body"].count(MARKER) == 1
+    assert "the plan failed: nothing can be applied (exit code 1)" in failure["body"]
+    assert "#### The plan failed" in failure["body"]
+    assert "teams/eval-team/quotas.yaml:" in failure["body"], failure["body"]
 
     # Another merge request, reviewed while the first is open.
     other = commit_change(project.origin, "finetune-wall-time", "main", {
