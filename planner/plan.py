@@ -14,6 +14,7 @@ import heapq
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from dataclasses import replace as replace_options
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,7 @@ from trainform.planner.provider_checks import (
 from trainform.planner.refresh import Target, observe_all
 from trainform.planner.resource_changes import change_for, forced_replace
 from trainform.planner.session import ProviderSet, config_as_data
+from trainform.planner.short_names import full_addresses
 from trainform.planner.state import ResourceState, State
 from trainform.providers.base import DesiredResource, KindSchema, Observation, ObserveRequest
 from trainform.specs import SpecSet
@@ -117,6 +119,13 @@ def make_plan(
     options: PlanOptions = PlanOptions(),  # noqa: B008 - frozen value
 ) -> Plan:
     """The plan that makes the platform match `specs` (or removes everything: destroy)."""
+    if options.targets or options.replace:
+        known = {*(build_desired(specs) if specs else {}), *(state.resources if state else {})}
+        options = replace_options(
+            options,
+            targets=full_addresses(known, options.targets, "--target"),
+            replace=full_addresses(known, options.replace, "--replace"),
+        )
     scope = gather_resources(specs, state, providers, options)
     observations: dict[tuple[str, str], Observation] = {}
     if options.refresh:
