@@ -7,8 +7,9 @@ import json
 import click
 from trainform.cli.options import TemplateInputs, env_option, spec_dir_argument, template_options
 from trainform.cli.output import load_or_exit, open_or_exit
+from trainform.cli.render.audit_text import render_audit_table
 from trainform.cli.render.words import plural
-from trainform.planner.audit import audit_record, render_audit_text, since
+from trainform.planner.audit import audit_record, matching, since
 from trainform.planner.errors import PlannerError
 from trainform.planner.importing import import_resource
 from trainform.planner.state import State
@@ -155,11 +156,31 @@ def _iso_time(value: str | None) -> str | None:
     is_flag=True,
     help="Check the whole trail (hash chain, head, object versions); exit 1 if it was altered.",
 )
+@click.option(
+    "--command",
+    "commands",
+    multiple=True,
+    metavar="NAME",
+    help="Only records of this command (apply, destroy, import, force-unlock, 'state rm'...; "
+    "repeatable).",
+)
+@click.option(
+    "--who",
+    default=None,
+    metavar="TEXT",
+    help="Only records whose user, host or CI actor has TEXT.",
+)
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text")
 @spec_dir_argument
 @env_option
 def state_audit(
-    start: str | None, verify: bool, output_format: str, spec_dir: str, environment: str | None
+    start: str | None,
+    verify: bool,
+    commands: tuple[str, ...],
+    who: str | None,
+    output_format: str,
+    spec_dir: str,
+    environment: str | None,
 ) -> None:
     """List the audit records: every state-changing command (started and completed),
     force-unlock, who and what."""
@@ -167,11 +188,11 @@ def state_audit(
     if verify:
         _verify_audit(backend, output_format)
         return
-    records = since(backend.read_audit(), start)
+    records = matching(since(backend.read_audit(), start), commands, who)
     if output_format == "json":
         click.echo(json.dumps({"formatVersion": 1, "records": records}, indent=2, sort_keys=True))
     else:
-        click.echo(render_audit_text(records), nl=False)
+        click.echo(render_audit_table(records), nl=False)
 
 
 def _verify_audit(backend, output_format: str) -> None:  # type: ignore[no-untyped-def]

@@ -144,38 +144,22 @@ def since(records: Iterable[dict[str, Any]], start: str | None) -> list[dict[str
     return [r for r in chosen if str(r.get("time", "")) >= start]
 
 
-def render_audit_text(records: list[dict[str, Any]]) -> str:
-    if not records:
-        return "No audit records.\n"
-    lines = []
-    completed = {record.get("started") for record in records if record.get("phase") == "completed"}
+def matching(
+    records: Iterable[dict[str, Any]], commands: Iterable[str] = (), who: str | None = None
+) -> list[dict[str, Any]]:
+    """Records of one of `commands` (any, if none) by someone whose user, host, CI actor
+    or Git author contains `who` (case-insensitive)."""
+    wanted = set(commands)
+    found = []
     for record in records:
-        person = record.get("who", {})
-        ci = person.get("ci", {})
-        run = ci.get("githubRunId") or ci.get("gitlabPipelineId")
-        by = f"{person.get('user', '?')}@{person.get('host', '?')}"
-        if run:
-            by += f" (CI run {run})"
-        summary = record.get("summary") or {}
-        counts = ", ".join(f"{v} {k}" for k, v in sorted(summary.items()) if v)
-        extra = []
-        if record.get("environment"):
-            extra.append(f"env {record['environment']}")
-        if record.get("specCommit"):
-            extra.append(f"commit {record['specCommit'][:12]}")
-        if record.get("planDigest"):
-            extra.append(f"plan {record['planDigest'][:19]}")
-        if record.get("lock"):
-            extra.append(f"lock {record['lock'].get('id')}")
-        phase = record.get("phase")
-        if phase == "started":
-            ended = record.get("sequence") in completed
-            extra.insert(0, "started" if ended else "started, never completed (the run was killed)")
-        elif phase == "completed":
-            extra.insert(0, str(record.get("outcome", "completed")))
-        lines.append(
-            f"{record.get('time')}  {record.get('operation'):<13} {by}"
-            + (f"  {counts}" if counts else "")
-            + (f"  [{'; '.join(extra)}]" if extra else "")
-        )
-    return "\n".join(lines) + "\n"
+        if wanted and record.get("operation") not in wanted:
+            continue
+        if who:
+            person = record.get("who") or {}
+            ci = person.get("ci") or {}
+            names = [person.get("user"), person.get("host"), person.get("gitAuthor"),
+                     ci.get("githubActor"), ci.get("gitlabUser")]  # fmt: skip
+            if not any(who.lower() in str(name).lower() for name in names if name):
+                continue
+        found.append(record)
+    return found

@@ -97,6 +97,11 @@ def test_destroy_and_force_unlock_are_recorded_and_since_filters(tmp_path: Path)
     assert operations == ["apply", "apply", "destroy", "destroy", "force-unlock"]
     assert records(root)[-1]["lock"]["id"] == "dead-1"
     assert records(root, "--since", "2999-01-01") == []
+    assert [r["operation"] for r in records(root, "--command", "destroy")] == ["destroy"] * 2
+    assert records(root, "--who", "nobody-of-that-name") == []
+    table = run_cli("state", "audit", str(root), "--command", "force-unlock").stdout.splitlines()
+    assert table[0].split() == ["TIME", "COMMAND", "PHASE", "WHO", "ENV", "CHANGES", "DETAILS"]
+    assert len(table) == 2 and table[1].index("force-unlock") == table[0].index("COMMAND")
     bad = run_cli("state", "audit", str(root), "--since", "yesterday")
     assert bad.returncode != 0 and "not a UTC date" in bad.stderr
 
