@@ -132,6 +132,11 @@ class Runner:
         if uses.startswith("actions/checkout@"):
             target = self.workspace / with_.get("path", ".")
             ref = with_.get("ref") or context["github.sha"]
+            if target.is_dir() and not (target / ".git").is_dir():
+                # actions/checkout empties a folder that is not a repository before it
+                # clones (src/git-directory-helper.ts, prepareExistingDirectory): files a
+                # pull request planted under `path:` are gone.
+                shutil.rmtree(target)
             subprocess.run(["git", "clone", "-q", str(self.origin), str(target)], check=True)
             subprocess.run(["git", "-C", str(target), "checkout", "-q", ref], check=True)
             return 0, f"checked out {ref}", {}

@@ -26,9 +26,11 @@ from tests.ci.platform_repo import (
     commit_change,
     git,
     hand_edit,
+    installed_plants,
     limits,
     make_origin,
     merge,
+    planted_files,
     write_standin_bin,
 )
 
@@ -198,11 +200,14 @@ def test_pull_requests_merges_and_drift_on_github(
     assert edited["id"] == comment["id"] and "3h" in edited["body"]
     assert ["api", "--method", "PATCH"] == forge.state()["calls"][-1][:3]
 
-    # A policy denial: the comment says so, and the check fails.
+    # A policy denial: the comment says so, and the check fails. The branch also plants
+    # files under every trusted path: none is read or installed.
+    sentinel = tmp_path / "planted-code-ran"
     denied = commit_change(forge.origin, "own-queue", "main", {
         "teams/eval-team/queue.yaml": "apiVersion: trainform/v1\nkind: Queue\n"
         "metadata: {name: eval-private}\nspec:\n  pools:\n"
         "    - pool: a100\n      nominalQuota: {gpu: 1}\n",
+        **planted_files(sentinel),
     })
     results = forge.pull_request(2, denied)
     assert not results["plan"].failed and results["plan"].outputs["plan"] == "3"
@@ -214,6 +219,8 @@ def test_pull_requests_merges_and_drift_on_github(
     assert "**Plan:** a policy denies this change (exit code 3)" in denial["body"]
     assert denial["body"].count(MARKER) == 1
     assert "Queue/eval-private" in denial["body"] and "project-isolation" in denial["body"]
+    assert "@eval-leads" in denial["body"] and "@mallory" not in denial["body"]
+    assert not sentinel.exists() and installed_plants(clean_python) == []
 
     # Another pull request, reviewed while the first is still open.
     other = commit_change(forge.origin, "finetune-wall-time", "main", {
