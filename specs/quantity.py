@@ -47,6 +47,18 @@ DURATION_PATTERN = r"^([0-9]+(w|d|h|m|s))+$"
 DURATION_HELP = "a duration such as 90m, 36h or 1h30m"
 
 
+def binary_size(count: float | Decimal | int) -> str:
+    """A byte count as people read it in messages: `512 B`, `1.5 GiB`, `3.9 TiB`."""
+    size = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(size) < 1024 or unit == "PiB":
+            break
+        size /= 1024
+    else:
+        unit = "PiB"
+    return f"{size:.0f} B" if unit == "B" else f"{size:,.1f} {unit}"
+
+
 def parse_quantity(text: str) -> Decimal:
     """Exact value of a Kubernetes quantity string; ValueError when it is not one."""
     match = _QUANTITY.match(text.strip())

@@ -1,4 +1,5 @@
-"""Terminal colour: on only for a terminal, off when NO_COLOR is set (https://no-color.org)."""
+"""Terminal colour: on only for a terminal, off when NO_COLOR is set (https://no-color.org)
+or the terminal says it cannot show it (TERM=dumb)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ def use_color(stream: IO[str] | None = None) -> bool:
         return False
     if os.environ.get("FORCE_COLOR"):
         return True
+    if os.environ.get("TERM") == "dumb":
+        return False
     target = stream or sys.stdout
     return hasattr(target, "isatty") and target.isatty()
 

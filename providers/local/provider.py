@@ -63,6 +63,7 @@ from trainform.providers.local.machine import MachineFacts, read_machine_facts
 from trainform.providers.local.runs import RunStore
 from trainform.providers.local.runtime import host_runtime
 from trainform.providers.local.status import run_to_json
+from trainform.specs.quantity import binary_size
 
 DATABASE_FILE = "platform.db"
 
@@ -196,7 +197,8 @@ class LocalProvider(Provider):
             if Decimal(spec["memory"]) > facts.memory_bytes:
                 problem(
                     "spec.memory",
-                    f"declares {spec['memory']} bytes; this machine has {facts.memory_bytes}",
+                    f"declares {binary_size(Decimal(spec['memory']))} of memory; this machine "
+                    f"has {binary_size(facts.memory_bytes)}",
                 )
             accelerator = spec.get("accelerator")
             if accelerator and accelerator["count"] > len(facts.gpus):

@@ -66,6 +66,7 @@ from trainform.providers.local.outcomes import (
 from trainform.providers.local.processes import describe_signal, signal_group
 from trainform.providers.local.runs import Attempt, RunStore, utc_now
 from trainform.providers.objectstore.checkpoints import S3Checkpoints
+from trainform.specs.quantity import binary_size
 
 GRACE_SECONDS = 10.0
 POLL_SECONDS = 0.1
@@ -330,7 +331,8 @@ class Supervisor:
         if code < 0:
             reason = running.describe() or f"killed by signal {describe_signal(-code)}"
             if cause is Cause.OUT_OF_MEMORY:
-                reason += f": out of memory (peak {self.peak_rss} bytes, request {memory})"
+                peak = binary_size(self.peak_rss or 0)
+                reason += f": out of memory (peak {peak}, request {memory})"
             return Outcome("failed", reason, code, cause=cause)
         if code > 0:
             return Outcome("failed", running.describe() or f"exit code {code}", code, cause=cause)
