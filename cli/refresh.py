@@ -11,7 +11,7 @@ import sys
 
 import click
 from trainform.cli.render.refresh_text import render_refresh_only_text
-from trainform.cli.render.style import use_color
+from trainform.cli.render.style import paint, use_color
 from trainform.cli.render.words import plural
 from trainform.planner.audit import spec_commit
 from trainform.planner.backends.base import LockInfo
@@ -23,11 +23,24 @@ from trainform.planner.workspace import Workspace
 EXIT_CHANGES = 2
 
 
-def _show(plan: RefreshOnlyPlan, output_format: str) -> None:
+def _show(plan: RefreshOnlyPlan, output_format: str, workspace: Workspace | None = None) -> None:
     if output_format == "json":
         click.echo(canonical_json(plan.to_json()))
-    else:
-        click.echo(render_refresh_only_text(plan, use_color()), nl=False, color=use_color())
+        return
+    if workspace is not None:
+        import os
+
+        from trainform.cli.render.plan_text import target_line
+        from trainform.specs.environments import state_location
+
+        specs = workspace.specs
+        header = target_line(
+            specs.environment,
+            os.path.normpath(str(specs.root)),
+            state_location(specs.config, specs.root),
+        )
+        click.echo(paint(header, "dim", use_color()) + "\n", color=use_color())
+    click.echo(render_refresh_only_text(plan, use_color()), nl=False, color=use_color())
 
 
 def plan_refresh_only_command(
@@ -40,7 +53,7 @@ def plan_refresh_only_command(
         if info is not None:
             workspace.backend.unlock(info)
         workspace.providers.close()
-    _show(plan, output_format)
+    _show(plan, output_format, workspace)
     if detailed_exitcode and plan.has_changes:
         sys.exit(EXIT_CHANGES)
 

@@ -114,9 +114,14 @@ def summary_line(plan: Plan) -> str:
 
 def header_line(plan: Plan) -> str:
     """Which target a plan is for: environment, spec folder and state location."""
+    return target_line(plan.environment, plan.spec_folder, plan.state_location)
+
+
+def target_line(environment: str | None, folder: str, location: str) -> str:
+    """`Environment: prod, spec folder: ., state: ...`, the first line of every plan."""
     return (
-        f"Environment: {plan.environment or '(none)'}, spec folder: {plan.spec_folder or '.'}, "
-        f"state: {plan.state_location or '(unknown)'}"
+        f"Environment: {environment or '(none)'}, spec folder: {folder or '.'}, "
+        f"state: {location or '(unknown)'}"
     )
 
 

@@ -122,7 +122,11 @@ def test_cli_shows_then_records_live_values_and_drift_is_clean(applied: SpecFold
         "Refresh complete: 1 state entry updated, no provider changed.\n"
     )
     assert run_trainform("drift", ".", cwd=root).returncode == 0
-    assert run_trainform("plan", ".", "--refresh-only", cwd=root).stdout.startswith("No changes.")
+    header, blank, verdict = run_trainform("plan", ".", "--refresh-only", cwd=root).stdout.split(
+        "\n", 2
+    )
+    assert header.startswith("Environment: dev, spec folder: ., state: ") and blank == ""
+    assert verdict.startswith("No changes.")
     restore = run_trainform("plan", ".", "--detailed-exitcode", cwd=root)
     assert restore.returncode == 2  # the specs still declare 100: plan puts it back
     assert "spec.defaultPriority: 5 -> 100" in restore.stdout
