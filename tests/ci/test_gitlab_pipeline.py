@@ -202,6 +202,9 @@ def test_merge_requests_merges_and_drift_on_gitlab(
     assert "Apply complete" in pipeline.jobs["apply"].log
     assert "stale" not in pipeline.jobs["apply"].log
     assert limits(project.live, "eval-team/hpc-debug")["maxWallTime"] == "3h"
+    applied = notes(project, 1)[-1]["body"]
+    assert "after the merge: applied the reviewed plan" in applied
+    assert f"jobs/{pipeline.jobs['apply'].id}" in applied
 
     # Merge of the other: stale; the difference is shown and the manual job waits.
     pipeline = project.merged(3, "finetune-wall-time")
@@ -210,6 +213,7 @@ def test_merge_requests_merges_and_drift_on_gitlab(
     assert "The reviewed plan is stale" in log and "--- reviewed.txt" in log
     assert "Apply complete" not in log
     assert limits(project.live, "alignment/hpc-debug")["maxWallTime"] == "2h"
+    assert "after the merge: skipped: the reviewed plan is stale" in notes(project, 3)[-1]["body"]
     assert statuses(pipeline)["apply-replanned"] == "manual"
     # Someone allowed to deploy reads the difference and starts the manual job.
     approved = project.runner.start_manual(pipeline, "apply-replanned", project.variables(
