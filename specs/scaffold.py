@@ -51,6 +51,18 @@ environments:
   dev:
     variables: {{}}
 defaultEnvironment: dev
+# Tenancy (project-isolation): platform kinds (pools, queues, quotas, projects) may only
+# be declared in these files; give the platform team's folder (and CODEOWNERS) here.
+policies:
+  settings:
+    project-isolation:
+      adminPaths: ["platform/**"]
+"""
+
+GITIGNORE_FILE = ".gitignore"
+GITIGNORE_TEXT = """\
+# trainform's local state, journal, locks, backups and the local platform's files.
+.trainform/
 """
 
 IGNORE_TEXT = """\
@@ -88,6 +100,7 @@ def init_folder(folder: str) -> InitResult:
     starting = {
         CONFIG_FILE: CONFIG_TEXT,
         IGNORE_FILE: IGNORE_TEXT,
+        GITIGNORE_FILE: GITIGNORE_TEXT,
         EDITOR_SETTINGS: _editor_settings(),
     }
     for name, text in starting.items():

@@ -52,10 +52,13 @@ def test_init_writes_a_folder_that_validates_and_keeps_existing_files(tmp_path: 
     first = run_cli("init", "new", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     folder = tmp_path / "new"
-    for name in ("trainform.yaml", ".trainformignore", ".vscode/settings.json"):
+    for name in ("trainform.yaml", ".trainformignore", ".gitignore", ".vscode/settings.json"):
         assert f"wrote {name}" in first.stdout
         assert (folder / name).is_file()
     assert run_cli("validate", "new", cwd=tmp_path).returncode == 0
+    assert ".trainform/" in (folder / ".gitignore").read_text().splitlines()
+    isolation = yaml.safe_load((folder / "trainform.yaml").read_text())["policies"]["settings"]
+    assert isolation["project-isolation"]["adminPaths"] == ["platform/**"]
 
     config_text = (folder / "trainform.yaml").read_text()
     assert config_text.startswith("# yaml-language-server: $schema=.schemas/config.schema.json\n")
