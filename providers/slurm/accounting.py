@@ -23,6 +23,7 @@ from trainform.providers.slurm.names import check_identifier, check_sacctmgr_arg
 from trainform.providers.slurm.transactions import Change, last_changes
 
 CHANGES = threading.Lock()
+ROOT_ACCOUNT = "root"  # sacctmgr: "Parent: Default is the root account"
 UNCHANGED = ("nothing new added", "nothing modified", "already exists")
 # `sacctmgr show` column -> the option name `sacctmgr modify ... set` takes (specs/models/slurm.py)
 QOS_COLUMNS = {
@@ -123,6 +124,14 @@ class AccountingSnapshot:
                 if a.account == account and a.user and not a.partition
             }
         )
+
+    def parent_of(self, account: str) -> str:
+        """The account's parent on this cluster. An account with no association here (made
+        without one, or left by deleting its parent, whose child associations go with it)
+        prints an empty ParentName in `sacctmgr show account withassoc`; Slurm gives it
+        root, the default Parent, as soon as it is associated again, so it reads as root."""
+        own = self.association(account)
+        return own.parent if own is not None else ROOT_ACCOUNT
 
     def naming_qos(self, name: str) -> list[Association]:
         """Associations whose QOS list or default names QOS `name`."""
@@ -270,6 +279,14 @@ class Accounting:
         if name not in listed.stdout.split():
             raise TransientProviderError(f"cannot add account {name}: slurmdbd did not keep it")
         return changed
+
+    def add_association(self, name: str, parent: str = "") -> bool:
+        """The account's association on this cluster, for an account that has none
+        (`sacctmgr add account` of an existing account adds only what is missing)."""
+        argv = ["add", "account", check_identifier(name, "account"), *self._where_cluster()]
+        if parent:
+            argv.append(f"Parent={check_identifier(parent, 'account')}")
+        return self._change(argv)
 
     def set_account_description(self, name: str, description: str) -> bool:
         name = check_identifier(name, "account")

@@ -137,7 +137,7 @@ def _project(snapshot: AccountingSnapshot, account: Account) -> Discovered:
         if limits:
             users[user] = limits
     slurm: dict[str, Any] = {
-        "parent": own.parent if own and own.parent else "root",
+        "parent": snapshot.parent_of(account.name),
         "description": account.description,
         "organization": account.organization,
     }

@@ -54,7 +54,7 @@ def observe_project(
     if slurm:
         own = snapshot.association(name)
         if "parent" in slurm:
-            slurm["parent"] = own.parent if own else ""
+            slurm["parent"] = snapshot.parent_of(name)
         if "description" in slurm:
             slurm["description"] = account.description
         if "organization" in slurm:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from trainform.providers.base import DesiredResource
 from trainform.providers.errors import PermanentProviderError
 from trainform.providers.slurm import settings
-from trainform.providers.slurm.accounting import AccountingSnapshot
+from trainform.providers.slurm.accounting import ROOT_ACCOUNT, AccountingSnapshot
 from trainform.providers.slurm.mapping import queue_nodes
 from trainform.providers.slurm.ownership import is_ours, refuse
 from trainform.providers.slurm.partitions import (
@@ -92,7 +92,10 @@ def put_project(
             if key in slurm and slurm[key] != held:
                 changes.append(f"{setting}={slurm[key]}")
         own = snapshot.association(name)
-        if slurm.get("parent") and (own.parent if own else "") != slurm["parent"]:
+        if own is None and _needs_association(resource.spec, slurm):
+            provider.sacctmgr.add_association(name, slurm.get("parent", ""))
+            snapshot = provider.sacctmgr.snapshot()
+        elif slurm.get("parent") and snapshot.parent_of(name) != slurm["parent"]:
             changes.append(f"Parent={slurm['parent']}")
         if changes:
             provider.sacctmgr.modify_account(name, changes)
@@ -115,6 +118,17 @@ def put_project(
     if users:
         put_user_limits(provider, name, "", users, set(slurm.get("users", {})))
     return {"account": name}
+
+
+def _needs_association(spec: dict[str, Any], slurm: dict[str, Any]) -> bool:
+    """Whether an account without an association here must get one: its parent is not
+    root (what it reads as), or it has users or limits, which live on associations."""
+    return bool(
+        slurm.get("parent", ROOT_ACCOUNT) != ROOT_ACCOUNT
+        or spec.get("users")
+        or slurm.get("limits")
+        or slurm.get("users")
+    )
 
 
 def _with_dropped(

@@ -32,29 +32,8 @@ from tests.services.slurm import SlurmCluster
 def legacy(slurm_cluster: SlurmCluster) -> Iterator[str]:
     prefix = fixtures.unique_prefix("i")
     account, qos = f"{prefix}-legacy", f"{prefix}-lq"
-    run = slurm_cluster.run
-    assert run(["sacctmgr", "-i", "add", "account", account]).returncode == 0
-    run(["sacctmgr", "-i", "add", "user", "root", f"account={account}"])
-    run(["sacctmgr", "-i", "add", "qos", qos, "Priority=7", "GrpTRES=cpu=6"])
-    line = f"PartitionName={qos} Nodes={slurm_cluster.node_name} QOS={qos} MaxTime=90 State=UP"
     commands = SlurmCommands(str(slurm_cluster.bin_dir), str(slurm_cluster.conf))
     partitions = PartitionFile(slurm_cluster.partitions_file, slurm_cluster.conf, commands)
-    partitions.change(lambda managed: managed.append_line(line), lambda managed: [])
-    run(
-        [
-            "sacctmgr",
-            "-i",
-            "add",
-            "user",
-            "root",
-            f"account={account}",
-            f"partition={qos}",
-            "GrpTRES=gres/gpu=1",
-            "MaxJobs=3",
-            "MaxWall=45",
-        ]
-    )
-    yield prefix
 
     def forget(managed: ManagedFile) -> None:
         managed.items = [i for i in managed.items if not isinstance(i, str) or prefix not in i]
@@ -65,8 +44,31 @@ def legacy(slurm_cluster: SlurmCluster) -> Iterator[str]:
             and prefix not in b.address
         ]
 
-    partitions.change(forget, lambda managed: [])
-    fixtures.cleanup(slurm_cluster, prefix)
+    try:
+        run = slurm_cluster.run
+        assert run(["sacctmgr", "-i", "add", "account", account]).returncode == 0
+        run(["sacctmgr", "-i", "add", "user", "root", f"account={account}"])
+        run(["sacctmgr", "-i", "add", "qos", qos, "Priority=7", "GrpTRES=cpu=6"])
+        line = f"PartitionName={qos} Nodes={slurm_cluster.node_name} QOS={qos} MaxTime=90 State=UP"
+        partitions.change(lambda managed: managed.append_line(line), lambda managed: [])
+        run(
+            [
+                "sacctmgr",
+                "-i",
+                "add",
+                "user",
+                "root",
+                f"account={account}",
+                f"partition={qos}",
+                "GrpTRES=gres/gpu=1",
+                "MaxJobs=3",
+                "MaxWall=45",
+            ]
+        )
+        yield prefix
+    finally:
+        partitions.change(forget, lambda managed: [])
+        fixtures.cleanup(slurm_cluster, prefix)
 
 
 def test_discovered_documents_are_what_observe_returns_after_adoption(

@@ -186,15 +186,17 @@ def site(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) 
         fixtures.config(slurm_cluster, slurm_cluster.job_root / p, local=False)
     )
     original = slurm_cluster.partitions_file.read_text()
-    added = slurm_cluster.run(["sacctmgr", "-i", "add", "account", f"{p}-acct"])
-    assert added.returncode == 0, added.stderr
-    slurm_cluster.partitions_file.write_text(original + lines(slurm_cluster, p))
-    result = slurm_cluster.run(["scontrol", "reconfigure"])
-    assert result.returncode == 0, result.stderr
-    yield Site(p, root, slurm_cluster, original)
-    slurm_cluster.partitions_file.write_text(original)
-    slurm_cluster.run(["scontrol", "reconfigure"])
-    slurm_cluster.run(["sacctmgr", "-i", "delete", "account", f"{p}-acct"])
+    try:
+        added = slurm_cluster.run(["sacctmgr", "-i", "add", "account", f"{p}-acct"])
+        assert added.returncode == 0, added.stderr
+        slurm_cluster.partitions_file.write_text(original + lines(slurm_cluster, p))
+        result = slurm_cluster.run(["scontrol", "reconfigure"])
+        assert result.returncode == 0, result.stderr
+        yield Site(p, root, slurm_cluster, original)
+    finally:
+        slurm_cluster.partitions_file.write_text(original)
+        slurm_cluster.run(["scontrol", "reconfigure"])
+        fixtures.cleanup(slurm_cluster, p)
 
 
 @pytest.mark.slow

@@ -59,6 +59,15 @@ def site(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) 
     p = fixtures.unique_prefix("q")
     cluster = slurm_cluster
     original = cluster.partitions_file.read_text()
+    try:
+        yield from _build_site(cluster, p)
+    finally:
+        cluster.partitions_file.write_text(original)
+        cluster.run(["scontrol", "reconfigure"])
+        fixtures.cleanup(cluster, p)
+
+
+def _build_site(cluster: SlurmCluster, p: str) -> Iterator[str]:
     node = cluster.node_name
     for argv in (
         ["add", "qos", f"{p}-train", "Priority=20", "GrpTRES=gres/gpu=4"],
@@ -79,12 +88,6 @@ def site(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) 
         )
     ok(cluster, "scontrol", "reconfigure")
     yield p
-    cluster.partitions_file.write_text(original)
-    cluster.run(["scontrol", "reconfigure"])
-    for account in ("kid", "acme"):
-        cluster.run(["sacctmgr", "-i", "delete", "user", "where", f"account={p}-{account}"])
-        cluster.run(["sacctmgr", "-i", "delete", "account", f"{p}-{account}"])
-    cluster.run(["sacctmgr", "-i", "delete", "qos", f"{p}-train"])
 
 
 def documents(path: Path) -> list[dict[str, Any]]:
@@ -95,8 +98,8 @@ def named(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
     return next(d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name)
 
 
-def plan_reasons(root: Path, address: str) -> list[str]:
-    code, output = tf(root, "plan", ".", "--format", "json")
+def plan_reasons(root: Path, address: str, targets: list[str]) -> list[str]:
+    code, output = tf(root, "plan", ".", "--format", "json", *targets)
     assert code == 0, output
     change = next(c for c in json.loads(output)["changes"] if c["address"] == address)
     assert change["action"] == "delete", change
@@ -114,6 +117,7 @@ def test_a_shared_qos_is_declared_once_and_outlives_the_queues_deleted(
     )
     assert tf(root, "import", "--from", "hpc", ".")[0] == 0
     generated = root / "imported" / "hpc.yaml"
+    targets = fixtures.own_targets(generated, p)  # other tests' objects are theirs to plan
     docs = documents(generated)
     long, short = named(docs, "Queue", f"{p}-long"), named(docs, "Queue", f"{p}-short")
     assert long["spec"]["slurm"]["qos"]["GrpTRES"] == "gres/gpu=4"
@@ -124,9 +128,9 @@ def test_a_shared_qos_is_declared_once_and_outlives_the_queues_deleted(
     quota = named(docs, "Quota", f"{p}-acme-{p}-short")["spec"]["slurm"]["users"]
     assert quota[f"{p}-alice"] == {"DefaultQOS": f"{p}-train", "QOS": f"normal,{p}-train"}
 
-    assert tf(root, "plan", ".", "--detailed-exitcode")[0] == 0
-    assert tf(root, "apply", ".", "--auto-approve")[0] == 0
-    code, output = tf(root, "plan", ".", "--detailed-exitcode")
+    assert tf(root, "plan", ".", "--detailed-exitcode", *targets)[0] == 0
+    assert tf(root, "apply", ".", "--auto-approve", *targets)[0] == 0
+    code, output = tf(root, "plan", ".", "--detailed-exitcode", *targets)
     assert code == 0, output
 
     # a hand-deleted association, settings unset at import set by hand, and a user added
@@ -138,7 +142,7 @@ def test_a_shared_qos_is_declared_once_and_outlives_the_queues_deleted(
     ok(cluster, "sacctmgr", "-i", "modify", "account", "where", f"name={p}-kid", "set", "GrpJobs=3")
     quota[f"{p}-bob"] = {}
     generated.write_text(yaml.safe_dump_all(docs, sort_keys=False))
-    code, output = tf(root, "apply", ".", "--auto-approve")
+    code, output = tf(root, "apply", ".", "--auto-approve", *targets)
     assert code == 0, output
     alice = association(cluster, f"{p}-alice", f"{p}-acme", f"{p}-short")
     assert alice == [f"normal,{p}-train", f"{p}-train"]
@@ -148,17 +152,18 @@ def test_a_shared_qos_is_declared_once_and_outlives_the_queues_deleted(
     kid_rows = ok(cluster, "sacctmgr", "-nP", "show", "association", "where",
                   f"account={p}-kid", "format=User,GrpJobs,MaxWall").splitlines()  # fmt: skip
     assert kid_rows == ["||01:40:00"]  # GrpJobs cleared, MaxWall still inherited from acme
-    code, output = tf(root, "plan", ".", "--detailed-exitcode")
+    code, output = tf(root, "plan", ".", "--detailed-exitcode", *targets)
     assert code == 0, output
 
     # deleting one of the two queues keeps the QOS, and slurmctld takes the new file
     docs = [d for d in docs if f"{p}-short" not in d["metadata"]["name"]]
     generated.write_text(yaml.safe_dump_all(docs, sort_keys=False))
-    reasons = plan_reasons(root, f"Queue/{p}-short")
+    reasons = plan_reasons(root, f"Queue/{p}-short", targets)
     assert f"QOS {p}-train stays: Queue/{p}-long declares it" in reasons
-    code, output = tf(root, "apply", ".", "--auto-approve")
+    code, output = tf(root, "apply", ".", "--auto-approve", *targets)
     assert code == 0, output
     assert f"{p}-train" in ok(cluster, "sacctmgr", "-nP", "show", "qos", "format=Name").split()
+    targets = [t for t in targets if f"{p}-short" not in t]  # gone from specs and state
     ok(cluster, "scontrol", "reconfigure")
     assert "is UP" in ok(cluster, "scontrol", "ping")
     assert cluster.controller_alive()
@@ -166,6 +171,6 @@ def test_a_shared_qos_is_declared_once_and_outlives_the_queues_deleted(
     # the owner's delete would keep it too: alice's own association names it
     docs = [d for d in docs if f"{p}-long" not in d["metadata"]["name"]]
     generated.write_text(yaml.safe_dump_all(docs, sort_keys=False))
-    (reason,) = plan_reasons(root, f"Queue/{p}-long")[-1:]
+    (reason,) = plan_reasons(root, f"Queue/{p}-long", targets)[-1:]
     assert reason.startswith(f"QOS {p}-train stays: still named by ")
     assert f"association of user {p}-alice in account {p}-acme" in reason
