@@ -81,6 +81,16 @@ def _quartered(text: str) -> str:
     return re.sub(r"\n +(cpu|memory): \w+", "", text)
 
 
+# The local provider enforces a Quota per queue, which Slurm's account limits cannot (the
+# example's hpc-debug Quotas state none): the pipelines' platform keeps per-queue limits
+# there, the ones the tests' pull requests edit.
+DEBUG_LIMITS = "limits:\n    gpu: 16\n    runningJobs: 4\n    maxWallTime: 2h\n"
+
+
+def _debug_limits(text: str) -> str:
+    return text.replace("queue: hpc-debug\n  limits: {}\n", f"queue: hpc-debug\n  {DEBUG_LIMITS}")
+
+
 def _trace(text: str) -> str:
     rows = text.splitlines()
     out = [rows[0]]
@@ -105,7 +115,8 @@ def write_platform(folder: Path, live: Path) -> None:
     for quotas in EXAMPLE.glob("teams/*/quotas.yaml"):
         target = folder / quotas.relative_to(EXAMPLE)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(_quartered(quotas.read_text(encoding="utf-8")), encoding="utf-8")
+        text = _debug_limits(quotas.read_text(encoding="utf-8"))
+        target.write_text(_quartered(text), encoding="utf-8")
     (folder / "traces").mkdir(exist_ok=True)
     trace = (EXAMPLE / "traces" / "recent.csv").read_text(encoding="utf-8")
     (folder / "traces" / "recent.csv").write_text(_trace(trace), encoding="utf-8")
@@ -140,7 +151,9 @@ def make_origin(origin: Path, live: Path, trainform: Path) -> None:
             shutil.copy2(source, vendored / name)
     (origin / ".trainformignore").write_text("tools/\n", encoding="utf-8")
     subprocess.run(
-        [str(trainform), "lock", ".", "--env", "prod"], cwd=origin, check=True,
+        [str(trainform), "lock", ".", "--env", "prod"],
+        cwd=origin,
+        check=True,
         capture_output=True,
     )
     git(origin, "add", "-A")

@@ -45,9 +45,9 @@ def test_jobs_on_the_example_platform_are_admitted_within_their_quotas() -> None
     jobs = [
         TraceJob("a", 0, "llm-pretrain", "pretrain", 96, 3600),
         TraceJob("b", 10, "alignment", "finetune", 8, 600),
-        TraceJob("c", 20, "alignment", "hpc-debug", 32, 60),  # over alignment's 16
+        TraceJob("c", 20, "alignment", "hpc-batch", 160, 60),  # over alignment's 128
     ]
     result = simulate(model, jobs)
     assert [outcome.wait for outcome in result.jobs] == [0, 0, None]
     assert result.jobs[0].priority == 1000
-    assert "project 'alignment' may use at most 16" in result.reasons["c"]
+    assert "project 'alignment' may use at most 128" in result.reasons["c"]
