@@ -19,8 +19,8 @@ rounds (the order alternates each round) after one untimed warm-up of each:
 
 Requests are counted from the server's request log (and checked against the client's own
 `requests` counter). The benchmark asserts (and exits 1 otherwise) that batched observe
-sends exactly one request per kind listed (4 object kinds, Namespaces, and Workloads in
-each of the 4 project namespaces) at every N,
+sends exactly one request per kind listed (4 object kinds, ResourceFlavors, Namespaces,
+and Workloads in each of the 4 project namespaces) at every N,
 that naive sends exactly one per object, and that a drift check (observe of every
 resource plus the listing of what the instance owns, to find orphans: what `trainform
 drift` asks of the instance) sends the same number of requests at every N. It asserts
@@ -64,9 +64,12 @@ from tests.services.kube_api import KubeAPI, start_kube_api  # noqa: E402
 
 PROJECTS = ("vision", "nlp", "speech", "robotics")
 APPLY_THREADS = 8
-# one list per Kubernetes kind a Queue or a Quota becomes, plus the project namespaces and
-# the Workloads in each (admitted usage)
-LISTED_KINDS = sorted({api.kind for kind in ("Queue", "Quota") for api in OBJECTS_OF[kind]})
+# one list per Kubernetes kind a Queue or a Quota becomes, the ResourceFlavors (a Quota's
+# left-over `-jobs` flavors, providers/kubernetes/leftovers.py), plus the project
+# namespaces and the Workloads in each (admitted usage)
+LISTED_KINDS = sorted(
+    {api.kind for kind in ("Queue", "Quota") for api in OBJECTS_OF[kind]} | {"ResourceFlavor"}
+)
 BATCHED_REQUESTS = len(LISTED_KINDS) + 1 + len(PROJECTS)
 
 

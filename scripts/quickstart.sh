@@ -21,6 +21,6 @@ trainform status --wait
 trainform plan . --locked
 trainform apply . --locked --auto-approve
 trainform status --wait
-trainform status
+trainform status --describe
 trainform plan . --locked --detailed-exitcode
 trainform drift .

@@ -421,7 +421,7 @@ def test_an_apply_killed_mid_call_converges_after_force_unlock(quickstart: SpecF
     blocked = run_trainform("plan", ".", cwd=quickstart.root)
     assert blocked.returncode == 1
     assert "that process is no longer running" in blocked.stderr
-    assert f"trainform force-unlock {lock['id']}" in blocked.stderr
+    assert f"trainform force-unlock --env dev {lock['id']}" in blocked.stderr
 
     unlocked = run_trainform("force-unlock", lock["id"], ".", cwd=quickstart.root)
     assert unlocked.returncode == 0, unlocked.stderr

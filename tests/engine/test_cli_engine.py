@@ -215,7 +215,7 @@ def test_a_locked_state_stops_the_cli_with_the_holder_named(quickstart: SpecFold
         backend.unlock(held)
 
     assert f"cannot lock state: held by {held.holder}@{held.host} pid {held.pid}" in blocked.stderr
-    assert f"trainform force-unlock {held.id}" in blocked.stderr
+    assert f"trainform force-unlock --env dev {held.id}" in blocked.stderr
     assert "no longer running" not in blocked.stderr
 
 

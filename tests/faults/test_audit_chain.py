@@ -87,7 +87,7 @@ def test_an_apply_killed_outright_leaves_its_started_record(tmp_path: Path) -> N
 
     assert operations(root) == [("apply", "started")]
     shown = run_cli("state", "audit", str(root))
-    assert "started, never completed (the run was killed)" in shown.stdout
+    assert "apply    started, never completed" in shown.stdout
     assert verify(root).returncode == 0
 
 
