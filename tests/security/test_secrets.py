@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
+import random
 import secrets as random_secrets
 import string
 import threading
@@ -188,10 +189,10 @@ def test_an_s3_error_quoting_the_signing_credentials_is_redacted(
 
 AWS_KEY_ID = "AKIA" + "".join(random_secrets.choice(string.ascii_uppercase) for _ in range(16))
 HF_TOKEN = "hf_" + "".join(random_secrets.choice(string.ascii_letters) for _ in range(34))
-WANDB_KEY = "".join(
-    random_secrets.choice(string.ascii_lowercase[:10] + string.ascii_uppercase + string.digits)
-    for _ in range(40)
-)
+# A fixed draw: about one random base62 string in 200 switches character class too rarely to
+# pass the entropy heuristic, and a test key must not make the suite flaky.
+_DRAW = random.Random(20261204)
+WANDB_KEY = "".join(_DRAW.choice(string.ascii_letters + string.digits) for _ in range(40))
 SECRETS = [AWS_KEY_ID, HF_TOKEN, WANDB_KEY]
 
 RECORDER = """\
