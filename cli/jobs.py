@@ -22,8 +22,8 @@ from trainform.cli.render.style import use_color
 from trainform.cli.render.words import plural
 from trainform.planner.desired import build_desired
 from trainform.planner.lockfile import LOCK_FILE, resolve_pins
+from trainform.planner.platform_view import platform_view
 from trainform.planner.status import JobReport, job_status, matching_jobs
-from trainform.planner.usage import platform_view
 from trainform.planner.workspace import Workspace
 from trainform.specs.file_writes import write_file
 from trainform.specs.secrets import redact

@@ -8,22 +8,17 @@ counts only its part inside it. Lost hours are the run time of attempts thrown a
 failure (after the checkpoint the next attempt resumed from), as planner/timeline.py
 computes them, charged to the attempt that was lost.
 
-`platform_view`: per pool and queue, capacity (the pools' nodes times their per-node
-amounts), nominal quota, what running attempts use, what they borrow beyond nominal,
-and the running and waiting attempts with their reasons (and place in the queue, where
-the provider knows it); per cohort, borrowing and lending (planner/cohort_view.py).
+`accounted_runs` is also what the platform view (planner/platform_view.py) reads.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
 from typing import Any
 
-from trainform.planner.cohort_view import cohort_views
 from trainform.planner.desired import DesiredItem, build_desired
-from trainform.planner.timeline import attempt_timelines, iso, parse_time, queue_position
+from trainform.planner.timeline import attempt_timelines, iso, parse_time
 from trainform.planner.workspace import Workspace
 from trainform.providers.errors import ProviderError
 from trainform.providers.jobs import AccountedRun, AttemptStatus
@@ -206,181 +201,3 @@ def _charged(
 def _inside(when: str, window: tuple[datetime, datetime]) -> bool:
     moment = parse_time(when)
     return moment is not None and window[0] <= moment <= window[1]
-
-
-# the platform view ------------------------------------------------------------------
-
-
-def _amount(value: Any) -> Decimal:
-    return Decimal(str(value)) if value not in (None, "") else Decimal(0)
-
-
-@dataclass
-class QueueView:
-    name: str
-    provider: str
-    pools: list[str]
-    nominal: dict[str, Decimal]
-    in_use: dict[str, Decimal] = field(default_factory=lambda: _zero())
-    running: list[dict[str, Any]] = field(default_factory=list)
-    waiting: list[dict[str, Any]] = field(default_factory=list)
-    cohort: str | None = None
-    lendable: dict[str, Decimal] = field(default_factory=dict)
-    """What it may lend of its nominal quota (its lending limits; nominal where unset)."""
-
-    @property
-    def borrowed(self) -> dict[str, Decimal]:
-        return {
-            k: max(Decimal(0), self.in_use[k] - self.nominal.get(k, Decimal(0)))
-            for k in self.in_use
-        }
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "queue": self.name,
-            "provider": self.provider,
-            "cohort": self.cohort,
-            "pools": self.pools,
-            "nominal": _numbers(self.nominal),
-            "inUse": _numbers(self.in_use),
-            "borrowed": _numbers(self.borrowed),
-            "running": self.running,
-            "waiting": self.waiting,
-        }
-
-
-@dataclass
-class PoolView:
-    name: str
-    provider: str
-    nodes: int
-    capacity: dict[str, Decimal]
-    nominal: dict[str, Decimal] = field(default_factory=lambda: _zero())
-    in_use: dict[str, Decimal] = field(default_factory=lambda: _zero())
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "pool": self.name,
-            "provider": self.provider,
-            "nodes": self.nodes,
-            "capacity": _numbers(self.capacity),
-            "nominal": _numbers(self.nominal),
-            "inUse": _numbers(self.in_use),
-        }
-
-
-def _zero() -> dict[str, Decimal]:
-    return {"gpu": Decimal(0), "cpu": Decimal(0)}
-
-
-def _numbers(values: dict[str, Decimal]) -> dict[str, float | int]:
-    return {k: int(v) if v == v.to_integral_value() else float(v) for k, v in values.items()}
-
-
-@dataclass
-class PlatformView:
-    pools: list[PoolView]
-    queues: list[QueueView]
-    problems: list[str]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "formatVersion": 1,
-            "pools": [p.to_json() for p in self.pools],
-            "queues": [q.to_json() for q in self.queues],
-            "cohorts": [c.to_json() for c in cohort_views(self.queues)],
-            "problems": self.problems,
-        }
-
-
-def _queue_views(
-    desired: dict[str, DesiredItem], pools: dict[str, PoolView]
-) -> dict[str, QueueView]:
-    """Each Queue's nominal and lendable quota (adding its nominal quota to its pools')."""
-    queues: dict[str, QueueView] = {}
-    for item in desired.values():
-        if item.kind != "Queue":
-            continue
-        spec = item.document["spec"]
-        nominal, lendable = _zero(), _zero()
-        names = []
-        for entry in spec.get("pools", []):
-            names.append(entry["pool"])
-            quota = entry.get("nominalQuota") or {}
-            limits = entry.get("lendingLimit") or {}
-            for resource in ("gpu", "cpu"):
-                nominal[resource] += _amount(quota.get(resource))
-                lendable[resource] += _amount(limits.get(resource, quota.get(resource)))
-                if entry["pool"] in pools:
-                    pools[entry["pool"]].nominal[resource] += _amount(quota.get(resource))
-        queues[item.name] = QueueView(
-            item.name,
-            item.providers[0],
-            names,
-            nominal,
-            cohort=spec.get("cohort"),
-            lendable=lendable,
-        )
-    return queues
-
-
-def platform_view(workspace: Workspace, now: datetime | None = None) -> PlatformView:
-    now = now or datetime.now(UTC)
-    desired = build_desired(workspace.specs)
-    pools: dict[str, PoolView] = {}
-    for item in desired.values():
-        if item.kind != "ResourcePool":
-            continue
-        spec = item.document["spec"]
-        accelerator = spec.get("accelerator") or {}
-        nodes = int(spec["nodes"])
-        pools[item.name] = PoolView(
-            item.name,
-            item.providers[0],
-            nodes,
-            {
-                "gpu": Decimal(nodes * int(accelerator.get("count") or 0)),
-                "cpu": Decimal(nodes) * _amount(spec.get("cpu")),
-            },
-        )
-    queues = _queue_views(desired, pools)
-    runs, _, problems = accounted_runs(workspace, iso(now))
-    for accounted in runs:
-        for attempt in accounted.run.attempts:
-            if attempt.phase.finished:
-                continue
-            name = attempt.queue or accounted.queue
-            view = queues.get(name)
-            if view is None:
-                continue
-            entry = {
-                "address": accounted.address,
-                "runId": accounted.run.run_id,
-                "attempt": attempt.attempt,
-                "project": accounted.project,
-                "gpus": attempt.gpus,
-                "cpus": attempt.cpus,
-            }
-            if attempt.phase == "running":
-                view.running.append(entry | {"startedAt": attempt.started_at or None})
-                view.in_use["gpu"] += attempt.gpus
-                view.in_use["cpu"] += Decimal(str(attempt.cpus))
-                for pool in view.pools if len(view.pools) == 1 else []:
-                    if pool in pools:
-                        pools[pool].in_use["gpu"] += attempt.gpus
-                        pools[pool].in_use["cpu"] += Decimal(str(attempt.cpus))
-            else:
-                view.waiting.append(
-                    entry
-                    | {
-                        "submittedAt": attempt.submitted_at or None,
-                        "eligibleAt": attempt.eligible_at or None,
-                        "reason": attempt.reason,
-                        "queuePosition": queue_position(attempt),
-                    }
-                )
-    return PlatformView(
-        sorted(pools.values(), key=lambda p: p.name),
-        sorted(queues.values(), key=lambda q: q.name),
-        problems,
-    )

@@ -8,7 +8,7 @@ from decimal import Decimal
 
 from trainform.cli.render.platform_text import render_platform_text
 from trainform.planner.cohort_view import cohort_views
-from trainform.planner.usage import PlatformView, QueueView
+from trainform.planner.platform_view import PlatformView, QueueView
 
 
 def _queue(
@@ -37,13 +37,13 @@ def test_a_queue_over_its_nominal_quota_borrows_what_the_others_leave_unused() -
     found = research.to_json()
     assert found["queues"] == ["batch", "eval", "train"]
     assert found["nominal"]["gpu"] == 56 and found["inUse"]["gpu"] == 46
-    assert found["borrowedBy"] == {"train": {"gpu": 8}}
+    assert found["borrowedBy"] == {"train": {"gpu": 8, "gpuByType": {}}}
     assert found["borrowed"]["gpu"] == 8
     # eval leaves 12 unused but lends at most 8; batch leaves 6; train leaves none
     assert found["unusedLendable"]["gpu"] == 14
 
     text = render_platform_text(PlatformView([], queues, []))
     assert "  research (queues batch, eval, train)\n" in text
-    assert "    borrowed: gpu 8, cpu 0 (by train gpu 8, cpu 0; lent by the others)\n" in text
-    assert "    unused, lendable: gpu 14, cpu 0\n" in text
+    assert "    borrowed: gpu 8, cpu 0, memory 0 (by train gpu 8; lent by the others)\n" in text
+    assert "    unused, lendable: gpu 14, cpu 0, memory 0\n" in text
     assert "alone" not in text.split("Cohorts:")[1]

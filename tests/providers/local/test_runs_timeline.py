@@ -377,9 +377,9 @@ def _check_commands(folder: Path, run: RunStatus, first: Any, second: Any, lost:
     view = json.loads(ok(folder, "status", "--platform", "--format", "json"))
     [queue] = view["queues"]
     assert (queue["queue"], queue["running"], queue["waiting"]) == ("default-queue", [], [])
-    assert queue["nominal"] == {"cpu": 2, "gpu": 0}
+    assert (queue["nominal"]["cpu"], queue["nominal"]["gpu"]) == (2, 0)
     [pool] = view["pools"]
-    assert pool["capacity"] == {"cpu": 2, "gpu": 0}
+    assert (pool["capacity"]["cpu"], pool["capacity"]["gpu"], view["accelerators"]) == (2, 0, [])
 
 
 @pytest.mark.parametrize(
