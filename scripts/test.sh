@@ -7,5 +7,6 @@ bash scripts/setup.sh
 bash scripts/services.sh
 .venv/bin/ruff check .
 # Two workers (pytest-xdist); tests of the one real Slurm cluster share a worker (tests/conftest.py).
-# Arguments given here come last, so `-n 0` runs everything in this process.
-.venv/bin/python -m pytest -n 2 --dist loadgroup "$@"
+# Arguments given here come last, so `-n 0` runs everything in this process. The 30 slowest
+# tests are listed at the end, so a CI log shows where the time goes.
+.venv/bin/python -m pytest -n 2 --dist loadgroup --durations=30 "$@"
