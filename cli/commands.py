@@ -69,6 +69,7 @@ class LazyGroup(click.Group):
         "destroy": "trainform.cli.engine:destroy",
         "show": "trainform.cli.engine:show",
         "drift": "trainform.cli.drift:drift",
+        "drill": "trainform.cli.drill:drill",
         "state": "trainform.cli.state:state",
         "force-unlock": "trainform.cli.state:force_unlock",
         "import": "trainform.cli.state:import_command",

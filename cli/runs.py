@@ -322,4 +322,20 @@ def render_usage(report: UsageReport, output_format: str) -> str:
             )
         )
     lines.append(f"(sources: {', '.join(report.sources) or 'none'}; hours of training attempts)")
+    lines += _drill_lines(report)
     return "\n".join(lines) + "\n"
+
+
+def _drill_lines(report: UsageReport) -> list[str]:
+    """The drills' share of the hours above, one line per drill run."""
+    if not report.drills:
+        return []
+    accelerator = sum(d["acceleratorHours"] for d in report.drills)
+    cpu = sum(d["cpuHours"] for d in report.drills)
+    lines = [f"Drills (included above): {accelerator:.2f} accel-h, {cpu:.2f} cpu-h"]
+    for drill in report.drills:
+        lines.append(
+            f"  {drill['address']} {drill['runId']} {drill['condition']}: "
+            f"{drill['acceleratorHours']:.4f} accel-h, {drill['cpuHours']:.4f} cpu-h"
+        )
+    return lines

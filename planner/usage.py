@@ -18,6 +18,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from trainform.planner.desired import DesiredItem, build_desired
+from trainform.planner.drill_usage import drill_charges
+from trainform.planner.state import StateError
 from trainform.planner.timeline import attempt_timelines, iso, parse_time
 from trainform.planner.workspace import Workspace
 from trainform.providers.errors import ProviderError
@@ -56,6 +58,8 @@ class UsageReport:
     rows: list[UsageRow]
     sources: list[str]
     problems: list[str] = field(default_factory=list)
+    drills: list[dict[str, Any]] = field(default_factory=list)
+    """The runs drills made, with their hours (counted in `rows` too): planner/drill_usage.py."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -65,6 +69,7 @@ class UsageReport:
             "by": self.by,
             "sources": self.sources,
             "rows": [row.to_json() for row in self.rows],
+            "drills": self.drills,
             "problems": self.problems,
         }
 
@@ -118,6 +123,12 @@ def usage_report(
     pools = _pools_of(build_desired(workspace.specs)) if by == "pool" else {}
     report = compute_usage(runs, (start, now), by, pools)
     report.sources, report.problems = sources, problems
+    try:
+        records = workspace.backend.read_audit()
+    except StateError as exc:
+        report.problems.append(f"audit trail: {exc}")
+        records = []
+    report.drills = drill_charges(runs, records, (start, now), compute_usage)
     return report
 
 

@@ -270,3 +270,18 @@ def _shared_targets(
             )
         )
     return found
+
+
+PRODUCTION_NAMES = frozenset({"prod", "production"})
+
+
+def is_production(config: RootConfig, name: str | None) -> bool:
+    """Whether environment `name` is production: its `production` field, else its name
+    (prod, production). No environment selected counts as production when trainform.yaml
+    declares a production environment and no default one (its shared state may be it)."""
+    if name is None:
+        return any(is_production(config, other) for other in config.environments)
+    environment = config.environments.get(name)
+    if environment is not None and environment.production is not None:
+        return environment.production
+    return name.lower() in PRODUCTION_NAMES

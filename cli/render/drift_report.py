@@ -39,7 +39,7 @@ def _code_spans(value: Any) -> Markup:
 
 
 @functools.cache
-def _environment(html: bool) -> Environment:
+def template_environment(html: bool) -> Environment:
     environment = Environment(
         loader=FileSystemLoader(_TEMPLATES),
         autoescape=html,
@@ -51,11 +51,11 @@ def _environment(html: bool) -> Environment:
 
 
 def render_drift_markdown(report: DriftReport) -> str:
-    template = _environment(False).get_template("drift.md.j2")
+    template = template_environment(False).get_template("drift.md.j2")
     text = template.render(view=build_view(report))
     return redact(re.sub(r"\n{3,}", "\n\n", text).strip() + "\n")
 
 
 def render_drift_html(report: DriftReport) -> str:
-    template = _environment(True).get_template("drift.html.j2")
+    template = template_environment(True).get_template("drift.html.j2")
     return redact(template.render(view=build_view(report)))

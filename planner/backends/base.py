@@ -40,7 +40,7 @@ from trainform.planner.state import State, StateError
 from trainform.specs.secrets import redact
 
 AUDITED_OPERATIONS = frozenset(
-    {"apply", "destroy", "state rm", "state restore", "state accept", "import"}
+    {"apply", "destroy", "state rm", "state restore", "state accept", "import", "drill"}
 )
 
 

@@ -153,6 +153,29 @@ class LocalJobs:
     def tick(self) -> list[str]:
         return admit(self.store)
 
+    def interrupt(self, address: str, run_id: str) -> str:
+        """A drill's fault: SIGKILL the running training attempt's job process (as a crash
+        would); its supervisor records the failure and retries as the job declares."""
+        running = [
+            a
+            for a in self.store.by_address(address, self.manager)
+            if a.run_id == run_id and a.kind == "train" and a.phase == "running"
+        ]
+        if not running or not running[-1].child_pid:
+            raise PermanentProviderError(
+                f"cannot interrupt run {run_id} of {address}: no training process of it runs"
+            )
+        attempt = running[-1]
+        if not signal_process(attempt.child_pid or 0, signal.SIGKILL):
+            raise PermanentProviderError(
+                f"cannot interrupt attempt {attempt.attempt} of {address}: process "
+                f"{attempt.child_pid} is gone"
+            )
+        return (
+            f"killed the training process (pid {attempt.child_pid}) of attempt "
+            f"{attempt.attempt} with SIGKILL"
+        )
+
     def read_log(
         self, address: str, run_id: str, attempt: int, offset: int = 0, suite: str | None = None
     ) -> LogChunk:

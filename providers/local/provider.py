@@ -179,6 +179,10 @@ class LocalProvider(Provider):
         """One scheduler step: start queued attempts that fit; ids of those started."""
         return self.jobs.tick()
 
+    def interrupt(self, address: str, run_id: str) -> str:
+        """A drill's fault: kill the run's training process (LocalJobs.interrupt)."""
+        return self.jobs.interrupt(address, run_id)
+
     # pure ----------------------------------------------------------------------------
 
     def validate(self, resource: DesiredResource) -> list[ValidationProblem]:

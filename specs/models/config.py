@@ -202,6 +202,11 @@ class Environment(SpecModel):
         description="Connection fields per provider instance, laid over the instance's "
         "`connection` for this environment (two environments never share an endpoint).",
     )
+    production: bool | None = Field(
+        default=None,
+        description="Whether this environment is production: `trainform drill` refuses it "
+        "unless --allow-production. Unset: production when named prod or production.",
+    )
 
 
 class StorageSettings(SpecModel):
