@@ -21,7 +21,7 @@ from trainform.planner.orphans import find_orphans
 from trainform.planner.refresh import Target, observe_all
 from trainform.planner.session import ProviderSet
 from trainform.planner.state import State
-from trainform.providers.base import KindSchema, Observation, ObserveRequest
+from trainform.providers.base import MANAGED_BY_OTHER, KindSchema, Observation, ObserveRequest
 
 __all__ = ["DriftFinding", "DriftReport", "detect_drift", "job_drift"]
 
@@ -92,13 +92,15 @@ def observed_drift(
             )
         )
     if not observation.exists:
+        taken = [f for f in observation.findings if f.kind == MANAGED_BY_OTHER]
         findings.append(
             DriftFinding(
                 address,
                 resource.kind,
-                "missing",
-                "recorded in state but not found on the provider",
+                MANAGED_BY_OTHER if taken else "missing",
+                taken[0].message if taken else "recorded in state but not found on the provider",
                 name,
+                evidence=dict(taken[0].evidence) if taken else {},
             )
         )
         return findings
@@ -233,6 +235,7 @@ def job_drift(
                 f"run {run_id}: checkpoint {checkpoint['id']} is not "
                 f"usable: {checkpoint['problem']}",
                 checkpoint=checkpoint["id"],
+                runPhase=latest["phase"],
                 **checkpoint.get("evidence", {}),
             )
     if latest["phase"] != "succeeded":

@@ -39,6 +39,7 @@ ACKNOWLEDGEMENTS_FILE = "acknowledgements.yaml"
 FINDING_KINDS = (
     "modified",
     "missing",
+    "managed-by-other",
     "orphaned",
     "data-mutated",
     "data-missing",

@@ -18,6 +18,7 @@ from trainform.planner.normalize import humanize
 SEVERITIES = ("high", "medium", "low")
 _SEVERITY = {
     "missing": "high",
+    "managed-by-other": "high",
     "data-mutated": "high",
     "data-missing": "high",
     "checkpoint-invalid": "high",
@@ -209,6 +210,26 @@ def _inline(value: Any) -> str:
     return humanize(value).replace("`", "'")
 
 
+def _checkpoint_remedy(finding: DriftFinding) -> str:
+    """What happens to a broken checkpoint depends on its run: a finished run never resumes
+    (plan schedules nothing for it), a running one resumes only if an attempt fails."""
+    checkpoint = finding.evidence.get("checkpoint", "")
+    remove = f"delete the broken checkpoint {checkpoint}".rstrip()
+    phase = finding.evidence.get("runPhase")
+    if phase == "succeeded":
+        return (
+            "the run succeeded, so nothing resumes from it and plan schedules no run: "
+            f"{remove}, or restore its files if a release or evaluation needs it; to train "
+            f"again, `trainform apply --replace {finding.address}` starts a new run"
+        )
+    if phase in ("running", "queued"):
+        return (
+            f"the run goes on; should an attempt fail, the next one resumes from the latest "
+            f"valid checkpoint, never this one: {remove}"
+        )
+    return f"`trainform apply` resumes from the latest valid checkpoint; {remove}"
+
+
 def remedy_of(finding: DriftFinding) -> str:
     """What to run or edit to resolve one finding, with its arguments."""
     address = finding.address
@@ -231,6 +252,15 @@ def remedy_of(finding: DriftFinding) -> str:
         return (
             f"`trainform apply` to create {address} again; or remove it from the specs to "
             "stop managing it"
+        )
+    if finding.drift == "managed-by-other":
+        manager = finding.evidence.get("manager", "another manager")
+        identifier = finding.evidence.get("identifier", address)
+        return (
+            f"{address} was taken over by {manager!r}: agree with them who manages it; to "
+            f"manage it again run `trainform state rm {address} && trainform import {address} "
+            f"{identifier}` (then plan shows what would change), or remove it from the specs "
+            f"and `trainform state rm {address}` to leave it to {manager!r}"
         )
     if finding.drift == "orphaned":
         identifier = address if finding.instance_type == "local" else "ID"
@@ -263,7 +293,7 @@ def remedy_of(finding: DriftFinding) -> str:
             "resume from the latest valid checkpoint"
         )
     if finding.drift == "checkpoint-invalid":
-        return "`trainform apply` resumes from the latest valid checkpoint; remove the broken one"
+        return _checkpoint_remedy(finding)
     if finding.drift == "evaluation-missing":
         return f"`trainform apply` to run the evaluations of {address}"
     if finding.drift == "evaluation-failing":

@@ -22,6 +22,7 @@ from typing import Any
 from trainform.planner.delete_guards import delete_guard_problems
 from trainform.planner.desired import DesiredItem, build_desired, spec_digest
 from trainform.planner.errors import PlannerError
+from trainform.planner.foreign_objects import foreign_object_problems
 from trainform.planner.jobs import JobContext, plan_job
 from trainform.planner.lockfile import (
     LOCK_FILE,
@@ -132,6 +133,7 @@ def make_plan(
         targets = _observe_targets(scope.desired, scope.recorded, providers)
         observations = observe_all(providers, targets)
         scope.findings += _observation_findings(observations)
+        scope.problems += foreign_object_problems(observations, scope.desired, scope.recorded)
         read_provider_settings(scope.desired, providers)
     scope.findings += provider_warnings(
         scope.desired, providers, lambda item: _desired_resource(item, scope.recorded)

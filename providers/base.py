@@ -93,6 +93,12 @@ class Observation:
     places: dict[str, str] = field(default_factory=dict)
 
 
+MANAGED_BY_OTHER = "managed-by-other"
+"""Finding kind: at the resource's place the platform holds an object of another manager
+(its evidence names the `manager` and the `identifier` to import it by); the resource is
+observed as absent, and plan refuses to create it (planner/foreign_objects.py)."""
+
+
 @dataclass(frozen=True)
 class Finding:
     """Something observed that is wrong besides a field difference (data mutated...)."""

@@ -15,7 +15,8 @@ runs. Creating or updating a TrainingJob resource runs nothing by itself.
 records the row stored as ID (`adopted`, `adoptedCreatedAt` in outputs), `observe` reads it
 there, whoever manages it, and the first planned write moves it to ADDRESS under this
 manager in one transaction (a delete before then deletes that row). An adopted row of this
-manager under another address is no orphan (`adopted_identifiers`).
+manager under another address is no orphan (`adopted_identifiers`). A row at a resource's
+address that another manager holds is observed as absent with a `managed-by-other` finding.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from trainform.providers.base import (
+    MANAGED_BY_OTHER,
     DesiredResource,
     Discovered,
     Finding,
@@ -249,7 +251,7 @@ class LocalProvider(Provider):
         for request in requests:
             row = _row_for(rows, request.address, self.manager, adopted[request.address])
             if row is None:
-                observations[request.address] = Observation(exists=False)
+                observations[request.address] = _absent(rows.get(request.address), request)
             else:
                 observations[request.address] = self._observation(request, row)
         return observations
@@ -532,6 +534,19 @@ def _refuse_delete(
         )
     if adopted is None and address in rows:
         raise PermanentProviderError(f"{address} is not managed by {manager}")
+
+
+def _absent(row: Any | None, request: ObserveRequest) -> Observation:
+    """Not this manager's: missing, or held at its address by another manager (a finding
+    naming that manager, so plan and drift never read a taken-over object as missing)."""
+    if row is None:
+        return Observation(exists=False)
+    message = (
+        f"the platform database holds {request.address} as a {row['kind']} managed by "
+        f"{row['manager']!r} (last written {row['updated_at']}), not by this trainform"
+    )
+    evidence = {**_written(row), "identifier": row["address"]}
+    return Observation(exists=False, findings=(Finding(MANAGED_BY_OTHER, message, evidence),))
 
 
 def _job_observation(runs: list[RunStatus]) -> Observation:

@@ -177,6 +177,18 @@ def test_corrupt_latest_checkpoint_is_skipped_and_reported(loop: Path) -> None:
     )
     assert refused["resume_from"] == newest.name and "is not valid" in refused["reason"]
     assert resumed["resume_from"] == previous.name
+    # A checkpoint of the succeeded run broken: the remedy promises no resume, and plan
+    # indeed schedules none.
+    newest = max((p for p in previous.parent.iterdir() if p.is_dir()), key=lambda p: p.name)
+    (newest / "model.json").write_text("")
+    after = tf(loop, "drift", ".", "--env", "ci")
+    assert after.returncode == 2, after.stderr
+    remedy = " ".join(after.stdout.split())
+    assert "the run succeeded, so nothing resumes from it and plan schedules no run" in remedy
+    assert f"delete the broken checkpoint {newest.name}" in remedy
+    assert "resumes from the latest valid checkpoint" not in remedy
+    planned = ok(loop, "plan", ".", "--env", "ci", "--var", "stepSeconds=0.15")
+    assert "will resume" not in planned and "to resume" not in planned, planned
 
 
 def test_hyperparameter_change_is_a_new_run_and_the_old_one_stays(loop: Path) -> None:
