@@ -68,6 +68,8 @@ class LazyGroup(click.Group):
         "apply": "trainform.cli.engine:apply",
         "destroy": "trainform.cli.engine:destroy",
         "show": "trainform.cli.engine:show",
+        "plan-diff": "trainform.cli.replanning:plan_diff",
+        "plan-overlap": "trainform.cli.replanning:plan_overlap",
         "drift": "trainform.cli.drift:drift",
         "drill": "trainform.cli.drill:drill",
         "state": "trainform.cli.state:state",

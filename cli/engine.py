@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sys
 from pathlib import Path
@@ -30,16 +31,19 @@ from trainform.cli.policies import (
     saved_report,
 )
 from trainform.cli.refresh import apply_refresh_only_command, plan_refresh_only_command
+from trainform.cli.render.plan_comparison import render_bindings_markdown, render_bindings_text
 from trainform.cli.render.plan_json import render_plan_json
 from trainform.cli.render.plan_markdown import DEFAULT_BUDGET, render_plan_markdown
 from trainform.cli.render.plan_text import render_plan_text
 from trainform.cli.render.style import use_color
+from trainform.cli.replanning import apply_replanned
 from trainform.planner.backends.base import LockInfo
 from trainform.planner.backends.identity import AcceptRequest
 from trainform.planner.drift_run import acknowledge_plan
 from trainform.planner.lockfile import LockFile
 from trainform.planner.plan import PlanOptions, make_plan
 from trainform.planner.plan_model import Plan
+from trainform.planner.plan_signing import SIGNATURE
 from trainform.planner.saved_plans import check_bindings, check_datasets, comparable_location
 from trainform.planner.session import ProviderSet, config_from_data
 from trainform.planner.state import digest
@@ -343,6 +347,23 @@ def _confirm(auto_approve: bool, verb: str) -> None:
     type=click.IntRange(1, 256),
     help="Provider calls in flight at once.",
 )
+@click.option(
+    "--replan-if-same-changes",
+    "replan",
+    is_flag=True,
+    help="For a saved plan FILE (a reviewed pull request's): plan again now, under the state "
+    "lock, and apply that plan only if it makes the same changes as FILE (same resources, "
+    "actions and field values), however stale FILE is; otherwise apply nothing, print why "
+    "FILE is stale and what differs, and exit 4. See docs/plan-format.md.",
+)
+@click.option(
+    "--save-fresh-plan",
+    "fresh_out",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="With --replan-if-same-changes: when the fresh plan differs, save it to FILE for an "
+    "approved `trainform apply FILE`.",
+)
 @policies_option
 @lock_timeout_option
 @no_color_option
@@ -357,6 +378,8 @@ def apply(
     allow_mass_delete: bool,
     auto_approve: bool,
     parallelism: int,
+    replan: bool,
+    fresh_out: str | None,
     policies_path: Path | None,
     refresh_only: bool,
 ) -> None:
@@ -377,8 +400,17 @@ def apply(
                 "--target and --replace shape a new plan; a saved plan is applied exactly as "
                 "it was made (pass them to `trainform plan -out` instead)"
             )
-        _apply_saved(target, inputs, parallelism)
+        if replan:
+            apply_replanned(
+                target, inputs, parallelism, policies_path, locked, allow_mass_delete, fresh_out
+            )
+        else:
+            _apply_saved(target, inputs, parallelism)
         return
+    if replan or fresh_out:
+        raise click.UsageError(
+            "--replan-if-same-changes and --save-fresh-plan take a saved plan FILE"
+        )
     workspace = open_or_exit(target, inputs, "text")
     fresh, info = _plan_holding_lock(
         workspace,
@@ -456,9 +488,7 @@ def _confirm_and_apply(
     audit = AuditContext(
         operation, workspace.root, workspace.specs.environment, digest(plan.to_json())
     )
-    run_apply(
-        plan, workspace.backend, workspace.providers, parallelism, "the plan", audit, info
-    )
+    run_apply(plan, workspace.backend, workspace.providers, parallelism, "the plan", audit, info)
 
 
 @click.command()
@@ -467,7 +497,9 @@ def _confirm_and_apply(
 @markdown_budget_option
 @no_color_option
 def show(plan_file: str, output_format: str, budget: int) -> None:
-    """Show a saved plan."""
+    """Show a saved plan, then what it binds (text and Markdown; JSON has them as keys):
+    environment, state location, lineage and serial, spec and lock digests, pins, tool
+    version, variables and whether it is signed."""
     saved, _ = Plan.from_file(plan_file)
     rendered = render_plan_with_policies(
         _render_plan(saved, output_format, budget),
@@ -476,4 +508,8 @@ def show(plan_file: str, output_format: str, budget: int) -> None:
         output_format,
         budget,
     )
+    if output_format != "json":
+        signed = SIGNATURE in json.loads(Path(plan_file).read_bytes())
+        render = render_bindings_markdown if output_format == "markdown" else render_bindings_text
+        rendered += "\n" + render(saved, signed)
     click.echo(rendered, nl=False, color=use_color())
