@@ -2,7 +2,7 @@
 
 from setuptools import find_namespace_packages, setup
 
-LAYERS = ("specs", "providers", "planner", "policies", "cli")
+LAYERS = ("runtime", "specs", "providers", "planner", "policies", "cli")
 
 setup(
     packages=[

@@ -26,6 +26,7 @@ Environment a job receives (the README documents it for users):
   TRAINFORM_PARAM_<NAME> (each parameter as text) and TRAINFORM_PARAMETERS (all, as JSON)
   TRAINFORM_NODES, TRAINFORM_NODE_INDEX (multi-node providers: the run's nodes, this node)
   evaluations also: TRAINFORM_MODEL_DIR, TRAINFORM_METRICS_FILE, TRAINFORM_EVAL_SUITE
+  TRAINFORM_EVENTS_FILE (where the job may append its run events: trainform.runtime)
 """
 
 from __future__ import annotations
@@ -269,6 +270,9 @@ class AttemptStatus:
     """While queued: how many workloads wait in its queue (0 when not known)."""
     queue_position_source: str = ""
     """Where the position comes from ("visibility API", "Workload order")."""
+    events: dict[str, Any] | None = None
+    """What the attempt's own run events say (providers/run_events.py `summarize_events`),
+    where the job wrote them and the provider collected them; None: none."""
 
 
 @dataclass

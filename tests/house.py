@@ -1,8 +1,9 @@
 """The house rules of trainform's source, read from the code with `ast` (nothing is imported).
 
-The five code folders are layers, bottom to top: specs -> providers -> planner -> policies
--> cli. The rules `tests/test_layering.py` holds on the tree (and on small trees of its own
-that break each one):
+The six code folders are layers, bottom to top: runtime -> specs -> providers -> planner ->
+policies -> cli (`runtime` is what training processes import: the standard library only).
+The rules `tests/test_layering.py` holds on the tree (and on small trees of its own that
+break each one):
 
 - a module imports only from its own layer or the ones below it;
 - modules import each other in no circle (a function-level import counts: it is still a
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import networkx as nx
 
-LAYERS = ("specs", "providers", "planner", "policies", "cli")
+LAYERS = ("runtime", "specs", "providers", "planner", "policies", "cli")
 NAMESPACE = "trainform"
 MAX_FUNCTION_LINES = 80
 MAX_MODULE_LINES = 600

@@ -24,6 +24,7 @@ from trainform.providers.errors import ProviderError
 from trainform.providers.local.checkpoints import check_checkpoint
 from trainform.providers.local.datasets import build_manifest, resolve_source, version_folder
 from trainform.providers.local.runs import Attempt
+from trainform.providers.run_events import events_path
 
 INHERITED = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER")
 
@@ -137,6 +138,7 @@ def job_environment(attempt: Attempt) -> dict[str, str]:
         TRAINFORM_CHECKPOINT_DIR=attempt.checkpoint_dir,
         TRAINFORM_OUTPUT_DIR=attempt.output_dir,
         TRAINFORM_PROGRESS_FILE=str(Path(attempt.workdir) / "progress.json"),
+        TRAINFORM_EVENTS_FILE=str(events_path(attempt.log_path)),
     )
     if launch.get("checkpoint_interval") is not None:
         environment["TRAINFORM_CHECKPOINT_INTERVAL"] = str(launch["checkpoint_interval"])

@@ -40,6 +40,7 @@ from trainform.providers.local.group import processes_per_node
 from trainform.providers.local.outcomes import reached_step, resumed_step
 from trainform.providers.local.processes import supervisor_alive
 from trainform.providers.local.runs import Attempt, RunStore
+from trainform.providers.run_events import events_path, read_events
 
 
 def without_supervisor(store: RunStore, attempts: list[Attempt]) -> set[str]:
@@ -108,6 +109,7 @@ def attempt_status(attempt: Attempt, gone: set[str]) -> AttemptStatus:
         started_at=attempt.started_at,
         ended_at=attempt.ended_at,
         log=attempt.log_path,
+        events=read_events(events_path(attempt.log_path)) if attempt.started_at else None,
         resumed_from=attempt.resume_from or "",
         eligible_at=attempt.eligible_at,
         admitted_at=attempt.admitted_at,
@@ -204,6 +206,8 @@ def run_to_json(run: RunStatus) -> dict[str, Any]:
         entry["hosts"] = list(attempt.hosts)
         entry["launchers"] = [dict(vars(launcher)) for launcher in attempt.launchers]
         entry.pop("runs", None)
+        if entry.get("events") is None:
+            entry.pop("events", None)  # only attempts whose job reported events carry them
         if attempt.runs:  # a requeued attempt's runs (providers.jobs.RunSpan)
             entry["runs"] = [dict(vars(span)) for span in attempt.runs]
         attempts.append(entry)
