@@ -21,8 +21,9 @@ from pydantic import ValidationError
 from trainform.specs.diagnostic_budget import DiagnosticBudget
 from trainform.specs.errors import Diagnostic, Location, Severity
 from trainform.specs.loaded_files import LoadedFiles
-from trainform.specs.models.base import Scope
+from trainform.specs.models.base import DocumentBase, Scope
 from trainform.specs.models.kinds import DOCUMENT_ADAPTER, KINDS
+from trainform.specs.partial_references import FailedDocument, partial_references
 from trainform.specs.resource import Resource
 from trainform.specs.suggest import closest_name
 from trainform.specs.template_rendering import render_document
@@ -65,6 +66,8 @@ class LoadState:
     resources: dict[str, Resource] = field(default_factory=dict)
     declared: set[tuple[str, str | None, str]] = field(default_factory=set)
     budget: RenderBudget = field(default_factory=RenderBudget)
+    failed: list[FailedDocument] = field(default_factory=list)
+    """Documents that failed validation, with the references they make (checked too)."""
 
 
 def load_document(
@@ -105,7 +108,9 @@ def load_document(
     try:
         model = DOCUMENT_ADAPTER.validate_python(checked)
     except ValidationError as exc:
-        return _report_invalid(state, exc, document, checked, display, start, room, locate, written)
+        return _report_invalid(
+            state, exc, document, checked, (display, index, start), room, locate, written
+        )
     if checked is not document:
         _declare(document, state.declared)
         return 0
@@ -195,14 +200,15 @@ def _report_invalid(
     exc: ValidationError,
     document: dict[str, Any],
     checked: Any,
-    display: str,
-    start: int,
+    where: tuple[str, int, int],
     room: int,
     locate: Locate,
     written: Written,
 ) -> int:
     """Diagnostics for a document that failed validation (at most `room`, or one if it
-    nests too deeply); returns how many problems were only counted."""
+    nests too deeply); returns how many problems were only counted. `where`: its file,
+    index in the file and first line."""
+    display, _, start = where
     _declare(document, state.declared)
     if too_deep(document):
         state.diagnostics.append(nesting_error(display, start))
@@ -214,7 +220,34 @@ def _report_invalid(
     state.diagnostics.extend(
         diagnostics_from_errors(errors, model, locate, address if model else "", written=written)
     )
+    if model is not None and checked is document and isinstance(name, str) and name:
+        _remember_failed(state, exc, document, model, (address, project), where)
     return hidden
+
+
+def _remember_failed(
+    state: LoadState,
+    exc: ValidationError,
+    document: dict[str, Any],
+    model: type[DocumentBase],
+    identity: tuple[str, str | None],
+    where: tuple[str, int, int],
+) -> None:
+    """Keep what reference checking needs of a failed document (not of one with so many
+    errors that only its beginning was validated)."""
+    if exc.error_count() > MAX_BUILT_ERRORS:
+        return
+    kind = document.get("kind")
+    paths = [
+        tuple(e["loc"][1:] if e["loc"][:1] == (kind,) else e["loc"])
+        for e in exc.errors(include_url=False)
+    ]
+    references = partial_references(document, model, paths)
+    if references:
+        (address, project), (display, index, start) = identity, where
+        state.failed.append(
+            FailedDocument(address, project, Location(display, start, 1), index, references)
+        )
 
 
 def _keep_resource(state: LoadState, resource: Resource, locate: Locate) -> None:

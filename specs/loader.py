@@ -43,8 +43,15 @@ from trainform.specs.errors import (
 from trainform.specs.event_budget import EventBudget
 from trainform.specs.loaded_files import LoadedFiles
 from trainform.specs.models.config import RootConfig
-from trainform.specs.references import Declared, cycle_diagnostic, find_cycles, resolve_references
-from trainform.specs.resource import Resource, SpecSet, TemplatedDocument
+from trainform.specs.references import (
+    Declared,
+    Referrer,
+    check_failed_references,
+    cycle_diagnostic,
+    find_cycles,
+    resolve_references,
+)
+from trainform.specs.resource import SpecSet, TemplatedDocument
 from trainform.specs.split_work import both, can_split, in_background
 from trainform.specs.suggest import closest_name
 from trainform.specs.validation import diagnostics_from_errors, number_warnings
@@ -206,7 +213,7 @@ def _check_references(state: LoadState, config: RootConfig, root: Path) -> None:
     sources, for a large load) and of dependency cycles, added to the run's."""
     resources, files, diagnostics = state.resources, state.files, state.diagnostics
 
-    def locate(resource: Resource, path: tuple[str | int, ...]) -> Location:
+    def locate(resource: Referrer, path: tuple[str | int, ...]) -> Location:
         return files.locate(resource.location.file, resource.document_index, path, False)
 
     declared = Declared(frozenset(state.declared))
@@ -220,6 +227,7 @@ def _check_references(state: LoadState, config: RootConfig, root: Path) -> None:
         len(resources),
     )
     diagnostics.extend(sources_found)
+    check_failed_references(state.failed, resources, declared, locate, diagnostics)
     for cycle in find_cycles(resources):
         diagnostics.append(cycle_diagnostic(cycle, resources, locate))
 

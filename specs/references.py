@@ -5,7 +5,8 @@ among global resources. A name written `project/name` (accepted where a field al
 such as an evaluation gate's baseline job) names another project's resource explicitly. A
 reference to a name that exists under another kind is "wrong kind"; a reference to a
 resource that was declared but failed validation is not reported again (its own error
-says what is wrong).
+says what is wrong). The references of a document that failed validation are checked too
+(`check_failed_references`, specs/partial_references.py), in the same run.
 """
 
 from __future__ import annotations
@@ -18,10 +19,13 @@ from trainform.specs.errors import Diagnostic, Location, Severity
 from trainform.specs.models.base import Reference, Scope
 from trainform.specs.models.config import RootConfig
 from trainform.specs.models.kinds import KINDS
+from trainform.specs.partial_references import FailedDocument
 from trainform.specs.resource import Dependency, Resource
 from trainform.specs.suggest import closest_name
 
-Locate = Callable[[Resource, tuple[str | int, ...]], Location]
+Referrer = Resource | FailedDocument
+"""Who makes a reference: a resource, or a document that failed validation."""
+Locate = Callable[[Referrer, tuple[str | int, ...]], Location]
 
 # Which provider types each kind's `spec.provider` may name.
 PROVIDER_TYPES: dict[str, tuple[str, ...]] = {
@@ -61,7 +65,7 @@ class _Names:
         self._index()
         return self._by_name.get(name, [])
 
-    def visible(self, kind: str, referrer: Resource) -> list[str]:
+    def visible(self, kind: str, referrer: Referrer) -> list[str]:
         """Names of `kind` a reference from `referrer` may name: global or its project's."""
         self._index()
         names = list(self._by_scope.get((kind, None), []))
@@ -96,18 +100,7 @@ def resolve_references(
     for resource in resources.values():
         project = resource.project
         for ref in resource.document.references():
-            kind, name = ref.kind, ref.name
-            target = None
-            if "/" in name:
-                candidate = f"{kind}/{name}"
-                target = candidate if candidate in resources else None
-            else:
-                if project and project_capable[kind]:
-                    candidate = f"{kind}/{project}/{name}"
-                    target = candidate if candidate in resources else None
-                if target is None and global_capable[kind]:
-                    candidate = f"{kind}/{name}"
-                    target = candidate if candidate in resources else None
+            target = _target(ref, project, resources, project_capable, global_capable)
             if target is not None:
                 resource.dependencies.append(Dependency(target, ref))
                 if ref.version is not None:
@@ -129,7 +122,58 @@ def resolve_references(
             found.extend(_check_provider(resource, config, locate))
 
 
-def _declared_but_invalid(ref: Reference, referrer: Resource, declared: Declared) -> bool:
+def _target(
+    ref: Reference,
+    project: str | None,
+    resources: dict[str, Resource],
+    project_capable: dict[str, bool],
+    global_capable: dict[str, bool],
+) -> str | None:
+    """The address `ref` resolves to from a resource of `project`: its project's first."""
+    kind, name = ref.kind, ref.name
+    if "/" in name:
+        candidate = f"{kind}/{name}"
+        return candidate if candidate in resources else None
+    if project and project_capable[kind]:
+        candidate = f"{kind}/{project}/{name}"
+        if candidate in resources:
+            return candidate
+    if global_capable[kind]:
+        candidate = f"{kind}/{name}"
+        if candidate in resources:
+            return candidate
+    return None
+
+
+def check_failed_references(
+    failed: list[FailedDocument],
+    resources: dict[str, Resource],
+    declared: Declared,
+    locate: Locate,
+    found: DiagnosticBudget,
+) -> None:
+    """Add a diagnostic for each reference of a document that failed validation and does
+    not resolve, so a typo in one shows beside the document's schema errors."""
+    names = _Names(resources)
+    project_capable = {kind: model.scope is not Scope.GLOBAL for kind, model in KINDS.items()}
+    global_capable = {kind: model.scope is not Scope.PROJECT for kind, model in KINDS.items()}
+    for document in failed:
+        for ref in document.references:
+            target = _target(ref, document.project, resources, project_capable, global_capable)
+            if target is not None:
+                known = resources[target].document.spec.version_names() if ref.version else ()  # type: ignore[attr-defined]
+                if ref.version is not None and ref.version not in known:
+                    found.append(_unknown_version(resources[target], ref, document, locate))
+                continue
+            if _declared_but_invalid(ref, document, declared):
+                continue
+            if found.spent:
+                found.omit(1)
+                continue
+            found.append(_unresolved(ref, document, names, locate(document, ref.path)))
+
+
+def _declared_but_invalid(ref: Reference, referrer: Referrer, declared: Declared) -> bool:
     if "/" in ref.name:
         project, name = ref.name.split("/", 1)
         return (ref.kind, project, name) in declared.names
@@ -140,7 +184,7 @@ def _declared_but_invalid(ref: Reference, referrer: Resource, declared: Declared
     ) in declared.names
 
 
-def _unresolved(ref: Reference, referrer: Resource, names: _Names, where: Location) -> Diagnostic:
+def _unresolved(ref: Reference, referrer: Referrer, names: _Names, where: Location) -> Diagnostic:
     field = _describe(ref)
     others = [
         other
@@ -181,7 +225,7 @@ def _unresolved(ref: Reference, referrer: Resource, names: _Names, where: Locati
 
 
 def _unknown_version(
-    target: Resource, ref: Reference, referrer: Resource, locate: Locate
+    target: Resource, ref: Reference, referrer: Referrer, locate: Locate
 ) -> Diagnostic:
     versions = target.document.spec.version_names()  # type: ignore[attr-defined]
     return Diagnostic(

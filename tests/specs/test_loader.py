@@ -21,7 +21,18 @@ from trainform.specs import (
 )
 from trainform.specs.yamlio import MAX_FILE_BYTES, parse_file
 
-from tests.helpers import BASE, CONFIG, IMAGE, POOL, PROJECT, QUEUE, REPO, training_job, write_tree
+from tests.helpers import (
+    BASE,
+    CONFIG,
+    IMAGE,
+    POOL,
+    PROJECT,
+    QUEUE,
+    REPO,
+    run_cli,
+    training_job,
+    write_tree,
+)
 
 Files = dict[str, str | bytes]
 
@@ -443,6 +454,34 @@ def test_reference_to_an_invalid_resource_is_not_reported_twice(folder) -> None:
     diagnostics = errors_of(root)
     assert [d.code for d in diagnostics] == ["invalid-value"]
     assert diagnostics[0].address == "Image/trainer"
+
+
+def test_a_reference_typo_shows_beside_a_schema_error_of_its_document(folder) -> None:
+    job = training_job(image="traner", datasets="[corpus@v01]", extra="  retriez: 3\n")
+    diagnostics = errors_of(folder(with_config(job)))
+    found = {d.code: d for d in diagnostics}
+    assert sorted(found) == ["unknown-field", "unknown-reference", "unknown-version"]
+    assert found["unknown-field"].suggestion == "retries"
+    assert found["unknown-reference"].suggestion == "trainer"
+    assert found["unknown-reference"].address == "TrainingJob/research/bigram"
+    assert where(found["unknown-reference"]) == "specs/extra.yaml:6:10"
+    assert found["unknown-version"].suggestion == "corpus@v1"
+
+
+def test_validate_shows_the_reference_typo_and_the_schema_error_in_one_run(folder) -> None:
+    job = training_job(image="traner", extra="  retriez: 3\n")
+    done = run_cli("validate", folder(with_config(job)), cwd=Path.cwd())
+    assert done.returncode == 1, done.stdout + done.stderr
+    text = done.stdout + done.stderr
+    assert "error[unknown-field]: unknown field `retriez`" in text
+    assert "error[unknown-reference]: Image `traner` is not declared" in text
+    assert "2 errors" in text
+
+
+def test_a_reference_field_with_its_own_schema_error_is_reported_once(folder) -> None:
+    job = training_job(image="Not_A_Name", extra="  retriez: 3\n")
+    codes = sorted(d.code for d in errors_of(folder(with_config(job))))
+    assert codes == ["invalid-value", "unknown-field"]
 
 
 def promoted_image(name: str, source: str) -> str:
