@@ -20,6 +20,7 @@ from trainform.planner.jobs import JobContext, identity_inputs, run_id_of
 from trainform.planner.lockfile import LockFile, resolve_pins
 from trainform.planner.progress import eta_seconds, total_steps
 from trainform.planner.refresh import Target, observe_all
+from trainform.planner.run_breakdown import breakdown_of
 from trainform.planner.timeline import attempt_timelines, delivery, run_from_json, world_size
 from trainform.planner.workspace import Workspace
 from trainform.providers.base import ObserveRequest
@@ -182,8 +183,15 @@ def read_log_now(
 def timeline_json(
     run: dict[str, Any], now: datetime | None
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Each attempt's timeline with its `breakdown` (planner/run_breakdown.py), and the
+    run's delivery with the breakdown of the whole run."""
     timelines = attempt_timelines(run_from_json(run), now)
-    return [t.to_json() for t in timelines], delivery(timelines).to_json()
+    breakdown = breakdown_of(run["run_id"], timelines)
+    attempts = [
+        {**timeline.to_json(), "breakdown": part.to_json()}
+        for timeline, part in zip(timelines, breakdown.attempts, strict=True)
+    ]
+    return attempts, {**delivery(timelines).to_json(), "breakdown": breakdown.total.to_json()}
 
 
 def job_report(

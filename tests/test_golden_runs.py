@@ -99,6 +99,27 @@ def history_run() -> RunStatus:
     )
 
 
+def _events(first: str) -> dict:
+    """What the attempt's job reported (providers/run_events.py `summarize_events`): two
+    ranks, one unreadable line."""
+    phases = {"setup": 40.0, "data_wait": 300.0, "compute": 1000.0, "checkpoint": 30.0}
+    return {
+        "formatVersion": 1,
+        "records": 40,
+        "ignored": 1,
+        "truncated": False,
+        "ranks": 2,
+        "firstAt": datetime.fromisoformat(first).timestamp(),
+        "lastAt": datetime.fromisoformat("2026-12-01T11:29:50.000Z").timestamp(),
+        "lastStep": 80,
+        "phases": {
+            name: {"seconds": seconds, "count": 1, "bytes": 2**20 if name == "checkpoint" else 0}
+            for name, seconds in {**phases, "eval": 60.0}.items()
+        },
+        "open": {},
+    }
+
+
 def current_run() -> RunStatus:
     attempts = [
         AttemptStatus(
@@ -157,6 +178,7 @@ def current_run() -> RunStatus:
             cpus=8.0,
             hosts=["gpu-node-1"],
             last_step=80,
+            events=_events("2026-12-01T11:04:20.000Z"),
         ),
     ]
     checkpoints = [

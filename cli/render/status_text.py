@@ -55,6 +55,8 @@ def render_status_text(reports: list[JobReport], color: bool = False) -> str:
                 lines += attempt_lines(entry, color)
         if report.delivery and report.attempts:
             lines.append("  delivery:    " + delivery_text(report.delivery))
+            if (report.delivery.get("breakdown") or {}).get("ranSeconds"):
+                lines.append("  time spent:  " + breakdown_text(report.delivery["breakdown"]))
         if report.last_lines:
             lines.append(f"  last lines of attempt {report.attempt}:")
             lines += [f"    | {line}" for line in report.last_lines]
@@ -140,6 +142,8 @@ def attempt_lines(entry: dict[str, Any], color: bool) -> list[str]:
         if entry.get("requeues"):
             ran += f", in {len(entry['requeues']) + 1} runs"
         lines.append(ran)
+        if entry.get("breakdown"):
+            lines.append("         time: " + breakdown_text(entry["breakdown"]))
     lines += [requeue_line(requeue) for requeue in entry.get("requeues") or []]
     if (entry.get("worldSize") or 1) > 1:
         lines.append("         group: " + group_text(entry))
@@ -208,6 +212,55 @@ def delivery_text(cycle: dict[str, Any]) -> str:
         f"re-running lost steps {human_duration(cycle['rerunSeconds'])}, "
         f"{plural(cycle['lostSteps'], 'step')} lost)"
     )
+
+
+_PARTS = (
+    ("setup", "setup"),
+    ("dataWait", "data wait"),
+    ("compute", "compute"),
+    ("checkpoint", "checkpoint"),
+    ("recovery", "recovery recompute"),
+    ("evaluation", "evaluation"),
+    ("other", "other"),
+    ("unaccounted", "unaccounted"),
+)
+_SOURCES = {
+    "events": "from the job's run events",
+    "provider": "the job reported no run events",
+    "mixed": "some attempts reported no run events",
+}
+
+
+def breakdown_text(breakdown: dict[str, Any]) -> str:
+    """`setup 5.0s (14%), data wait 10s (27%), ... (from the job's run events)`: the parts of
+    the time running that are known and not zero (planner/run_breakdown.py)."""
+    parts = []
+    for key, name in _PARTS:
+        seconds, share = breakdown.get(f"{key}Seconds"), breakdown["shares"].get(key)
+        if not seconds:
+            continue
+        part = f"{name} {human_duration(seconds)}"
+        part += f" ({share:.0%})" if share is not None else ""
+        if key == "checkpoint":
+            part += f" for {plural(breakdown['checkpoints'], 'write')}"
+            part += f" of {human_size(breakdown['checkpointBytes'])}"
+        parts.append(part)
+    if not breakdown.get("checkpointSeconds") and breakdown.get("checkpoints"):
+        parts.append(
+            f"{plural(breakdown['checkpoints'], 'checkpoint')} "
+            f"of {human_size(breakdown['checkpointBytes'])} written"
+        )
+    notes = [_SOURCES.get(breakdown.get("source", ""), breakdown.get("source", ""))]
+    events = breakdown.get("events") or {}
+    if events.get("ranks", 0) > 1:
+        notes.append(f"mean of {events['ranks']} ranks")
+    if events.get("ignoredLines"):
+        notes.append(f"{plural(events['ignoredLines'], 'unreadable event line')} skipped")
+    if events.get("truncated"):
+        notes.append("events file cut at its size limit")
+    if events.get("openPhases"):
+        notes.append("ended inside " + ", ".join(events["openPhases"]))
+    return ", ".join(parts or ["nothing known"]) + f" ({'; '.join(notes)})"
 
 
 def human_size(size: float) -> str:
