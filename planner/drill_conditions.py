@@ -21,6 +21,7 @@ for), which the engine follows like any other run.
 from __future__ import annotations
 
 import secrets
+import time
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -35,6 +36,7 @@ from trainform.providers.errors import ProviderError
 from trainform.providers.jobs import JobLaunch
 
 MAX_FILLERS = 16
+SETTLE_SECONDS = 10.0
 
 
 @dataclass
@@ -61,8 +63,7 @@ class Fillers:
             )
             provider.submit(launch)
             self.submitted.append((launch.address, launch.run_id))
-            tick(self.workspace)
-            if _phase(provider, launch.address, launch.run_id) == "queued":
+            if self._waits(provider, launch):
                 provider.cancel(launch.address, launch.run_id)  # the queue is full without it
                 return
         self.release()
@@ -71,6 +72,23 @@ class Fillers:
             "queue has room the drill will not fill; the congested condition needs a queue "
             "or quota the job can fill"
         )
+
+    def _waits(self, provider: Any, launch: JobLaunch) -> bool:
+        """Whether the filler just submitted waits (True) or runs (False). A scheduler that
+        has not looked at it yet (queued, no reason: Slurm's `None`) is asked again, for
+        up to SETTLE_SECONDS, then taken as waiting."""
+        deadline = time.monotonic() + SETTLE_SECONDS
+        while True:
+            tick(self.workspace)
+            run = next(
+                (r for r in provider.runs(launch.address) if r.run_id == launch.run_id), None
+            )
+            latest = run.latest if run is not None else None
+            if latest is not None and latest.phase != "queued":
+                return False
+            if latest is not None and latest.reason or time.monotonic() > deadline:
+                return True
+            time.sleep(0.2)
 
     def on_poll(self, run: dict[str, Any]) -> None:
         """Release the fillers once the job's attempt has waited `hold` seconds."""

@@ -186,6 +186,40 @@ class SlurmJobs:
         if targets:
             self.commands.run(["scancel", *(check_job_id(target) for target in targets)])
 
+    def interrupt(self, address: str, run_id: str) -> str:
+        """A drill's fault: cancel one step of the run's running training job. A step srun
+        started (a distributed launch) is cancelled with `scancel JOB.STEP`: srun fails the
+        step, the runner sees its command fail with the job still RUNNING and retries as
+        the job declares. A job whose command runs in its batch step has only that one:
+        `scancel --full --signal=KILL JOB` kills it, runner and command (`--batch` would
+        spare the batch shell's children, the training process among them), and the
+        engine resumes the failed attempt as for any failure."""
+        running = {j.job_id for j in self._queue_states() if phase_of(j.state) == "running"}
+        live = [
+            s["job_id"]
+            for _, s, launch in self.read_submissions(address)
+            if launch["run_id"] == run_id and launch["kind"] == "train" and s["job_id"] in running
+        ]
+        if not live:
+            raise PermanentProviderError(
+                f"cannot interrupt run {run_id} of {address}: no Slurm job of it runs"
+            )
+        job_id = check_job_id(live[-1])
+        listed = self.commands.run(
+            ["squeue", "--steps", "--noheader", "--format=%i", f"--jobs={job_id}"]
+        ).stdout.split()
+        steps = [
+            s for s in listed if s.partition(".")[0] == job_id and s.partition(".")[2].isdigit()
+        ]
+        if steps:
+            self.commands.run(["scancel", steps[-1]])
+            return f"cancelled step {steps[-1]} of Slurm job {job_id} (scancel {steps[-1]})"
+        self.commands.run(["scancel", "--full", "--signal=KILL", job_id])
+        return (
+            f"killed the batch step of Slurm job {job_id}, where its command runs "
+            f"(scancel --full --signal=KILL {job_id})"
+        )
+
     def runs(self, address: str) -> list[RunStatus]:
         return self.runs_of([address])[address]
 

@@ -164,6 +164,10 @@ class SlurmProvider(Provider):
     def cancel(self, address: str, run_id: str) -> None:
         self.jobs.cancel(address, run_id)
 
+    def interrupt(self, address: str, run_id: str) -> str:
+        """A drill's fault: cancel one step of the run's job (SlurmJobs.interrupt)."""
+        return self.jobs.interrupt(address, run_id)
+
     def runs(self, address: str) -> list[RunStatus]:
         return self.jobs.runs(address)
 
