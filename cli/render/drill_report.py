@@ -24,12 +24,20 @@ ITEM_TITLES = {
     "checkpoint": "checkpoint",
     "recoveryRecompute": "recovery recompute",
     "evaluation": "evaluation",
+    "unaccounted": "unaccounted",
 }
 VERDICT_TONES = {"verified": "green", "needs more testing": "yellow", "not applicable": "dim"}
 
 
 def _seconds(value: float | None) -> str:
     return "not recorded" if value is None else human_duration(value)
+
+
+def _share(item: dict[str, Any]) -> str:
+    """`1.4s (62%)`: the item's time and its share of the time running, where known."""
+    text = _seconds(item["seconds"])
+    share = item.get("share")
+    return text if share is None or item["seconds"] is None else f"{text} ({share:.0%})"
 
 
 def _condition_view(condition: dict[str, Any]) -> dict[str, Any]:
@@ -63,7 +71,7 @@ def _condition_view(condition: dict[str, Any]) -> dict[str, Any]:
         "breakdown": [
             {
                 "item": ITEM_TITLES[key],
-                "value": _seconds(run[key]["seconds"]),
+                "value": _share(run[key]),
                 "source": run[key]["source"],
             }
             for key in ITEMS

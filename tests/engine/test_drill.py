@@ -102,7 +102,8 @@ def test_the_drill_writes_three_conditions_of_the_same_job(drilled: dict[str, An
         assert entry["outcome"] == "succeeded", entry
         assert verdict(entry, "run completes")["verdict"] == "verified"
         assert set(entry["breakdown"]["run"]) == {
-            "wait", "setup", "dataWait", "compute", "checkpoint", "recoveryRecompute", "evaluation"
+            "wait", "setup", "dataWait", "compute", "checkpoint", "recoveryRecompute",
+            "evaluation", "unaccounted",
         }  # fmt: skip
         assert entry["usage"]["cpuHours"] > 0
     assert {(u["framework"], u["provider"]) for u in report["untested"]} >= {
