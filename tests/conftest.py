@@ -24,9 +24,12 @@ from tests.services.slurm import SlurmCluster, serve_slurm
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Keep every test of the real Slurm cluster on one xdist worker.
 
-    The cluster is one set of daemons for the machine (fixed ports, one slurm.conf), so two
-    workers must not each start it; `--dist loadgroup` sends a group to a single worker.
-    This runs before xdist reads the markers.
+    The cluster is a session fixture, so each worker that ran one of these tests would
+    start a cluster of its own (munge, MariaDB, slurmdbd, slurmctld, two slurmd: about
+    15 s and a core's worth of start-up), and the calibrations that time its scheduler
+    would run beside another cluster's jobs; `--dist loadgroup` sends a group to a single
+    worker. The group is the largest unit of work, so xdist hands it out first. This runs
+    before xdist reads the markers.
     """
     for item in items:
         if "slurm_cluster" in getattr(item, "fixturenames", ()):

@@ -10,6 +10,9 @@ cancels preempted jobs still held by Slurm's requeue delay, and reads `sacct -D`
 per job its submission, first start and elapsed time. `simulate_run` replays exactly those
 jobs (submitted when Slurm recorded them, running as long as they ran) in
 `simulate_slurm`, and `compare` pairs per-queue p50/p95 waits and the start order.
+
+The jobs come once slurmctld takes jobs on the new partitions (`until_accepted`), not
+after a fixed settling time that a loaded machine can outlast.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from tests.services.slurm import SlurmCluster
 
 LIMIT_MINUTES = 1
 BACKFILL_INTERVAL = 2.0  # the test cluster's bf_interval (scripts/slurm-cluster.sh)
-SETTLE_SECONDS = 3.0  # slurmctld reads the new partitions and associations before jobs come
+SETTLE_SECONDS = 60.0  # at most, for slurmctld to take jobs on new partitions and accounts
 RELEASE_DELAY = 1.0
 """Seconds from a job's end to its GPUs' next use on the test cluster (COMPLETING state and
 the pass it triggers), measured: the median gap between an end and the next start."""
@@ -110,7 +113,7 @@ def partitions(cluster: SlurmCluster, preemption: bool) -> Iterator[dict[str, st
             encoding="utf-8",
         )
         _ok(cluster, "scontrol", "reconfigure")
-        time.sleep(SETTLE_SECONDS)
+        until_accepted(cluster, names["account"], [(names[q], names[q]) for q in ("hi", "lo")])
         yield names
     finally:
         cluster.partitions_file.write_text(original, encoding="utf-8")
@@ -119,6 +122,27 @@ def partitions(cluster: SlurmCluster, preemption: bool) -> Iterator[dict[str, st
         cluster.run(["sacctmgr", "-i", "delete", "account", names["account"]])
         cluster.run(["sacctmgr", "-i", "delete", "qos", hi_qos])
         cluster.run(["sacctmgr", "-i", "delete", "qos", lo_qos])
+
+
+def until_accepted(cluster: SlurmCluster, account: str, targets: list[tuple[str, str]]) -> None:
+    """Wait until slurmctld would take a job of `account` on each (partition, QOS) of
+    `targets`: `scontrol reconfigure` reads new partitions at once, but the associations and
+    QOS sacctmgr adds reach slurmctld from slurmdbd a little later, and until then sbatch
+    refuses the job (`Invalid account or account/partition combination`). `sbatch
+    --test-only` runs the same checks without submitting anything."""
+    deadline = time.monotonic() + SETTLE_SECONDS
+    for partition, qos in targets:
+        while True:
+            result = cluster.run(
+                ["sbatch", "--test-only", "-o", "/dev/null", f"--account={account}",
+                 f"--partition={partition}", f"--qos={qos}", "--gres=gpu:1", "--time=1",
+                 "--wrap", "true"]
+            )  # fmt: skip
+            if result.returncode == 0:
+                break
+            if time.monotonic() > deadline:
+                raise AssertionError(f"slurmctld refuses jobs on {partition}: {result.stderr}")
+            time.sleep(0.2)
 
 
 def _epoch(text: str) -> float:

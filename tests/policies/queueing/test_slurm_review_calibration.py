@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.engine.support import run_trainform
+from tests.policies.queueing.slurm_calibration import until_accepted
 from tests.policies.review.fixture import commit, git
 from tests.providers.slurm import fixtures
 from tests.services.slurm import SlurmCluster
@@ -26,7 +27,6 @@ pytestmark = pytest.mark.slow
 
 SECONDS, SHARE = 20, 0.25
 JOBS = [("hi", 2)] * 3 + [("lo", 1)] * 6
-SETTLE_SECONDS = 3.0  # slurmctld reads the new partitions and associations before jobs come
 
 
 def ok(cluster: SlurmCluster, *argv: str) -> str:
@@ -50,7 +50,7 @@ def build_site(cluster: SlurmCluster, p: str) -> None:
             f"PartitionName={p}-lo Nodes={node} PriorityTier=1 QOS={p}-lo MaxTime=60\n"
         )
     ok(cluster, "scontrol", "reconfigure")
-    time.sleep(SETTLE_SECONDS)
+    until_accepted(cluster, f"{p}-acct", [(f"{p}-{q}", f"{p}-{q}") for q in ("hi", "lo")])
 
 
 def run_jobs(cluster: SlurmCluster, p: str) -> list[str]:
