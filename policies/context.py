@@ -3,10 +3,11 @@
 `PolicyContext` is built once per evaluation by `policies.engine`. Every resource becomes a
 `Subject`: its address, kind, name, project, normalized document (`{metadata, spec}` with
 canonical values, as state and plans hold it) and the file it was declared in, relative to
-the spec folder. `previous` holds, for each resource the change updates, its document before
-the change: from the plan (the spec last applied) for plan and apply, from the base branch's
-specs for review. Both give the same map for the same change, so a policy that compares
-(quota-cut, a rule reading `previous`) reaches the same verdict in plan and in review.
+the spec folder. `previous` holds, for each resource the change updates or deletes, its
+document before the change: from the plan (the spec last applied) for plan and apply, from
+the base branch's specs for review. Both give the same map for the same change, so a policy
+that compares (quota-cut, a rule reading `previous`) reaches the same verdict in plan and in
+review.
 `locate` turns a field path into `file:line:column`, re-reading a file with
 ruamel's position-keeping loader only when a finding needs it (once per file).
 """
@@ -69,7 +70,8 @@ class PolicyContext:
     code_owners: CodeOwners = field(default_factory=CodeOwners)
     """The trusted CODEOWNERS rules (the engine sets them from `TrustedPolicies`)."""
     previous: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Address -> normalized document before the change, for resources it updates."""
+    """Address -> normalized document before the change, for resources it updates or
+    deletes (a deleted one has no subject; its kind is the address's first part)."""
     _maps: dict[str, SourceMap | None] = field(default_factory=dict)
 
     @classmethod
@@ -132,13 +134,15 @@ class PolicyContext:
 
 
 def _previous_from_plan(plan: Plan) -> dict[str, dict[str, Any]]:
-    """What each updated or replaced resource was last applied as (the live object when
-    nothing better is known): putting back a value changed by hand is no change of the specs."""
+    """What each updated, replaced or deleted resource was last applied as (the live object
+    when nothing better is known): putting back a value changed by hand is no change of the
+    specs. A destroy plan's deletes are left out: deleting everything is what it asks."""
     from trainform.planner.plan_model import Action
 
+    kept = {Action.UPDATE, Action.REPLACE} | (set() if plan.destroy else {Action.DELETE})
     previous = {}
     for change in plan.changes:
-        if change.action not in (Action.UPDATE, Action.REPLACE):
+        if change.action not in kept:
             continue
         document = change.applied if change.applied is not None else change.before
         if document:
@@ -149,8 +153,12 @@ def _previous_from_plan(plan: Plan) -> dict[str, dict[str, Any]]:
 def _previous_from_specs(
     before: SpecSet, subjects: dict[str, Subject]
 ) -> dict[str, dict[str, Any]]:
-    """The base side's normalized documents of the resources the change updates."""
-    previous = {}
+    """The base side's normalized documents of the resources the change updates or deletes."""
+    previous = {
+        address: normalize_document(resource.document)
+        for address, resource in before.resources.items()
+        if address not in subjects
+    }
     for address, subject in subjects.items():
         resource = before.resources.get(address)
         if resource is None or resource.kind != subject.kind:

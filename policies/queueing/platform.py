@@ -51,6 +51,11 @@ class QueueModel:
     borrow_max_priority: int | None = None
     fair_share_weight: float = 1.0
     queueing_strategy: Strategy = "BestEffortFIFO"
+    requires_quota: bool = False
+    """Whether a project without a Quota on the queue runs nothing on it: a Kubernetes queue
+    (the project's namespace has no LocalQueue; the provider refuses its jobs at plan,
+    providers/kubernetes/kueue_rules.py). A local queue admits such a project up to the
+    queue's own quota (providers/local/admission.py)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,9 +85,18 @@ def platform_from_specs(specs: SpecSet) -> PlatformModel:
         document = resource.document
         if resource.kind == "ResourcePool":
             model.pools[resource.name] = document.spec.gpus()  # type: ignore[attr-defined]
+    providers = {
+        resource.name: resource.document.spec.provider  # type: ignore[attr-defined]
+        for resource in specs.resources.values()
+        if resource.kind == "ResourcePool"
+    }
     for resource in specs.resources.values():
         if resource.kind == "Queue":
-            model.queues[resource.name] = _queue(resource.name, resource.document.spec)  # type: ignore[attr-defined]
+            spec = resource.document.spec  # type: ignore[attr-defined]
+            first = spec.pools[0].pool if spec.pools else ""
+            instance = specs.config.provider(providers.get(first, ""))
+            kubernetes = getattr(instance, "type", "") == "kubernetes"
+            model.queues[resource.name] = _queue(resource.name, spec, kubernetes)
         elif resource.kind == "Quota" and resource.project:
             spec = resource.document.spec  # type: ignore[attr-defined]
             model.quotas[(resource.project, spec.queue)] = ProjectQuota(
@@ -94,7 +108,7 @@ def platform_from_specs(specs: SpecSet) -> PlatformModel:
     return model
 
 
-def _queue(name: str, spec: QueueSpec) -> QueueModel:
+def _queue(name: str, spec: QueueSpec, requires_quota: bool = False) -> QueueModel:
     pools = tuple(
         PoolQuota(
             pool=entry.pool,
@@ -116,6 +130,7 @@ def _queue(name: str, spec: QueueSpec) -> QueueModel:
         borrow_max_priority=preemption.borrow_within_cohort.max_priority_threshold,
         fair_share_weight=spec.fair_share_weight,
         queueing_strategy=spec.queueing_strategy,
+        requires_quota=requires_quota,
     )
 
 

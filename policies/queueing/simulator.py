@@ -153,6 +153,11 @@ class Simulation:
                 f"(capacity within nominal quota, borrowing and lending limits per pool: {where})"
             )
         cap = queue.caps.get(job.project)
+        if cap is None and queue.model.requires_quota:
+            return (
+                f"project {job.project!r} has no Quota on queue {job.queue!r}: its namespace "
+                "has no LocalQueue there, so Kueue never admits its jobs"
+            )
         if cap is not None and job.gpus > cap[0]:
             return (
                 f"asks {job.gpus} GPUs; project {job.project!r} may use at most {cap[0]} "

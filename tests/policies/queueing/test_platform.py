@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from trainform.policies.queueing import (
     PoolQuota,
     ProjectQuota,
@@ -12,6 +14,7 @@ from trainform.policies.queueing import (
 from trainform.specs import load_specs
 
 from tests.helpers import REPO
+from tests.policies.support import CONFIG, POOL, PROJECT, folder, queue
 
 
 def test_the_example_platform_becomes_gpu_pools_queues_and_quotas() -> None:
@@ -51,3 +54,24 @@ def test_jobs_on_the_example_platform_are_admitted_within_their_quotas() -> None
     assert [outcome.wait for outcome in result.jobs] == [0, 0, None]
     assert result.jobs[0].priority == 1000
     assert "project 'alignment' may use at most 128" in result.reasons["c"]
+
+
+def test_a_project_without_a_quota_runs_nothing_on_a_kubernetes_queue_only(
+    tmp_path: Path,
+) -> None:
+    """Kubernetes: no Quota, no LocalQueue in the project's namespace (the provider refuses
+    its jobs at plan); local: the queue alone holds it (providers/local/admission.py)."""
+    jobs = [TraceJob("a", 0, "team-a", "team-a", 8, 60)]
+    kubernetes = platform_from_specs(
+        load_specs(folder(tmp_path / "k8s", {"p.yaml": POOL, "q.yaml": queue("team-a", 8)}))
+    )
+    result = simulate(kubernetes, jobs)
+    assert result.jobs[0].wait is None
+    assert "project 'team-a' has no Quota on queue 'team-a'" in result.reasons["a"]
+    local = folder(tmp_path / "local", {"p.yaml": POOL.replace("k8s", "local"), "j.yaml": PROJECT})
+    (local / "trainform.yaml").write_text(
+        CONFIG.replace("{name: k8s, type: kubernetes}", "{name: local, type: local}"),
+        encoding="utf-8",
+    )
+    (local / "q.yaml").write_text(queue("team-a", 8), encoding="utf-8")
+    assert [o.wait for o in simulate(platform_from_specs(load_specs(local)), jobs).jobs] == [0]
