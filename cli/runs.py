@@ -21,6 +21,7 @@ from trainform.cli.render.status_text import clock
 from trainform.cli.render.words import plural
 from trainform.planner.desired import build_desired
 from trainform.planner.lineage import Lineage, LineageError, find_lineage
+from trainform.planner.release_lineage import ReleaseLineage, release_lineage
 from trainform.planner.state import State
 from trainform.planner.status import matching_jobs, observe_jobs, read_log_now
 from trainform.planner.usage import UsageReport, usage_report
@@ -155,20 +156,49 @@ def lineage(
 ) -> None:
     """Where a run came from: image, data, code, parameters, parent run, evaluations.
 
-    TARGET is a TrainingJob address (or short name), a checkpoint path or URI, or a model
-    (output) folder."""
+    TARGET is a TrainingJob address (or short name), a checkpoint path or URI, a model
+    (output) folder, or a released artifact: a registry reference or digest, or the
+    object-store URI of a ModelRelease (docs/releases.md)."""
     workspace = open_or_exit(spec_dir, inputs, output_format)
+    release = None
     try:
-        found = find_lineage(workspace, target, run_id)
+        release = release_lineage(workspace, target)
+        found = release.run if release else find_lineage(workspace, target, run_id)
     except LineageError as exc:
         _fail(str(exc))
     finally:
         workspace.providers.close()
     if output_format == "json":
         document = {"formatVersion": 1, "lineage": found.to_json()}
+        if release is not None:
+            document["release"] = release.to_json()
         click.echo(redact(json.dumps(document, indent=2, sort_keys=True)))
     else:
-        click.echo(redact(render_lineage_text(found)), nl=False)
+        text = render_release_text(release) if release is not None else ""
+        indent = "    " if release is not None else ""
+        click.echo(redact(text + render_lineage_text(found, indent)), nl=False)
+
+
+def render_release_text(release: ReleaseLineage) -> str:
+    data = release.to_json()
+    lines = [f"{data['address']} version {data['version']}: artifact {data['digest']}"]
+    if data["registry"]:
+        lines.append(f"  registry:    {data['registry']['reference']}")
+    if data["objectStore"]:
+        lines.append(f"  objectStore: {data['objectStore']['uri']}")
+    source = data["source"]
+    what = f"checkpoint {source['checkpoint']}" if source.get("checkpoint") else "final output"
+    lines.append(f"  released:    {what} of {data['job']} run {data['runId']}")
+    for file in data["files"]:
+        lines.append(f"  file:        {file['path']} ({file['size']} bytes) {file['digest']}")
+    for evaluation in data["evaluations"]:
+        read = ", ".join(
+            f"{d['dataset']} {d['manifestDigest']}" for d in evaluation.get("datasets", [])
+        )
+        lines.append(f"  evaluation:  {evaluation['suite']}: {evaluation['verdict']} on {read}")
+        lines += [f"    gate:      {gate['text']}" for gate in evaluation.get("gates", [])]
+    lines.append("  run:")
+    return "\n".join(lines) + "\n"
 
 
 def binary_size(value: Any) -> Any:

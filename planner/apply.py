@@ -21,7 +21,7 @@ from typing import Any
 
 from trainform.planner.backends.base import StateBackend
 from trainform.planner.errors import PlannerError
-from trainform.planner.lineage import provenance, spec_commit
+from trainform.planner.lineage import provenance, record_evaluation_inputs, spec_commit
 from trainform.planner.plan import apply_graph, tool_version
 from trainform.planner.plan_model import Action, Plan, ResourceChange, StalePlanError
 from trainform.planner.session import ProviderSet
@@ -269,6 +269,8 @@ class _Walk:
                 lineage[job["runId"]] = provenance(
                     job, self.state, (change.after or {}).get("spec", {}), self.commit(), self.plan
                 )
+        if job.get("evaluations"):
+            record_evaluation_inputs(lineage, job["evaluations"])
         if lineage:
             kept = {*outputs.get("history", []), outputs.get("runId")}
             outputs["lineage"] = {run: entry for run, entry in lineage.items() if run in kept}

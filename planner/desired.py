@@ -4,7 +4,8 @@ Assignment rules: a ResourcePool names its provider; a Queue lives where its poo
 provider instance per queue); a Quota and a TrainingJob live with their queue; a Project
 lives on every compute provider its quotas and jobs use (all compute providers if none);
 a Dataset or Image names its provider or gets one by scheme or runtime; an EvalSuite lives
-with the jobs that use it.
+with the jobs that use it; a ModelRelease on the registry and objectstore instances of its
+targets.
 """
 
 from __future__ import annotations
@@ -102,9 +103,11 @@ def _assign(specs: SpecSet) -> tuple[dict[str, list[str]], list[str]]:
             suite_users.setdefault(suite, set()).update(where.get(job.address, []))
     for suite in by_kind.get("EvalSuite", []):
         where[suite.address] = sorted(suite_users.get(suite.address, ())) or compute[:1]
+    for release in by_kind.get("ModelRelease", []):
+        where[release.address] = release_instances(release, specs, problems)
     for address, instances in where.items():
-        if not instances:
-            resource = resources[address]
+        resource = resources[address]
+        if not instances and resource.kind != "ModelRelease":  # its targets said why
             problems.append(
                 f"{address} ({resource.location}): no provider instance in trainform.yaml "
                 f"can hold a {resource.kind}"
@@ -127,6 +130,45 @@ def artifact_instance(resource: Resource, specs: SpecSet) -> str | None:
     return _first_of(specs, ("local",) if spec.runtime == "host" else ("registry",)) or (
         _first_of(specs, ("slurm",))  # a Slurm-only platform: sbatch runs it
     )
+
+
+def release_instances(resource: Resource, specs: SpecSet, problems: list[str]) -> list[str]:
+    """The instances a ModelRelease publishes through: its registry target's (named, else
+    the first registry instance) and its object-store target's (named, else the one that
+    holds s3:// data); a named instance of the wrong type is a problem."""
+    spec: Any = resource.document.spec  # type: ignore[attr-defined]
+    chosen = []
+    for target, wanted, path in (
+        (spec.registry, "registry", "spec.registry.provider"),
+        (spec.object_store, "objectstore", "spec.objectStore.provider"),
+    ):
+        if target is None:
+            continue
+        if target.provider:
+            instance = specs.config.provider(target.provider)
+            if instance is None or instance.type != wanted:
+                problems.append(
+                    f"{resource.address} ({resource.location}): {path}: "
+                    f"`{target.provider}` is no provider instance of type {wanted} in "
+                    "trainform.yaml"
+                )
+                continue
+            chosen.append(instance.name)
+            continue
+        default = _first_of(specs, ("registry",)) if wanted == "registry" else _store_name(specs)
+        if default is None:
+            problems.append(
+                f"{resource.address} ({resource.location}): {path.rsplit('.', 1)[0]}: "
+                f"trainform.yaml has no provider instance of type {wanted} to publish to"
+            )
+            continue
+        chosen.append(default)
+    return chosen
+
+
+def _store_name(specs: SpecSet) -> str | None:
+    store = specs.config.object_store()
+    return str(store.name) if store else None
 
 
 def placed_source(source: str, base: str) -> str:

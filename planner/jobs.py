@@ -490,7 +490,7 @@ def judge_evaluation(step: JobStep, suite: DesiredItem, last: dict[str, Any]) ->
         results = evaluate_gates(
             suite.document["spec"]["gates"],
             last.get("metrics"),
-            _baseline_lookup(step.item, step.ctx, suite),
+            baseline_lookup(step.item, step.ctx, suite),
         )
         verdict = overall(results)
         if verdict != "pass":
@@ -560,7 +560,7 @@ def _checkpoint_findings(address: str, run: dict[str, Any]) -> list[PlanFinding]
     ]
 
 
-def _baseline_lookup(
+def baseline_lookup(
     item: DesiredItem, ctx: JobContext, suite: DesiredItem
 ) -> Callable[[str], dict[str, Any] | None]:
     def lookup(job: str) -> dict[str, Any] | None:

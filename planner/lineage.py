@@ -69,6 +69,29 @@ def provenance(
     return record
 
 
+def record_evaluation_inputs(lineage: dict[str, Any], evaluations: list[dict[str, Any]]) -> None:
+    """Keep, in the evaluated run's record, the dataset versions (and manifest digests) each
+    evaluation launch reads: a ModelRelease checks them against what its suite declares."""
+    for launch in evaluations:
+        run_id = launch.get("model_run") or launch.get("run_id")
+        entry = lineage.get(run_id or "")
+        if entry is None or not launch.get("suite"):
+            continue
+        read = sorted(
+            (
+                {
+                    "dataset": f"{dataset['address']}@{dataset['version']}",
+                    "manifestDigest": dataset.get("manifest_digest") or "unpinned",
+                }
+                for dataset in launch.get("datasets") or []
+            ),
+            key=lambda d: d["dataset"],
+        )
+        inputs = dict(entry.get("evaluationInputs") or {})
+        inputs[launch["suite"]] = read
+        lineage[str(run_id)] = {**entry, "evaluationInputs": inputs}
+
+
 def _parent_address(job: dict[str, Any], name: str, state: State) -> str | None:
     launch = job.get("launch") or {}
     address = str(launch.get("address", ""))
@@ -219,7 +242,7 @@ def _lineage(
     recorded["inputs"] = mask_tree(recorded.get("inputs") or {})
     run = next((r for r in job_runs if r["run_id"] == chosen), None)
     lineage = Lineage(address, chosen, recorded, run, current=chosen == current)
-    lineage.evaluations = _evaluations(run, desired)
+    lineage.evaluations = _evaluations(run, desired, recorded.get("evaluationInputs") or {})
     parent = recorded.get("initFrom") or {}
     if parent.get("job") and depth < MAX_DEPTH:
         try:
@@ -232,8 +255,12 @@ def _lineage(
 
 
 def _evaluations(
-    run: dict[str, Any] | None, desired: dict[str, DesiredItem]
+    run: dict[str, Any] | None,
+    desired: dict[str, DesiredItem],
+    read: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
+    """Each evaluation of the run with its gates, and the dataset versions it read where the
+    apply that launched it recorded them."""
     found = []
     for evaluation in (run or {}).get("evaluations", []):
         suite = desired.get(evaluation["suite"])
@@ -243,6 +270,8 @@ def _evaluations(
             "phase": evaluation["phase"],
             "metrics": metrics or {},
         }
+        if read and evaluation["suite"] in read:
+            entry["datasets"] = list(read[evaluation["suite"]])
         if suite is not None:
             results = evaluate_gates(suite.document["spec"]["gates"], metrics)
             entry["gate"] = overall(results) if metrics is not None else "pending"

@@ -34,6 +34,7 @@ from trainform.planner.lockfile import (
 from trainform.planner.orphans import orphan_findings
 from trainform.planner.plan_model import Action, Plan, PlanFinding, ResourceChange
 from trainform.planner.provider_checks import (
+    FieldLocator,
     change_impacts,
     change_steps,
     delete_impacts,
@@ -42,6 +43,7 @@ from trainform.planner.provider_checks import (
     read_provider_settings,
 )
 from trainform.planner.refresh import Target, observe_all
+from trainform.planner.releases import ReleaseContext, resolve_releases
 from trainform.planner.resource_changes import change_for, forced_replace
 from trainform.planner.session import ProviderSet, config_as_data
 from trainform.planner.short_names import full_addresses
@@ -111,6 +113,9 @@ class PlanScope:
     """The spec location of each resource with lifecycle.preventDestroy, by address."""
     findings: list[PlanFinding] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    resolved: dict[str, DesiredItem] = field(default_factory=dict)
+    """ModelReleases with their resolved `release` section (planner/releases.py)."""
+    notes: dict[str, list[str]] = field(default_factory=dict)
 
 
 def make_plan(
@@ -141,6 +146,8 @@ def make_plan(
     jobs = _job_context(
         specs, scope.desired, scope.recorded, providers, observations, options, scope.findings
     )
+    if jobs is not None:
+        resolve_release_items(specs, scope, providers, jobs)
     changes = diff_resources(scope, providers, observations, jobs, options)
     check_changes(scope, changes, providers, options)
     return order_plan(specs, state, providers, scope, changes, jobs, options)
@@ -162,6 +169,21 @@ def gather_resources(
         select_targets(scope, options.targets)
     check_requests(scope, specs, providers, options.replace)
     return scope
+
+
+def resolve_release_items(
+    specs: SpecSet | None, scope: PlanScope, providers: ProviderSet, jobs: JobContext
+) -> None:
+    """Resolve each ModelRelease's run, gates and artifact; PlanError for a refused one."""
+    if not any(item.kind == "ModelRelease" for item in scope.desired.values()):
+        return
+    context = ReleaseContext(
+        jobs, scope.recorded, providers.context.object_store, FieldLocator(specs).locate
+    )
+    resolved = resolve_releases(scope.desired, context)
+    scope.resolved, scope.notes = resolved.items, resolved.notes
+    if resolved.problems:
+        raise PlanError(resolved.problems)
 
 
 def check_lock(
@@ -240,7 +262,7 @@ def diff_resources(
     findings = scope.findings
     changes = []
     for address in sorted(set(desired) | set(recorded)):
-        item = desired.get(address)
+        item = scope.resolved.get(address) or desired.get(address)
         previous = recorded.get(address)
         names = item.providers if item else previous.providers  # type: ignore[union-attr]
         kind = item.kind if item else previous.kind  # type: ignore[union-attr]
@@ -266,6 +288,8 @@ def diff_resources(
                 change.reasons.extend(
                     change_steps(providers, names, resource, change.action.value, seen)
                 )
+        if change.action is not Action.NOOP and item is not None:
+            change.reasons.extend(scope.notes.get(address, []))
         if change.action in (Action.DELETE, Action.REPLACE) and address in protected:
             scope.problems.append(
                 f"{address} ({protected[address]}): lifecycle.preventDestroy is set, "

@@ -53,4 +53,5 @@ def test_kinds_lists_every_spec_kind() -> None:
         "Image",
         "TrainingJob",
         "EvalSuite",
+        "ModelRelease",
     ]

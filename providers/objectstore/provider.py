@@ -51,6 +51,8 @@ from trainform.providers.objectstore.manifests import (
     describe,
     list_manifest,
 )
+from trainform.providers.objectstore.releases import RECORD, ReleaseStore, release_place
+from trainform.providers.releases import RELEASE_SCHEMA
 
 MARKER = "dataset.json"
 READERS_TAG = "trainform-readers"
@@ -74,6 +76,7 @@ class ObjectStoreProvider(Provider):
             computed=("versions",),
             data_bearing=True,
         ),
+        "ModelRelease": RELEASE_SCHEMA,
     }
 
     def __init__(self, client: Any = None) -> None:
@@ -83,11 +86,13 @@ class ObjectStoreProvider(Provider):
         self.manager = "trainform"
         self._versioned: dict[str, bool] = {}
         self.requests = 0
+        self.object_store: dict[str, Any] | None = None
 
     def configure(self, name: str, connection: Any, context: ProviderContext) -> None:
         super().configure(name, connection, context)
         self.connection = connection
         self.manager = context.manager
+        self.object_store = context.object_store
 
     @property
     def client(self) -> Any:
@@ -98,9 +103,16 @@ class ObjectStoreProvider(Provider):
     def close(self) -> None:
         self._client = None
 
+    @property
+    def releases(self) -> ReleaseStore:
+        """The ModelRelease side of this instance (providers/objectstore/releases.py)."""
+        return ReleaseStore(self.client, self.manager, self.object_store)
+
     # pure ----------------------------------------------------------------------------
 
     def validate(self, resource: DesiredResource) -> list[ValidationProblem]:
+        if resource.kind == "ModelRelease":
+            return []
         source = resource.spec.get("source", "")
         if not source.startswith("s3://"):
             return [
@@ -123,6 +135,9 @@ class ObjectStoreProvider(Provider):
         return []
 
     def render(self, resource: DesiredResource) -> list[dict[str, Any]]:
+        if resource.kind == "ModelRelease":
+            bucket, base = release_place(resource.document)
+            return [{"uri": f"s3://{bucket}/{base}/", "record": f"s3://{bucket}/{base}/{RECORD}"}]
         bucket, prefix = split_s3_uri(resource.spec["source"])
         return [
             {
@@ -199,7 +214,14 @@ class ObjectStoreProvider(Provider):
     # reads ---------------------------------------------------------------------------
 
     def observe(self, requests: list[ObserveRequest]) -> dict[str, Observation]:
-        return {request.address: self._observe(request) for request in requests}
+        return {
+            request.address: (
+                self.releases.observe(request)
+                if request.kind == "ModelRelease"
+                else self._observe(request)
+            )
+            for request in requests
+        }
 
     def _observe(self, request: ObserveRequest) -> Observation:
         bucket, prefix, key = self._where(request.document)
@@ -284,9 +306,11 @@ class ObjectStoreProvider(Provider):
     # writes --------------------------------------------------------------------------
 
     def create(self, resource: DesiredResource) -> dict[str, Any]:
-        return self._put(resource)
+        return self.update(resource, {})
 
     def update(self, resource: DesiredResource, outputs: dict[str, Any]) -> dict[str, Any]:
+        if resource.kind == "ModelRelease":
+            return self.releases.publish(resource)
         return self._put(resource)
 
     def _put(self, resource: DesiredResource) -> dict[str, Any]:
@@ -429,6 +453,9 @@ class ObjectStoreProvider(Provider):
             raise provider_error(exc, f"writing s3://{bucket}/{key}") from None
 
     def delete(self, address: str, kind: str, outputs: dict[str, Any]) -> None:
+        if kind == "ModelRelease":
+            self.releases.unpublish(address, outputs)
+            return
         source = outputs.get("source")
         if not source:
             return  # nothing was ever recorded for this address

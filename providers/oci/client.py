@@ -117,6 +117,12 @@ class RegistryClient:
             raise PermanentProviderError(f"blob {digest} of {repository} has other content")
         return body
 
+    def delete_blob(self, repository: str, digest: str) -> bool:
+        """Delete blob `digest` of `repository`; False when absent."""
+        path = f"/v2/{repository}/blobs/{digest}"
+        response = self._send("DELETE", path, _delete(repository))
+        return response.status_code != 404
+
     def copy_blob(self, source: str, target: str, digest: str) -> str:
         """Make blob `digest` of `source` present in `target`: "present", "mounted" or
         "uploaded" (when the registry declines the cross-repository mount)."""

@@ -38,7 +38,13 @@ from trainform.providers.errors import PermanentProviderError, ProviderConfigErr
 from trainform.providers.oci.adoption import adopted_digest, check_unmarked, untag_adopted
 from trainform.providers.oci.auth import credentials_from_env
 from trainform.providers.oci.client import RegistryClient
-from trainform.providers.oci.manifests import Manifest, Ownership, marker_tag
+from trainform.providers.oci.manifests import (
+    MARKER_SUFFIX,
+    MAX_TAG_LENGTH,
+    Manifest,
+    Ownership,
+    marker_tag,
+)
 from trainform.providers.oci.ownership import claim, owned_marks, read_mark, untag
 from trainform.providers.oci.promotion import copy_image, fetch, image_labels
 from trainform.providers.oci.references import (
@@ -48,6 +54,9 @@ from trainform.providers.oci.references import (
     reference_problems,
     url_host,
 )
+from trainform.providers.oci.release_manifest import ARTIFACT_TYPE
+from trainform.providers.oci.releases import ReleasePublisher, release_target
+from trainform.providers.releases import RELEASE_SCHEMA
 
 
 class RegistryProvider(Provider):
@@ -63,7 +72,8 @@ class RegistryProvider(Provider):
                 "spec.provider",
             ),
             computed=("digest",),
-        )
+        ),
+        "ModelRelease": RELEASE_SCHEMA,
     }
 
     def __init__(self) -> None:
@@ -75,6 +85,7 @@ class RegistryProvider(Provider):
         self.allowed: list[str] = []
         self._connection: Any = None
         self._client: RegistryClient | None = None
+        self.object_store: dict[str, Any] | None = None
 
     def __repr__(self) -> str:
         return f"RegistryProvider(name={self.name!r}, url={self.url!r})"
@@ -96,6 +107,7 @@ class RegistryProvider(Provider):
             )
         self.allowed = [normal_host(host, self.scheme) for host in connection.allowed]
         self._connection = connection
+        self.object_store = context.object_store
 
     @property
     def client(self) -> RegistryClient:
@@ -107,6 +119,11 @@ class RegistryProvider(Provider):
             self._client = RegistryClient(self.url, credentials)
         return self._client
 
+    @property
+    def releases(self) -> ReleasePublisher:
+        """The ModelRelease side of this instance (providers/oci/releases.py)."""
+        return ReleasePublisher(self.client, self.host, self.manager, self.object_store)
+
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
@@ -115,12 +132,27 @@ class RegistryProvider(Provider):
     # pure --------------------------------------------------------------------------------
 
     def validate(self, resource: DesiredResource) -> list[ValidationProblem]:
+        if resource.kind == "ModelRelease":
+            return release_problems(resource)
         problems = reference_problems(
             resource.spec, self.host, self.scheme, self.allowed, self.name
         )
         return [ValidationProblem(resource.address, field, text) for field, text in problems]
 
     def render(self, resource: DesiredResource) -> list[dict[str, Any]]:
+        if resource.kind == "ModelRelease":
+            target = release_target(resource.document, self.host)
+            section = resource.document.get("release") or {}
+            return [
+                {
+                    "registry": target.registry,
+                    "repository": target.repository,
+                    "tag": target.tag,
+                    "artifactType": ARTIFACT_TYPE,
+                    "digest": section.get("digest") or "(known after plan)",
+                    "ownershipTag": marker_tag(target.tag or ""),
+                }
+            ]
         target = image_target(resource.spec, self.scheme)
         rendered: dict[str, Any] = {
             "registry": target.registry,
@@ -138,7 +170,9 @@ class RegistryProvider(Provider):
     def observe(self, requests: list[ObserveRequest]) -> dict[str, Observation]:
         return {
             request.address: (
-                self._observe_promoted(request)
+                self.releases.observe(request)
+                if request.kind == "ModelRelease"
+                else self._observe_promoted(request)
                 if request.document["spec"].get("promotedFrom")
                 else self._observe_referenced(request)
             )
@@ -284,7 +318,7 @@ class RegistryProvider(Provider):
 
     def list_owned(self) -> list[tuple[str, str]]:
         owned = {ownership.address for _, _, ownership in owned_marks(self.client, self.manager)}
-        return [(address, "Image") for address in sorted(owned)]
+        return [(address, address.split("/", 1)[0]) for address in sorted(owned)]
 
     # writes ------------------------------------------------------------------------------
 
@@ -293,6 +327,9 @@ class RegistryProvider(Provider):
 
     def update(self, resource: DesiredResource, outputs: dict[str, Any]) -> dict[str, Any]:
         self.require_valid(resource)
+        if resource.kind == "ModelRelease":
+            published = self.releases.publish(resource)
+            return published | {"deleteArtifacts": bool(resource.spec.get("deleteArtifacts"))}
         if _promoted(resource):
             return self._promote(resource, outputs)
         return self._reference(resource)
@@ -349,6 +386,9 @@ class RegistryProvider(Provider):
         return outputs
 
     def delete(self, address: str, kind: str, outputs: dict[str, Any]) -> None:
+        if kind == "ModelRelease":
+            self.releases.unpublish(address, outputs, bool(outputs.get("deleteArtifacts")))
+            return
         if outputs and not outputs.get("promoted"):
             return  # a referenced image: nothing of it was written
         if outputs.get("repository") and outputs.get("tag"):
@@ -449,6 +489,31 @@ class RegistryProvider(Provider):
             "labels": labels,
             "promoted": False,
         }
+
+
+def release_problems(resource: DesiredResource) -> list[ValidationProblem]:
+    """A release tag must leave room for its marker and must not look like one."""
+    tag = release_target(resource.document, "").tag or ""
+    field = "spec.registry.tag" if resource.spec["registry"].get("tag") else "spec.version"
+    if tag.endswith(MARKER_SUFFIX):
+        return [
+            ValidationProblem(
+                resource.address,
+                field,
+                f"{tag}: tags ending {MARKER_SUFFIX} are trainform's ownership markers",
+            )
+        ]
+    if len(marker_tag(tag)) > MAX_TAG_LENGTH:
+        return [
+            ValidationProblem(
+                resource.address,
+                field,
+                f"{tag}: at most "
+                f"{MAX_TAG_LENGTH - len(MARKER_SUFFIX)} characters (its marker tag adds "
+                f"{MARKER_SUFFIX})",
+            )
+        ]
+    return []
 
 
 def _promoted(resource: DesiredResource) -> bool:

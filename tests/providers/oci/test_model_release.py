@@ -1,0 +1,257 @@
+"""ModelRelease end to end through the installed `trainform` command, on the session's real
+docker-registry and moto S3 server: examples/release (the quickstart's bigram job and its
+evaluation gate) trains, evaluates, then releases the run; the artifact is on the registry
+and in S3 with its provenance, the plan after is empty, `lineage` walks back from the
+registry reference; a failed gate and an evaluation on another dataset version are refused
+at plan with file:line and the numbers; a tag moved by hand shows in drift.
+
+One applied spec folder is shared by the module (training takes a few seconds); tests that
+change specs work on copies of it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.engine.support import run_trainform
+from tests.helpers import REPO
+from tests.services.registry import RegistryServer, head_digest, push_image
+from tests.services.s3 import S3Server, credentials_env
+
+pytestmark = pytest.mark.parametrize("s3_server", ["moto"], indirect=True)
+
+EXAMPLE = REPO / "examples" / "release"
+RELEASE = "ModelRelease/research/bigram"
+
+
+@dataclass
+class Released:
+    root: Path
+    registry: RegistryServer
+    s3: S3Server
+    repository: str
+    bucket: str
+    plan: str
+
+    def trainform(self, *args: str, root: Path | None = None) -> tuple[int, str]:
+        folder = root or self.root
+        done = run_trainform(*args, "--env", "ci", cwd=folder, timeout=120)
+        return done.returncode, done.stdout + done.stderr
+
+    def copy(self, into: Path) -> Path:
+        shutil.copytree(self.root, into, symlinks=True)
+        return into
+
+
+def configure(root: Path, registry: RegistryServer, s3: S3Server, repository: str, bucket: str):
+    config = (root / "trainform.yaml").read_text(encoding="utf-8")
+    config = config.replace("http://127.0.0.1:5000", registry.url)
+    config = config.replace("127.0.0.1:5000", registry.host)
+    config = config.replace("http://127.0.0.1:9000", s3.endpoint)
+    config = config.replace("buckets: [models]", f"buckets: [{bucket}]")
+    (root / "trainform.yaml").write_text(config, encoding="utf-8")
+    release = (root / "specs" / "release.yaml").read_text(encoding="utf-8")
+    release = release.replace("models/bigram", repository).replace(
+        "s3://models/", f"s3://{bucket}/"
+    )
+    (root / "specs" / "release.yaml").write_text(release, encoding="utf-8")
+
+
+def step(root: Path, *args: str) -> str:
+    done = run_trainform(*args, "--env", "ci", cwd=root, timeout=120)
+    assert done.returncode == 0, (args, done.stdout + done.stderr)
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def released(
+    registry_server: RegistryServer, s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Released]:
+    suffix = uuid.uuid4().hex[:10]
+    repository, bucket = f"models/bigram-{suffix}", f"rel-{suffix}"
+    root = tmp_path_factory.mktemp("release") / "example"
+    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".trainform", "trainform.lock"))
+    configure(root, registry_server, s3_server, repository, bucket)
+    with pytest.MonkeyPatch.context() as patch:
+        for key in [k for k in os.environ if k.startswith("AWS_")]:
+            patch.delenv(key)
+        for key, value in credentials_env().items():
+            patch.setenv(key, value)
+        s3_server.client().create_bucket(Bucket=bucket)
+        job = "TrainingJob/research/bigram"
+        step(root, "lock", ".")
+        step(root, "apply", ".", "--auto-approve", "--target", job)  # submits the run
+        step(root, "status", "--wait")
+        step(root, "apply", ".", "--auto-approve", "--target", job)  # evaluates it
+        step(root, "status", "--wait")
+        plan = step(root, "plan", ".", "--locked")
+        step(root, "apply", ".", "--locked", "--auto-approve")
+        yield Released(root, registry_server, s3_server, repository, bucket, plan)
+
+
+def test_the_plan_shows_run_gate_and_digest_then_the_artifact_is_published(
+    released: Released,
+) -> None:
+    plan = released.plan
+    assert f"+ {RELEASE}" in plan, plan
+    state = json.loads((released.root / ".trainform/ci/state.json").read_text(encoding="utf-8"))
+    section = state["resources"][RELEASE]["spec"]["release"]
+    run_id, digest = section["runId"], section["digest"]
+    assert f"run {run_id} of TrainingJob/research/bigram" in plan
+    assert (
+        "gate EvalSuite/research/heldout-perplexity: perplexity" in plan and "<= 30: PASS" in plan
+    )
+    assert f"artifact {digest}" in plan
+    # on the registry: the tag resolves to the planned digest; the manifest carries provenance
+    assert head_digest(released.registry.url, released.repository, "1.0.0") == digest
+    manifest = released_manifest(released, digest)
+    assert manifest["artifactType"] == "application/vnd.trainform.model.v1"
+    annotations = manifest["annotations"]
+    assert annotations["dev.trainform.release.run"] == run_id
+    assert "Dataset/tiny-corpus@v1" in annotations["dev.trainform.release.datasets"]
+    assert annotations["dev.trainform.release.lockDigest"].startswith("sha256:")
+    assert json.loads(annotations["dev.trainform.release.evaluations"])[0]["verdict"] == "pass"
+    titles = [
+        layer["annotations"]["org.opencontainers.image.title"] for layer in manifest["layers"]
+    ]
+    assert titles == ["trainform-files.json", "model.json"]
+    # in S3: the file, the files manifest and the record with the same digest
+    client = released.s3.client()
+    listed = client.list_objects_v2(Bucket=released.bucket)["Contents"]
+    keys = sorted(entry["Key"] for entry in listed)
+    base = "releases/bigram/1.0.0"
+    assert keys == [
+        f"{base}/.trainform/release.json",
+        f"{base}/model.json",
+        f"{base}/trainform-files.json",
+    ]
+    record = json.loads(client.get_object(Bucket=released.bucket, Key=keys[0])["Body"].read())
+    assert (
+        record["digest"] == digest and record["annotations"]["dev.trainform.release.run"] == run_id
+    )
+    # the plan right after is empty (other tests' objects on the shared registry are orphans)
+    code, output = released.trainform("plan", ".", "--locked", "--detailed-exitcode")
+    assert "No changes." in output, output
+    findings = [line for line in output.splitlines() if line.startswith("  - ")]
+    assert all("[orphaned]" in line for line in findings), output
+
+
+def released_manifest(released: Released, digest: str) -> dict:
+    import requests
+
+    response = requests.get(
+        f"{released.registry.url}/v2/{released.repository}/manifests/{digest}",
+        headers={"Accept": "application/vnd.oci.image.manifest.v1+json"},
+        timeout=10,
+    )
+    response.raise_for_status()
+    return response.json()
+
+
+def test_lineage_walks_back_from_the_registry_reference(released: Released) -> None:
+    reference = f"{released.registry.host}/{released.repository}:1.0.0"
+    code, output = released.trainform("lineage", reference)
+    assert code == 0, output
+    assert f"{RELEASE} version 1.0.0" in output
+    assert "gate:      perplexity" in output and "PASS" in output
+    assert "dataset:     Dataset/tiny-corpus@v1 sha256:" in output
+    code, output = released.trainform("lineage", f"s3://{released.bucket}/releases/bigram/1.0.0/")
+    assert code == 0 and f"{RELEASE} version 1.0.0" in output, output
+    document = json.loads(
+        run_trainform(
+            "lineage", reference, "--format", "json", "--env", "ci", cwd=released.root
+        ).stdout
+    )
+    assert document["formatVersion"] == 1
+    assert document["release"]["runId"] == document["lineage"]["runId"]
+    assert document["release"]["evaluations"][0]["gates"][0]["status"] == "pass"
+    assert document["lineage"]["datasets"][0]["dataset"] == "Dataset/tiny-corpus@v1"
+
+
+NEW_RELEASE = """\
+---
+apiVersion: trainform/v1
+kind: ModelRelease
+metadata:
+  name: bigram-next
+  project: research
+spec:
+  job: bigram
+  evaluations: [heldout-perplexity]
+  version: "2.0.0"
+  registry:
+    repository: {repository}
+"""
+
+
+def test_a_failed_gate_is_refused_at_plan_with_its_numbers(
+    released: Released, tmp_path: Path
+) -> None:
+    root = released.copy(tmp_path / "strict")
+    training = root / "specs" / "training.yaml"
+    training.write_text(
+        training.read_text(encoding="utf-8").replace("threshold: 30.0", "threshold: 1.5"),
+        encoding="utf-8",
+    )
+    with (root / "specs" / "release.yaml").open("a", encoding="utf-8") as handle:
+        handle.write(NEW_RELEASE.format(repository=released.repository))
+    code, output = released.trainform("plan", ".", root=root)
+    assert code == 1, output
+    assert "ModelRelease/research/bigram-next (specs/release.yaml:" in output
+    assert "spec.evaluations[0]: EvalSuite/research/heldout-perplexity on run r-" in output
+    assert "gate fail: perplexity" in output and "<= 1.5: FAIL" in output
+    # the release already published is not judged again: it stays as it is
+    assert f"{RELEASE} (" not in output
+
+
+def test_an_evaluation_on_another_dataset_version_is_refused(
+    released: Released, tmp_path: Path
+) -> None:
+    root = released.copy(tmp_path / "v2")
+    (root / "data/heldout/v2").mkdir()
+    (root / "data/heldout/v2/heldout.txt").write_text("another held-out text\n", encoding="utf-8")
+    data = root / "specs" / "data.yaml"
+    data.write_text(
+        data.read_text(encoding="utf-8").replace(
+            "  source: data/heldout\n  format: text\n  versions:\n    - name: v1\n",
+            "  source: data/heldout\n  format: text\n  versions:\n    - name: v1\n    - name: v2\n",
+        ),
+        encoding="utf-8",
+    )
+    training = root / "specs" / "training.yaml"
+    training.write_text(
+        training.read_text(encoding="utf-8").replace("[heldout@v1]", "[heldout@v2]"),
+        encoding="utf-8",
+    )
+    with (root / "specs" / "release.yaml").open("a", encoding="utf-8") as handle:
+        handle.write(NEW_RELEASE.format(repository=released.repository))
+    code, output = released.trainform("plan", ".", root=root)
+    assert code == 1, output
+    assert "ModelRelease/research/bigram-next (specs/release.yaml:" in output
+    assert "on Dataset/heldout@v1 (sha256:" in output, output
+    assert "but the suite declares Dataset/heldout@v2 (sha256:" in output, output
+
+
+def test_a_tag_moved_by_hand_shows_in_drift_and_the_plan_restores_it(released: Released) -> None:
+    state = json.loads((released.root / ".trainform/ci/state.json").read_text(encoding="utf-8"))
+    digest = state["resources"][RELEASE]["spec"]["release"]["digest"]
+    other = push_image(released.registry.url, released.repository, "1.0.0", payload=b"not it\n")
+    drift = run_trainform("drift", ".", "--format", "json", "--env", "ci", cwd=released.root)
+    assert drift.returncode == 2, drift.stdout + drift.stderr
+    report = json.loads(drift.stdout)
+    mine = [f for f in report["findings"] if f["address"] == RELEASE]
+    kinds = {f["drift"] for f in mine}
+    assert "tag-moved" in kinds, mine
+    moved = next(f for f in mine if f["drift"] == "tag-moved")
+    assert other.digest in moved["message"] and digest in moved["message"]
+    code, output = released.trainform("apply", ".", "--locked", "--auto-approve")
+    assert code == 0, output
+    assert head_digest(released.registry.url, released.repository, "1.0.0") == digest
