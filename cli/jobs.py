@@ -6,6 +6,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 from trainform.cli.options import (
@@ -16,13 +17,14 @@ from trainform.cli.options import (
 )
 from trainform.cli.output import open_or_exit
 from trainform.cli.render.platform_text import render_platform_text
-from trainform.cli.render.status_table import render_status_table
+from trainform.cli.render.status_table import render_releases_table, render_status_table
 from trainform.cli.render.status_text import render_status_json, render_status_text
 from trainform.cli.render.style import use_color
 from trainform.cli.render.words import plural
 from trainform.planner.desired import build_desired
 from trainform.planner.lockfile import LOCK_FILE, resolve_pins
 from trainform.planner.platform_view import platform_view
+from trainform.planner.release_lineage import release_summaries
 from trainform.planner.status import JobReport, job_status, matching_jobs
 from trainform.planner.workspace import Workspace
 from trainform.specs.file_writes import write_file
@@ -77,13 +79,16 @@ def _selected(reports: list[JobReport], projects: tuple[str, ...], phases: tuple
     return reports
 
 
-def _render(reports: list[JobReport], output_format: str, describe: bool) -> None:
+def _render(
+    reports: list[JobReport], output_format: str, describe: bool, releases: list[dict[str, Any]]
+) -> None:
     if output_format == "json":
-        click.echo(render_status_json(reports), nl=False)
+        click.echo(render_status_json(reports, releases), nl=False)
     elif describe:
         click.echo(render_status_text(reports, use_color()), nl=False, color=use_color())
     else:
-        click.echo(render_status_table(reports, use_color()), nl=False, color=use_color())
+        table = render_status_table(reports, use_color()) + render_releases_table(releases)
+        click.echo(table, nl=False, color=use_color())
 
 
 def _platform(workspace: Workspace, output_format: str) -> None:
@@ -169,6 +174,7 @@ def status(
     try:
         single = chosen[0] if len(chosen) == 1 else None
         reports = _watch(workspace, single, wait, timeout, output_format == "text")
+        releases = [] if chosen else release_summaries(workspace.backend.read())
     finally:
         workspace.providers.close()
     missing = [a for a in chosen if a not in {r.address for r in reports}]
@@ -177,4 +183,4 @@ def status(
         sys.exit(1)
     if chosen:
         reports = [r for r in reports if r.address in chosen]
-    _render(_selected(reports, projects, phases), output_format, describe)
+    _render(_selected(reports, projects, phases), output_format, describe, releases)

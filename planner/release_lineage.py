@@ -81,6 +81,30 @@ def find_release(state: State, target: str) -> tuple[str, dict[str, Any], dict[s
     return None
 
 
+def release_summaries(state: State | None) -> list[dict[str, Any]]:
+    """One line's worth per release in state, for `status`: address, version, run, digest
+    and where it is published."""
+    found = []
+    for address, resource in sorted((state.resources if state else {}).items()):
+        if resource.kind != "ModelRelease":
+            continue
+        section = resource.spec.get("release") or {}
+        places = [
+            str(outputs.get("reference") or outputs.get("uri") or "")
+            for outputs in resource.outputs.values()
+        ]
+        found.append(
+            {
+                "address": address,
+                "version": (resource.spec.get("spec") or {}).get("version"),
+                "runId": section.get("runId"),
+                "digest": section.get("digest"),
+                "published": [place for place in places if place],
+            }
+        )
+    return found
+
+
 def release_lineage(workspace: Workspace, target: str) -> ReleaseLineage | None:
     """The lineage of the release `target` names; None when it names no release."""
     state = workspace.backend.read() or State.new()

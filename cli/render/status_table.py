@@ -1,9 +1,11 @@
 """`trainform status` as a table a person scans: one row per job (job, phase, step of the
 total, ETA from observed throughput, queue and place in it, time waited, attempts), the
-reason of a job that waits or failed under its row. The describe view (`-v`) is
-cli.render.status_text; both read planner.status.JobReport."""
+reason of a job that waits or failed under its row; then the releases in state. The
+describe view (`-v`) is cli.render.status_text; both read planner.status.JobReport."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from trainform.cli.render.status_text import position_text
 from trainform.cli.render.style import paint
@@ -77,3 +79,26 @@ def render_status_table(reports: list[JobReport], color: bool = False) -> str:
     lines.append("")
     lines.append("Details of each job (attempts, checkpoints, evaluations): status -v ADDRESS.")
     return redact("\n".join(lines) + "\n")
+
+
+def render_releases_table(releases: list[dict[str, Any]]) -> str:
+    """The releases in state (planner/release_lineage.py `release_summaries`), one a line."""
+    if not releases:
+        return ""
+    rows = [
+        [
+            r["address"],
+            str(r["version"]),
+            str(r["runId"]),
+            str(r["digest"] or "")[:19],
+            ", ".join(r["published"]) or "-",
+        ]
+        for r in releases
+    ]
+    headers = ["RELEASE", "VERSION", "RUN", "DIGEST", "PUBLISHED"]
+    widths = [max(len(row[i]) for row in [headers, *rows]) for i in range(len(headers))]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in [headers, *rows]
+    ]
+    return redact("\n" + "\n".join(lines) + "\n")

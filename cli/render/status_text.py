@@ -271,13 +271,20 @@ def human_size(size: float) -> str:
     return f"{size} B"
 
 
-def render_status_json(reports: list[JobReport]) -> str:
+def render_status_json(
+    reports: list[JobReport], releases: list[dict[str, Any]] | None = None
+) -> str:
     """`{"formatVersion": 1, "jobs": [...]}` with one job per line: a status of thousands
     of jobs is encoded by json's C encoder (indenting falls back to the pure-Python one,
     several times slower), and a person can still page through it job by job."""
     jobs = [json.dumps(r.to_json(), sort_keys=True) for r in reports]
     body = ",\n    ".join(jobs)
+    shown = f',\n  "releases": {json.dumps(releases, sort_keys=True)}' if releases else ""
     text = (
-        '{\n  "formatVersion": 1,\n  "jobs": [' + (f"\n    {body}\n  " if jobs else "") + "]\n}\n"
+        '{\n  "formatVersion": 1,\n  "jobs": ['
+        + (f"\n    {body}\n  " if jobs else "")
+        + "]"
+        + shown
+        + "\n}\n"
     )
     return redact(text)

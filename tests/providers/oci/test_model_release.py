@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import requests
 
 from tests.engine.support import run_trainform
 from tests.helpers import REPO
@@ -145,8 +146,6 @@ def test_the_plan_shows_run_gate_and_digest_then_the_artifact_is_published(
 
 
 def released_manifest(released: Released, digest: str) -> dict:
-    import requests
-
     response = requests.get(
         f"{released.registry.url}/v2/{released.repository}/manifests/{digest}",
         headers={"Accept": "application/vnd.oci.image.manifest.v1+json"},
@@ -174,6 +173,8 @@ def test_lineage_walks_back_from_the_registry_reference(released: Released) -> N
     assert document["release"]["runId"] == document["lineage"]["runId"]
     assert document["release"]["evaluations"][0]["gates"][0]["status"] == "pass"
     assert document["lineage"]["datasets"][0]["dataset"] == "Dataset/tiny-corpus@v1"
+    code, output = released.trainform("status")
+    assert code == 0 and f"{RELEASE}  1.0.0    {document['release']['runId']}" in output, output
 
 
 NEW_RELEASE = """\
@@ -255,3 +256,20 @@ def test_a_tag_moved_by_hand_shows_in_drift_and_the_plan_restores_it(released: R
     code, output = released.trainform("apply", ".", "--locked", "--auto-approve")
     assert code == 0, output
     assert head_digest(released.registry.url, released.repository, "1.0.0") == digest
+
+
+def test_destroy_unpublishes_and_keeps_the_artifact(released: Released) -> None:
+    state = json.loads((released.root / ".trainform/ci/state.json").read_text(encoding="utf-8"))
+    files = state["resources"][RELEASE]["spec"]["release"]["files"]
+    code, output = released.trainform("destroy", ".", "--auto-approve")
+    assert code == 0, output
+    assert head_digest(released.registry.url, released.repository, "1.0.0") is None
+    assert head_digest(released.registry.url, released.repository, "1.0.0.trainform") is None
+    blob = f"{released.registry.url}/v2/{released.repository}/blobs/{files[0]['digest']}"
+    assert requests.head(blob, timeout=10).status_code == 200  # the blobs stay
+    client = released.s3.client()
+    keys = {e["Key"] for e in client.list_objects_v2(Bucket=released.bucket)["Contents"]}
+    assert keys == {
+        "releases/bigram/1.0.0/model.json",
+        "releases/bigram/1.0.0/trainform-files.json",
+    }
