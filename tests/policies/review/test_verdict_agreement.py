@@ -122,15 +122,21 @@ CASES = [
     pytest.param({"quota.yaml": quota(cpu="2", running=2)}, 0, set(), id="quota-raised"),
     pytest.param({"queue.yaml": queue(priority=500)}, 3, {"priority-jump"}, id="rule-compares"),
     pytest.param({"queue.yaml": queue(cpu="900m")}, 0, set(), id="quota-grows"),
+    # on a local queue a project without a Quota is held by the queue alone: no cut
+    pytest.param({"quota.yaml": None}, 0, set(), id="local-quota-deleted"),
+    pytest.param({"quota.yaml": None, "queue.yaml": None}, 3, {"quota-cut"}, id="queue-deleted"),
 ]
 
 
 @pytest.mark.parametrize(("files", "code", "policies"), CASES)
 def test_review_and_plan_reach_the_same_verdict(
-    applied: Path, files: dict[str, str], code: int, policies: set[str]
+    applied: Path, files: dict[str, str | None], code: int, policies: set[str]
 ) -> None:
     for name, text in files.items():
-        (applied / name).write_text(text, encoding="utf-8")
+        if text is None:
+            (applied / name).unlink()
+        else:
+            (applied / name).write_text(text, encoding="utf-8")
     try:
         plan = run_trainform("plan", ".", "--format", "json", "--no-lock", cwd=applied)
         review = run_trainform("review", ".", "--base", "HEAD", "--format", "json", cwd=applied)
