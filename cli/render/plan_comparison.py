@@ -195,7 +195,7 @@ def render_overlaps_markdown(overlaps: list[Overlap], name: str) -> str:
             "| --- | --- | --- |",
         ]
         lines += [
-            f"| {_cell(address)} | {mine} | {theirs} |"
+            f"| {_cell(address)} | {_cell(mine)} | {_cell(theirs)} |"
             for address, (mine, theirs) in sorted(overlap.resources.items())
         ]
         lines.append("")
