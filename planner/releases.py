@@ -129,7 +129,8 @@ def release_section(
     notes = [f"run {run_id} of {job} ({how})"]
     notes += [f"gate {e['suite']}: {g['text']}" for e in section["evaluations"] for g in e["gates"]]
     notes.append(
-        f"artifact {manifest.digest}: {len(section['files'])} files, {size} bytes, "
+        f"artifact {manifest.digest}: {len(section['files'])} "
+        f"file{'' if len(section['files']) == 1 else 's'}, {size} bytes, "
         f"from {section['source'].get('location') or 'the recorded release'}"
     )
     if unchanged:

@@ -11,6 +11,7 @@ from trainform.policies.builtin.images import ALLOWED_REGISTRIES, IMAGE_PINNED
 from trainform.policies.builtin.isolation import PROJECT_ISOLATION
 from trainform.policies.builtin.priorities import PRIORITY_BOUNDS
 from trainform.policies.builtin.quota_cut import QUOTA_CUT
+from trainform.policies.builtin.releases import RELEASE_APPROVAL, RELEASE_GATES
 from trainform.policies.builtin.secrets import SECRET_IN_SPEC
 from trainform.policies.builtin.training import DATASET_PINNED, LONG_JOB_CHECKPOINT
 
@@ -28,6 +29,8 @@ BUILTINS: dict[str, BuiltinPolicy] = {
         PROJECT_ISOLATION,
         QUOTA_CUT,
         SECRET_IN_SPEC,
+        RELEASE_GATES,
+        RELEASE_APPROVAL,
     )
 }
 
