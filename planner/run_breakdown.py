@@ -157,7 +157,7 @@ def _recovery(found: dict[str, float | None], lost: float | None) -> None:
     """Move the recompute of lost steps out of compute and data wait (or, without events,
     out of the unaccounted time) into `recovery`."""
     if not lost:
-        found["recovery"] = 0.0 if found.get("compute") is not None else found.get("recovery")
+        found["recovery"] = 0.0
         return
     working = [name for name in ("compute", "dataWait") if found.get(name)]
     if not working:
@@ -170,6 +170,23 @@ def _recovery(found: dict[str, float | None], lost: float | None) -> None:
     for name in working:
         found[name] = (found[name] or 0.0) * (1 - taken / pool)
     found["recovery"] = taken
+
+
+def _lost_seconds(timeline: AttemptTimeline, events: dict[str, Any] | None) -> float | None:
+    """The recompute of the steps the previous attempt lost: its run time after the
+    checkpoint resumed from, or, where that checkpoint is gone (kept only the last N), the
+    lost steps at this attempt's own mean time per step (data wait and compute)."""
+    if timeline.lost_seconds is not None or not timeline.lost_steps or not events:
+        return timeline.lost_seconds
+    phases = events.get("phases") or {}
+    compute = phases.get(COMPUTE) or {}
+    steps = int(compute.get("count") or 0)
+    if not steps:
+        return None
+    working = float(compute.get("seconds") or 0.0)
+    working += float((phases.get(DATA_WAIT) or {}).get("seconds") or 0.0)
+    ranks = max(1, int(events.get("ranks") or 1))
+    return timeline.lost_steps * working / (steps / ranks)
 
 
 def attempt_breakdown(timeline: AttemptTimeline) -> Breakdown:
@@ -195,7 +212,7 @@ def attempt_breakdown(timeline: AttemptTimeline) -> Breakdown:
             result.checkpoints = max(result.checkpoints, int(checkpoint.get("count") or 0))
         else:
             seconds["unaccounted"] = timeline.ran
-        _recovery(seconds, timeline.lost_seconds)
+        _recovery(seconds, _lost_seconds(timeline, events if result.source == "events" else None))
     result.seconds = seconds
     if events:
         result.ranks = int(events.get("ranks") or 0)

@@ -140,3 +140,12 @@ def test_an_attempt_still_queued_has_a_wait_and_nothing_inside() -> None:
     [only] = run_breakdown(RunStatus("r", [queued]), now).attempts
     assert (only.wait, only.ran) == (30.0, None)
     assert set(only.seconds.values()) == {None}
+
+
+def test_lost_steps_whose_checkpoint_is_gone_are_costed_at_the_attempts_time_per_step() -> None:
+    first = attempt(1, 0, 0, 30, phase=RunPhase.FAILED, last_step=14)
+    reported = events(0.0, {"data_wait": 10.0, "compute": 20.0}, ranks=2)
+    reported["phases"]["compute"]["count"] = 60  # 30 steps on each of 2 ranks: 1 s a step
+    second = attempt(2, 30, 30, 70, resumed_from="step-000010", events=reported)
+    lost = run_breakdown(RunStatus("r", [first, second])).attempts[1]  # step-000010 pruned
+    assert lost.seconds["recovery"] == pytest.approx(4.0)  # steps 11 to 14 again

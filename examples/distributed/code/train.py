@@ -18,18 +18,24 @@ Environment (set by trainform; see the README):
   TRAINFORM_OUTPUT_DIR         where the final model and final.json go
   TRAINFORM_PROGRESS_FILE      where rank 0 reports the step
   TRAINFORM_PARAM_STEPS, _CHECKPOINTEVERY, _SEED, _BATCH, _CONTEXT, _LEARNINGRATE,
-  _STEPSECONDS (a pause per step, so a run lasts long enough to watch; default 0)
+  _STEPSECONDS (a pause per step, so a run lasts long enough to watch; default 0),
+  _DATADELAY (seconds the data loader takes per batch, to show a data-bound run; default 0)
+  TRAINFORM_EVENTS_FILE        where every rank reports its phases (trainform.runtime):
+                               set-up, data wait, compute, checkpoint writes
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import sys
 import time
+import types
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -37,7 +43,19 @@ import torch.nn.functional as F
 from model import build_model, encode, parameter_count, read_text, vocabulary
 from torch.nn.parallel import DistributedDataParallel
 
+try:
+    from trainform import runtime
+except ImportError:  # an interpreter without trainform: train all the same, report nothing
+    runtime = None
+
 STATE = "state.pt"
+
+
+def phase(name: str, step: int | None = None) -> Any:
+    """Time one phase of this rank (a no-op without trainform or TRAINFORM_EVENTS_FILE)."""
+    if runtime is None:
+        return contextlib.nullcontext(types.SimpleNamespace())
+    return runtime.phase(name, step=step)
 
 
 def say(line: str) -> None:
@@ -52,16 +70,19 @@ def parameter(name: str, default: str) -> str:
 
 
 def batch_at(
-    data: torch.Tensor, seed: int, step: int, rank: int, size: int, context: int
+    data: torch.Tensor, seed: int, step: int, rank: int, size: int, context: int, delay: float = 0
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The batch of `rank` at `step`: random windows of the corpus, from (seed, step, rank)."""
+    """The batch of `rank` at `step`: random windows of the corpus, from (seed, step, rank).
+    `delay` seconds stand for a slow loader (remote storage, decoding); the batch is the same."""
+    time.sleep(delay)
     generator = torch.Generator().manual_seed(seed * 1_000_003 + step * 1_009 + rank)
     starts = torch.randint(0, len(data) - context - 1, (size,), generator=generator)
     windows = torch.stack([data[start : start + context + 1] for start in starts.tolist()])
     return windows[:, :-1], windows[:, 1:]
 
 
-def write_checkpoint(root: Path, step: int, state: dict) -> Path:
+def write_checkpoint(root: Path, step: int, state: dict) -> int:
+    """Write checkpoint `step`; the bytes written."""
     folder = root / f"step-{step:06d}"
     folder.mkdir(parents=True, exist_ok=True)
     torch.save(state, folder / STATE)
@@ -71,11 +92,14 @@ def write_checkpoint(root: Path, step: int, state: dict) -> Path:
         "files": [{"path": STATE, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}],
     }
     # Written last: a checkpoint without its manifest is incomplete, and never resumed from.
-    (folder / "manifest.json").write_text(json.dumps(manifest, sort_keys=True))
-    return folder
+    text = json.dumps(manifest, sort_keys=True)
+    (folder / "manifest.json").write_text(text)
+    return len(data) + len(text)
 
 
 def main() -> int:
+    setup = phase("setup")
+    setup.__enter__()
     backend = "nccl" if torch.cuda.is_available() else "gloo"
     dist.init_process_group(backend, timeout=timedelta(seconds=60))
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -91,6 +115,7 @@ def main() -> int:
     size = int(parameter("batch", "8"))
     context = int(parameter("context", "32"))
     pause = float(parameter("stepSeconds", "0"))
+    delay = float(parameter("dataDelay", "0"))
     checkpoints = Path(os.environ["TRAINFORM_CHECKPOINT_DIR"])
     output = Path(os.environ.get("TRAINFORM_OUTPUT_DIR", checkpoints.parent / "output"))
     progress = os.environ.get("TRAINFORM_PROGRESS_FILE", "")
@@ -115,36 +140,42 @@ def main() -> int:
         f"rank {rank}/{world} (node {node}, local rank {local}) joined the {backend} group: "
         f"{parameter_count(model)} parameters"
     )
+    setup.__exit__(None, None, None)
 
     while step < steps:
-        inputs, targets = (t.to(device) for t in batch_at(data, seed, step, rank, size, context))
-        logits = ddp(inputs)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+        with phase("data_wait", step=step + 1):
+            batch = batch_at(data, seed, step, rank, size, context, delay)
+            inputs, targets = (t.to(device) for t in batch)
+        with phase("compute", step=step + 1):
+            logits = ddp(inputs)
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            mean = loss.detach().clone()
+            dist.all_reduce(mean)
+            mean /= world
+            time.sleep(pause)
         step += 1
-        mean = loss.detach().clone()
-        dist.all_reduce(mean)
-        mean /= world
         if rank == 0:
             say(f"step {step}/{steps} loss {mean.item():.6f}")
             if progress:  # replaced whole, so a reader never sees it half written
                 Path(progress + ".tmp").write_text(json.dumps({"step": step}))
                 os.replace(progress + ".tmp", progress)
             if step % every == 0 or step == steps:
-                state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                         "step": step, "loss": mean.item(), "vocab": vocab, "context": context,
-                         "seed": seed}  # fmt: skip
-                write_checkpoint(checkpoints, step, state)
-        time.sleep(pause)
+                with phase("checkpoint", step=step) as span:
+                    state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                             "step": step, "loss": mean.item(), "vocab": vocab,
+                             "context": context, "seed": seed}  # fmt: skip
+                    span.bytes = write_checkpoint(checkpoints, step, state)
 
     if rank == 0:
-        output.mkdir(parents=True, exist_ok=True)
-        torch.save({"model": model.state_dict(), "vocab": vocab, "context": context,
-                    "seed": seed}, output / "model.pt")  # fmt: skip
-        final = {"step": step, "loss": mean.item(), "worldSize": world}
-        (output / "final.json").write_text(json.dumps(final, sort_keys=True))
+        with phase("export", step=step):
+            output.mkdir(parents=True, exist_ok=True)
+            torch.save({"model": model.state_dict(), "vocab": vocab, "context": context,
+                        "seed": seed}, output / "model.pt")  # fmt: skip
+            final = {"step": step, "loss": mean.item(), "worldSize": world}
+            (output / "final.json").write_text(json.dumps(final, sort_keys=True))
         say(f"final loss {mean.item():.12f} after {step} steps on {world} ranks")
     dist.barrier()
     dist.destroy_process_group()

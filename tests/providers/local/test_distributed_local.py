@@ -2,10 +2,11 @@
 
 Two nodes of two processes (world size 4) on this machine, `torchrun train.py` on each
 node, gloo on CPU. One uninterrupted run trains to success and passes its evaluation
-gate; a second run has one worker SIGKILLed mid-run: the group fails naming that rank,
-is retried, resumes every rank from the latest valid checkpoint, and ends with the loss
-the uninterrupted run ended with. Real torch, no mocks: without torch these tests skip,
-except under CI=true, where they fail.
+gate; a second run, its data loader slowed by the `dataDelay` parameter, has one worker
+SIGKILLed mid-run: the group fails naming that rank, is retried, resumes every rank from
+the latest valid checkpoint, and ends with the loss the uninterrupted run ended with, and
+its breakdown (every rank reports its phases) shows a larger data-wait share. Real torch,
+no mocks: without torch these tests skip, except under CI=true, where they fail.
 """
 
 from __future__ import annotations
@@ -174,40 +175,72 @@ def progress(folder: Path) -> int:
     return 0
 
 
-def test_a_killed_worker_fails_the_group_and_every_rank_resumes_to_the_same_loss(
-    uninterrupted: Trained, tmp_path: Path
-) -> None:
-    begin = time.monotonic()
-    folder = started(tmp_path)
-    deadline = time.monotonic() + WAIT
-    while progress(folder) < KILL_AT_STEP:
-        assert time.monotonic() < deadline, "the run never reached the step to kill at"
-        time.sleep(0.02)
-    os.kill(rank_process(folder, 3), signal.SIGKILL)
+DATA_DELAY = 0.05
+"""Seconds the killed run's loader takes per batch (`dataDelay`): the batches, and so the
+loss, stay those of the uninterrupted run; the time waiting on them grows."""
 
+
+@pytest.fixture(scope="module")
+def resumed(tmp_path_factory: pytest.TempPathFactory) -> Trained:
+    """The example with a slowed loader, one worker SIGKILLed at step KILL_AT_STEP, then
+    retried by the platform to the end."""
+    begin = time.monotonic()
+    folder = copy_example(EXAMPLE, tmp_path_factory.mktemp("resumed") / "distributed", jobs=True)
+    cli(folder, "lock", ".")
+    cli(folder, "apply", ".", "--auto-approve", "--var", f"dataDelay={DATA_DELAY}")
     try:
+        deadline = time.monotonic() + WAIT
+        while progress(folder) < KILL_AT_STEP:
+            assert time.monotonic() < deadline, "the run never reached the step to kill at"
+            time.sleep(0.02)
+        os.kill(rank_process(folder, 3), signal.SIGKILL)
         status = settled_status(folder)
-        first, second = status["attempts"]
-        assert first["phase"] == "failed" and first["cause"] == "node-failure"
-        assert first["reason"] == "node 1 rank 3 killed by signal 9 (SIGKILL)"
-        assert second["phase"] == "succeeded"
-        resumed = second["resumedFrom"]
-        assert resumed and second["resumedStep"] % 10 == 0
-        assert 10 <= second["resumedStep"] <= first["lastStep"]
-        log = cli(folder, "logs", "char-transformer", "--attempt", "2", "--dir", ".").stdout
-        assert sorted(
-            line.split("] ", 1)[1] for line in log.splitlines() if "resumed from" in line
-        ) == [
-            f"rank {rank}: resumed from {resumed} at step {second['resumedStep']}"
-            for rank in range(4)
-        ]
-        loss = final_loss(folder, status["runId"])
-        assert abs(loss - uninterrupted.loss) <= 1e-6, (loss, uninterrupted.loss)
-        print(
-            f"final loss uninterrupted {uninterrupted.loss!r} ({uninterrupted.seconds:.0f}s "
-            f"with its evaluation), resumed from {resumed} {loss!r} "
-            f"({time.monotonic() - begin:.0f}s)"
-        )
     except BaseException:
         stop(folder)
         raise
+    return Trained(folder, status, final_loss(folder, status["runId"]), time.monotonic() - begin)
+
+
+def test_a_killed_worker_fails_the_group_and_every_rank_resumes_to_the_same_loss(
+    uninterrupted: Trained, resumed: Trained
+) -> None:
+    status, folder = resumed.status, resumed.folder
+    first, second = status["attempts"]
+    assert first["phase"] == "failed" and first["cause"] == "node-failure"
+    assert first["reason"] == "node 1 rank 3 killed by signal 9 (SIGKILL)"
+    assert second["phase"] == "succeeded"
+    checkpoint = second["resumedFrom"]
+    assert checkpoint and second["resumedStep"] % 10 == 0
+    assert 10 <= second["resumedStep"] <= first["lastStep"]
+    log = cli(folder, "logs", "char-transformer", "--attempt", "2", "--dir", ".").stdout
+    assert sorted(
+        line.split("] ", 1)[1] for line in log.splitlines() if "resumed from" in line
+    ) == [
+        f"rank {rank}: resumed from {checkpoint} at step {second['resumedStep']}"
+        for rank in range(4)
+    ]
+    assert abs(resumed.loss - uninterrupted.loss) <= 1e-6, (resumed.loss, uninterrupted.loss)
+    print(
+        f"final loss uninterrupted {uninterrupted.loss!r} ({uninterrupted.seconds:.0f}s "
+        f"with its evaluation), resumed from {checkpoint} {resumed.loss!r} "
+        f"({resumed.seconds:.0f}s)"
+    )
+
+
+def test_a_slow_data_loader_raises_the_data_wait_share_of_the_breakdown(
+    uninterrupted: Trained, resumed: Trained
+) -> None:
+    """Every rank reports its phases through trainform.runtime; the run whose loader was
+    slowed (`dataDelay`) spends a larger share of its time running waiting on data."""
+    baseline = uninterrupted.status["attempts"][0]["breakdown"]
+    assert (baseline["source"], baseline["events"]["ranks"]) == ("events", 4)
+    assert baseline["checkpoints"] == 4 and baseline["checkpointBytes"] > 0
+    assert baseline["computeSeconds"] >= 40 * 0.05  # every step sleeps stepSeconds
+    killed, retried = (attempt["breakdown"] for attempt in resumed.status["attempts"])
+    assert killed["source"] == retried["source"] == "events"
+    steps = 40 - resumed.status["attempts"][1]["resumedStep"]
+    assert retried["dataWaitSeconds"] + retried["recoverySeconds"] >= steps * DATA_DELAY
+    assert retried["recoverySeconds"] > 0  # the steps after the checkpoint, run again
+    assert retried["shares"]["dataWait"] > baseline["shares"]["dataWait"], (retried, baseline)
+    total = resumed.status["delivery"]["breakdown"]
+    assert total["shares"]["dataWait"] > baseline["shares"]["dataWait"], (total, baseline)
