@@ -3,10 +3,10 @@ write the evidence report (report.json, report.md, report.html) into --out.
 
 The command parses flags, calls planner.drill.run_drill, renders the report three ways
 (cli/render/drill_report.py) and writes each file whole or not at all (specs.file_writes).
-Exit codes: 0 when every condition ran to its stop condition and the clean-up left nothing
-(the verdicts are in the report), 1 on an error or a refused drill (production, a job
-whose plan is not empty), 2 when a condition stopped early (its time limit, a failed
-apply) or the clean-up left something behind.
+Exit codes: 0 when every condition's run succeeded within its time limit and the clean-up
+left nothing (the verdicts are in the report), 1 on an error or a refused drill
+(production, a job whose plan is not empty), 2 when a condition stopped early (its time
+limit, a failed apply) or its run did not succeed, or the clean-up left something behind.
 """
 
 from __future__ import annotations
@@ -119,7 +119,9 @@ def drill(
     write_file(folder / "report.json", redact(json.dumps(report, indent=2, sort_keys=True)) + "\n")
     write_file(folder / "report.md", render_drill_markdown(report))
     write_file(folder / "report.html", render_drill_html(report))
-    stopped = [c["name"] for c in report["conditions"] if c.get("error")]
+    stopped = [
+        c["name"] for c in report["conditions"] if c.get("error") or c["outcome"] != "succeeded"
+    ]
     unsure = [
         c["name"]
         for c in report["conditions"]
@@ -127,7 +129,7 @@ def drill(
     ]
     click.echo(
         f"Drilled {report['job']}: {len(report['conditions'])} conditions"
-        + (f", stopped early: {', '.join(stopped)}" if stopped else "")
+        + (f", stopped early or failed: {', '.join(stopped)}" if stopped else "")
         + (f", items that need more testing in {', '.join(unsure)}" if unsure else "")
         + f"; cost {report['usage']['acceleratorHours']:.4f} accelerator-hours, "
         f"{report['usage']['cpuHours']:.4f} CPU-hours. Wrote {folder}/report.html, report.md, "

@@ -179,6 +179,8 @@ class Fault:
     step: int | None = None
     description: str = ""
     latest_valid: dict[str, Any] | None = None
+    armed: int = 0
+    """Polls that found the attempt running with enough checkpoints."""
     seen: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Every checkpoint seen while following the run, by id: retention (keepLast) may
     remove the one recovery resumed from before the report is written."""
@@ -193,8 +195,9 @@ class Fault:
         if latest["phase"] != "running" or len(valid) < self.after_checkpoint:
             return
         newest = max(c["step"] for c in valid)
-        if (run.get("current_step") or 0) <= newest:
-            return  # strike between checkpoints, so the fault costs steps
+        self.armed += 1
+        if (run.get("current_step") or 0) <= newest and self.armed < 2:
+            return  # strike between checkpoints (so the fault costs steps) when polls allow
         provider = self.workspace.providers.get(self.item.providers[0])
         interrupt = getattr(provider, "interrupt", None)
         if not callable(interrupt):

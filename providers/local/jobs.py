@@ -171,9 +171,9 @@ class LocalJobs:
                 f"cannot interrupt attempt {attempt.attempt} of {address}: process "
                 f"{attempt.child_pid} is gone"
             )
+        what = "the training process" if attempt.nodes == 1 else "node 0's launcher"
         return (
-            f"killed the training process (pid {attempt.child_pid}) of attempt "
-            f"{attempt.attempt} with SIGKILL"
+            f"killed {what} (pid {attempt.child_pid}) of attempt {attempt.attempt} with SIGKILL"
         )
 
     def read_log(
