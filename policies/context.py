@@ -72,6 +72,8 @@ class PolicyContext:
     previous: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Address -> normalized document before the change, for resources it updates or
     deletes (a deleted one has no subject; its kind is the address's first part)."""
+    gone: dict[str, str] = field(default_factory=dict)
+    """Address -> `file:line:column` on the base side of each resource a review deletes."""
     _maps: dict[str, SourceMap | None] = field(default_factory=dict)
 
     @classmethod
@@ -102,7 +104,8 @@ class PolicyContext:
             previous = _previous_from_specs(before, subjects)
         else:
             previous = {}
-        return cls(specs, plan, subjects, previous=previous)
+        gone = _base_locations(before, subjects) if plan is None and before else {}
+        return cls(specs, plan, subjects, previous=previous, gone=gone)
 
     def of_kind(self, *kinds: str) -> list[Subject]:
         return [subject for subject in self.subjects.values() if subject.kind in kinds]
@@ -111,7 +114,7 @@ class PolicyContext:
         """`file:line:column` of `path` in the resource at `address` ("" if unknown)."""
         subject = self.subjects.get(address)
         if subject is None:
-            return ""
+            return self.gone.get(address, "")
         start = subject.resource.location
         line, column = start.line, start.column
         if path:
@@ -167,6 +170,20 @@ def _previous_from_specs(
         if document != subject.document:
             previous[address] = document
     return previous
+
+
+def _base_locations(before: SpecSet, subjects: dict[str, Subject]) -> dict[str, str]:
+    """Where each resource the head no longer declares was declared on the base side, its
+    file relative to the base's spec folder (the same path in the repository)."""
+    root = os.path.normpath(str(before.root))
+    found = {}
+    for address, resource in before.resources.items():
+        if address in subjects:
+            continue
+        where = resource.location
+        file = Path(os.path.relpath(where.file, root)).as_posix()
+        found[address] = f"{file}:{where.line}:{where.column}" if where.line else file
+    return found
 
 
 def field_path(path: Path_) -> str:

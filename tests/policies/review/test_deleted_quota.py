@@ -45,6 +45,7 @@ def test_deleting_a_teams_quota_is_denied_as_a_cut_with_its_simulated_effect(
         "Quota/team-a/team-a",
         "new",
     )
+    assert finding["location"] == "repo/teams/team-a/quota.yaml:1:1"  # where the base had it
     assert finding["message"].startswith(
         "the Quota is deleted, so gpu drops from 64 to 0 (100%), more than 25% of it (without "
         "a Quota the project has no LocalQueue for queue team-a"
