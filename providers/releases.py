@@ -193,3 +193,43 @@ def _s3_files(location: str, object_store: dict[str, Any] | None) -> list[dict[s
     if not files:
         raise PermanentProviderError(f"{location} holds no files")
     return sorted(files, key=lambda f: f["path"])
+
+
+def section_from_annotations(
+    annotations: dict[str, str], files: list[dict[str, Any]], digest: str
+) -> dict[str, Any]:
+    """The `release` section a published artifact was made from, read back from its
+    provenance annotations and files (trainform import); the source folder is not known."""
+    found = provenance_of(annotations)
+    source = str(found.get("source") or "")
+    return {
+        "job": found.get("job"),
+        "runId": found.get("run"),
+        "source": {"checkpoint": source[len("checkpoint ") :]}
+        if source.startswith("checkpoint ")
+        else {},
+        "files": files,
+        "provenance": {
+            "specCommit": found.get("specCommit") or None,
+            "specDigest": found.get("specDigest") or None,
+            "lockDigest": found.get("lockDigest") or None,
+            "environment": found.get("environment") or None,
+            "image": found.get("image") or None,
+            "datasets": found.get("datasets") or [],
+            "code": found.get("code") or None,
+            "parameters": found.get("parameters") or {},
+            "endedAt": annotations.get("org.opencontainers.image.created") or None,
+        },
+        "evaluations": found.get("evaluations") or [],
+        "digest": digest,
+    }
+
+
+def check_adoptable(address: str, version: str, annotations: dict[str, str], where: str) -> None:
+    """Refuse to import an artifact another release (address or version) published."""
+    found = provenance_of(annotations)
+    if found.get("address") != address or found.get("version") != version:
+        raise PermanentProviderError(
+            f"cannot adopt {where} as {address} version {version}: it was published as "
+            f"{found.get('address')} version {found.get('version')}"
+        )

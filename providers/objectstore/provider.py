@@ -69,6 +69,7 @@ def _errors() -> tuple[type[Exception], ...]:
 
 class ObjectStoreProvider(Provider):
     type = "objectstore"
+    import_ids = "for a ModelRelease, its registry reference or objectStore prefix/version"
     schemas: ClassVar[dict[str, KindSchema]] = {
         "Dataset": KindSchema(
             "Dataset",
@@ -283,6 +284,11 @@ class ObjectStoreProvider(Provider):
                 )
             versions[version["name"]] = manifest.summary()
         return {"versions": versions}
+
+    def adopt(self, request: ObserveRequest, identifier: str) -> Observation:
+        if request.kind != "ModelRelease":
+            return super().adopt(request, identifier)
+        return self.releases.adopt(request, identifier)
 
     def list_owned(self) -> list[tuple[str, str]]:
         buckets = _setting_list(self.connection, "buckets") or [

@@ -33,11 +33,13 @@ from trainform.providers.objectstore.client import (
 from trainform.providers.releases import (
     CHUNK,
     FILES_MANIFEST,
+    check_adoptable,
     check_file,
     compact,
     files_manifest,
     open_model_file,
     release_annotations,
+    section_from_annotations,
 )
 
 RECORD = ".trainform/release.json"
@@ -130,6 +132,39 @@ class ReleaseStore:
         live = copy.deepcopy(document)
         live["release"]["digest"] = record.get("digest")
         return Observation(exists=True, live=live, outputs=dict(request.outputs))
+
+    def adopt(self, request: ObserveRequest, identifier: str) -> Observation:
+        """Read the release published under the spec's prefix (trainform import). Its record
+        is its ownership: one naming another manager or address is refused."""
+        document = request.document
+        bucket, base = release_place(document)
+        place = f"s3://{bucket}/{base}"
+        if identifier.startswith("s3://") and identifier.rstrip("/") != place:
+            raise PermanentProviderError(
+                f"cannot adopt {identifier} as {request.address}: its spec publishes {place}/"
+            )
+        record = self._read_record(bucket, base)
+        if record is None:
+            return Observation(exists=False)
+        if not self._ours(record, request.address):
+            raise PermanentProviderError(
+                f"cannot adopt s3://{bucket}/{base}/ as {request.address}: its record names "
+                f"{record.get('manager')} as {record.get('address')}"
+            )
+        version = document["spec"]["version"]
+        annotations = record.get("annotations") or {}
+        check_adoptable(request.address, version, annotations, f"s3://{bucket}/{base}/")
+        section = section_from_annotations(
+            annotations, record.get("files") or [], str(record.get("digest"))
+        )
+        outputs = {
+            "uri": f"s3://{bucket}/{base}/",
+            "record": f"s3://{bucket}/{join_key(base, RECORD)}",
+            "digest": section["digest"],
+            "files": len(section["files"]),
+            "deleteArtifacts": bool(document["spec"].get("deleteArtifacts")),
+        }
+        return Observation(exists=True, live={**document, "release": section}, outputs=outputs)
 
     def publish(self, resource: DesiredResource) -> dict[str, Any]:
         document = resource.document

@@ -61,7 +61,10 @@ from trainform.providers.releases import RELEASE_SCHEMA
 
 class RegistryProvider(Provider):
     type = "registry"
-    import_ids = "the image reference the Image spec declares (<registry>/<repository>:<tag>)"
+    import_ids = (
+        "the image reference the Image spec declares (<registry>/<repository>:<tag>); for a "
+        "ModelRelease, its registry reference (or its objectStore prefix/version)"
+    )
     schemas: ClassVar[dict[str, KindSchema]] = {
         "Image": KindSchema(
             "Image",
@@ -269,6 +272,8 @@ class RegistryProvider(Provider):
             request.address, request.kind, request.name, request.project, request.document
         )
         self.require_valid(resource)
+        if request.kind == "ModelRelease":
+            return self.releases.adopt(request, identifier)
         target = image_target(resource.spec, self.scheme)
         try:
             named = image_target({"reference": identifier}, self.scheme)

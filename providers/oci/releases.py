@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 from typing import Any
 
 from trainform.providers.base import DesiredResource, Finding, Observation, ObserveRequest
@@ -28,12 +29,14 @@ from trainform.providers.oci.client import RegistryClient
 from trainform.providers.oci.manifests import EMPTY_BLOB, Manifest, Ownership, marker_tag
 from trainform.providers.oci.ownership import claim, read_mark, untag
 from trainform.providers.oci.references import ImageTarget
-from trainform.providers.oci.release_manifest import ARTIFACT_TYPE, release_manifest
+from trainform.providers.oci.release_manifest import ARTIFACT_TYPE, is_release, release_manifest
 from trainform.providers.releases import (
     CHUNK,
+    check_adoptable,
     check_file,
     files_manifest,
     open_model_file,
+    section_from_annotations,
 )
 
 
@@ -54,6 +57,16 @@ def planned_manifest(address: str, document: dict[str, Any]) -> Manifest:
             f"{section['digest']}; plan again"
         )
     return manifest
+
+
+def adoptable_names(document: dict[str, Any], target: ImageTarget) -> set[str]:
+    """What `trainform import` may name a release by: one of the targets its spec declares."""
+    names = {target.name(), f"{target.registry}/{target.repository}:{target.tag}"}
+    store = document["spec"].get("objectStore")
+    if store:
+        base = f"{store['prefix'].rstrip('/')}/{document['spec']['version']}"
+        names |= {base, base + "/"}
+    return names
 
 
 class ReleasePublisher:
@@ -80,8 +93,9 @@ class ReleasePublisher:
             return Observation(exists=False)
         target = release_target(document, self.host)
         tag = target.tag or ""
-        ownership, _ = read_mark(self.client, target.repository, tag)
-        if not self._ours(ownership, request.address):
+        ownership, marker = read_mark(self.client, target.repository, tag)
+        adopted = marker is None and request.outputs.get("adopted")
+        if not adopted and not self._ours(ownership, request.address):
             return Observation(exists=False)
         current = self.client.head_manifest(target.repository, tag)
         if current is None:
@@ -183,6 +197,48 @@ class ReleasePublisher:
             "artifactType": ARTIFACT_TYPE,
             "mediaType": manifest.kind,
         }
+
+    def adopt(self, request: ObserveRequest, identifier: str) -> Observation:
+        """Read a published release under `request.address` (trainform import); an artifact
+        without trainform's marker is recorded as adopted and marked by the next publish."""
+        document = request.document
+        target = release_target(document, self.host)
+        if identifier not in adoptable_names(document, target):
+            raise PermanentProviderError(
+                f"cannot adopt {identifier} as {request.address}: its spec publishes "
+                f"{target.name()}; import the object the spec declares"
+            )
+        tag = target.tag or ""
+        ownership, marker = read_mark(self.client, target.repository, tag)
+        if marker is not None and (ownership is None or not self._ours(ownership, request.address)):
+            owner = f"{ownership.manager} as {ownership.address}" if ownership else "no trainform"
+            raise PermanentProviderError(
+                f"cannot adopt {target.name()}: its marker {marker_tag(tag)} names {owner}"
+            )
+        manifest = self.client.get_manifest(target.repository, tag)
+        if manifest is None:
+            return Observation(exists=False)
+        if not is_release(manifest):
+            raise PermanentProviderError(
+                f"cannot adopt {target.name()}: it is no trainform model artifact"
+            )
+        annotations = manifest.document.get("annotations") or {}
+        check_adoptable(request.address, document["spec"]["version"], annotations, target.name())
+        layers = manifest.document.get("layers") or []
+        listing = self.client.get_blob(target.repository, layers[0]["digest"]) if layers else None
+        files = json.loads(listing)["files"] if listing else []
+        section = section_from_annotations(annotations, files, manifest.digest)
+        if release_manifest(request.address, document["spec"]["version"], section).body != (
+            manifest.body
+        ):
+            raise PermanentProviderError(
+                f"cannot adopt {target.name()}: its manifest is not one trainform would publish"
+            )
+        outputs = self._outputs(target, manifest) | {
+            "deleteArtifacts": bool(document["spec"].get("deleteArtifacts")),
+            "adopted": marker is None,
+        }
+        return Observation(exists=True, live={**document, "release": section}, outputs=outputs)
 
     def unpublish(self, address: str, outputs: dict[str, Any], delete_artifacts: bool) -> None:
         repository, tag = str(outputs.get("repository") or ""), str(outputs.get("tag") or "")

@@ -241,6 +241,23 @@ def test_an_evaluation_on_another_dataset_version_is_refused(
     assert "but the suite declares Dataset/heldout@v2 (sha256:" in output, output
 
 
+def test_import_reads_the_published_release_back_and_the_plan_is_empty(
+    released: Released,
+) -> None:
+    state_file = released.root / ".trainform/ci/state.json"
+    before = json.loads(state_file.read_text(encoding="utf-8"))["resources"][RELEASE]
+    code, output = released.trainform("state", "rm", RELEASE)
+    assert code == 0, output
+    reference = f"{released.registry.host}/{released.repository}:1.0.0"
+    code, output = released.trainform("import", RELEASE, reference)
+    assert code == 0, output
+    after = json.loads(state_file.read_text(encoding="utf-8"))["resources"][RELEASE]
+    assert after["spec"]["release"]["digest"] == before["spec"]["release"]["digest"]
+    assert after["spec"]["release"]["evaluations"] == before["spec"]["release"]["evaluations"]
+    code, output = released.trainform("plan", ".", "--locked", "--detailed-exitcode")
+    assert "No changes." in output, output
+
+
 def test_a_tag_moved_by_hand_shows_in_drift_and_the_plan_restores_it(released: Released) -> None:
     state = json.loads((released.root / ".trainform/ci/state.json").read_text(encoding="utf-8"))
     digest = state["resources"][RELEASE]["spec"]["release"]["digest"]
