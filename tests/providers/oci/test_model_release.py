@@ -93,8 +93,7 @@ def released(
         step(root, "status", "--wait")
         step(root, "apply", ".", "--auto-approve", "--target", job)  # evaluates it
         step(root, "status", "--wait")
-        plan = step(root, "plan", ".", "--locked")
-        step(root, "apply", ".", "--locked", "--auto-approve")
+        plan = step(root, "apply", ".", "--locked", "--auto-approve")  # prints its plan
         yield Released(root, registry_server, s3_server, repository, bucket, plan)
 
 
@@ -239,6 +238,20 @@ def test_an_evaluation_on_another_dataset_version_is_refused(
     assert "ModelRelease/research/bigram-next (specs/release.yaml:" in output
     assert "on Dataset/heldout@v1 (sha256:" in output, output
     assert "but the suite declares Dataset/heldout@v2 (sha256:" in output, output
+
+
+def test_a_tag_the_release_does_not_own_is_never_moved(released: Released, tmp_path: Path) -> None:
+    root = released.copy(tmp_path / "taken")
+    foreign = push_image(released.registry.url, released.repository, "2.0.0", payload=b"other\n")
+    with (root / "specs" / "release.yaml").open("a", encoding="utf-8") as handle:
+        handle.write(NEW_RELEASE.format(repository=released.repository))
+    code, output = released.trainform("apply", ".", "--auto-approve", root=root)
+    assert code == 1, output
+    assert f"{released.repository}:2.0.0 already points at {foreign.digest}" in output, output
+    assert "a release never moves a tag it does not own" in output
+    assert head_digest(released.registry.url, released.repository, "2.0.0") == foreign.digest
+    marker = head_digest(released.registry.url, released.repository, "2.0.0.trainform")
+    assert marker is None  # refused before anything was written
 
 
 def test_import_reads_the_published_release_back_and_the_plan_is_empty(
