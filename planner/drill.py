@@ -231,6 +231,15 @@ def restore(workspace: Workspace, before: ResourceState) -> None:
         backend.unlock(info)
 
 
+def _total_usage(conditions: list[dict[str, Any]]) -> dict[str, float]:
+    """The drill's hours: every condition's run and the congested condition's fillers."""
+    parts = [c["usage"] for c in conditions]
+    parts += [c["congestion"]["usage"] for c in conditions if c.get("congestion")]
+    return {
+        key: round(sum(part[key] for part in parts), 6) for key in ("acceleratorHours", "cpuHours")
+    }
+
+
 def _framework(item: DesiredItem) -> str:
     command = [str(part) for part in item.document["spec"].get("command", [])]
     return FRAMEWORKS[1] if any(p.endswith("torchrun") for p in command) else FRAMEWORKS[0]
@@ -272,9 +281,6 @@ def _report(
             "planAfterDrill": "changes" if plan_changes else "no changes",
             "left": [a for t in temporary for a in t.get("left", [])],
         },
-        "usage": {
-            "acceleratorHours": round(sum(c["usage"]["acceleratorHours"] for c in conditions), 6),
-            "cpuHours": round(sum(c["usage"]["cpuHours"] for c in conditions), 6),
-        },
+        "usage": _total_usage(conditions),
         "untested": untested,
     }

@@ -31,9 +31,10 @@ from trainform.planner.drill_engine import DrillError, tick
 from trainform.planner.jobs import JobContext, training_launch
 from trainform.planner.lockfile import LockFile, resolve_pins
 from trainform.planner.timeline import iso, seconds_between
+from trainform.planner.usage import compute_usage
 from trainform.planner.workspace import Workspace
 from trainform.providers.errors import ProviderError
-from trainform.providers.jobs import JobLaunch
+from trainform.providers.jobs import AccountedRun, JobLaunch
 
 MAX_FILLERS = 16
 SETTLE_SECONDS = 10.0
@@ -125,9 +126,26 @@ class Fillers:
             if _phase(provider, address, run_id) in ("queued", "running")
         ]
 
+    def usage(self) -> dict[str, float]:
+        """The hours the fillers held (planner/usage.py `compute_usage`, as `usage` does)."""
+        provider = self.workspace.providers.get(self.item.providers[0])
+        accounted = [
+            AccountedRun(address, self.item.project, self.item.document["spec"]["queue"], run)
+            for address, run_id in self.submitted
+            for run in provider.runs(address)
+            if run.run_id == run_id
+        ]
+        window = (datetime(1970, 1, 1, tzinfo=UTC), datetime.now(UTC))
+        rows = compute_usage(accounted, window, "project").rows
+        return {
+            "acceleratorHours": round(sum(r.gpu_hours for r in rows), 6),
+            "cpuHours": round(sum(r.cpu_hours for r in rows), 6),
+        }
+
     def to_json(self) -> dict[str, Any]:
         return {
             "kind": "filler runs",
+            "usage": self.usage(),
             "fillers": [{"address": a, "runId": r} for a, r in self.submitted],
             "holdSeconds": self.hold,
             "releasedAt": self.released_at or None,

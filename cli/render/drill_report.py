@@ -33,6 +33,12 @@ def _seconds(value: float | None) -> str:
     return "not recorded" if value is None else human_duration(value)
 
 
+def _cost(usage: dict[str, float] | None) -> str:
+    if not usage:
+        return "not measured"
+    return f"{usage['acceleratorHours']:.4f} accelerator-h, {usage['cpuHours']:.4f} CPU-h"
+
+
 def _share(item: dict[str, Any]) -> str:
     """`1.4s (62%)`: the item's time and its share of the time running, where known."""
     text = _seconds(item["seconds"])
@@ -88,12 +94,13 @@ def _condition_view(condition: dict[str, Any]) -> dict[str, Any]:
         ],  # fmt: skip
         "fault": condition.get("fault"),
         "congestion": condition.get("congestion"),
+        "filler_cost": _cost((condition.get("congestion") or {}).get("usage")),
         "recovery": condition.get("recovery"),
         "lost_steps": delivery["lostSteps"],
         "lost_seconds": _seconds(delivery["rerunSeconds"]),
         "metrics": ", ".join(f"{k}={v:g}" for k, v in sorted(condition["metrics"].items()))
         or "none",
-        "usage": f"{usage['acceleratorHours']:.4f} accelerator-h, {usage['cpuHours']:.4f} CPU-h",
+        "usage": _cost(usage),
         "verdicts": [
             v | {"tone": VERDICT_TONES.get(v["verdict"], "dim")} for v in condition["verdicts"]
         ],

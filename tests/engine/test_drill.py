@@ -170,6 +170,11 @@ def test_usage_charges_each_condition_of_the_drill(drilled: dict[str, Any]) -> N
         assert charged[entry["runId"]] == entry["name"]
     fillers = condition(drilled, "congested")["congestion"]["fillers"]
     assert charged[fillers[0]["runId"]] == "congested (filler)"
+    report = drilled["report"]
+    # a filler admitted but cancelled before its process started held the quota for free
+    fillers_cost = condition(drilled, "congested")["congestion"]["usage"]["cpuHours"]
+    runs_cost = sum(c["usage"]["cpuHours"] for c in report["conditions"])
+    assert report["usage"]["cpuHours"] == pytest.approx(runs_cost + fillers_cost, abs=1e-5)
     text = ok(drilled["folder"], "usage", "--dir", ".", "--env", "ci")
     assert "Drills (included above):" in text
 
