@@ -6,6 +6,7 @@ Each attempt gets a folder under the connection's `job_root` (never in the spec 
         code/ output/ progress.json            as on the local provider
         attempts/<n>/ job.sh launch.json claim submission.json slurm.log
                       starts.json result.json       (the runner writes the last two)
+                      slurm.events.jsonl            (the job's run events, if it writes any)
         evaluations/<suite>/attempts/<n>/ ...  metrics.json
     <job_root>/checkpoints/<project>/<job>/<run_id>/step-<N>/
 
@@ -50,6 +51,7 @@ from trainform.providers.launch import processes_per_node
 from trainform.providers.local.checkpoints import STEP_FOLDER, latest_valid, list_checkpoints
 from trainform.providers.local.environment import dataset_folder, parameter_text, variable_suffix
 from trainform.providers.local.layout import RunLayout, job_parts, snapshot_code, suite_name
+from trainform.providers.run_events import events_path
 from trainform.providers.slurm import attempts, history
 from trainform.providers.slurm.attempts import Submission
 from trainform.providers.slurm.commands import SlurmCommands
@@ -385,6 +387,7 @@ class SlurmJobs:
             "TRAINFORM_CHECKPOINT_DIR": str(checkpoints),
             "TRAINFORM_OUTPUT_DIR": str(layout.output_dir),
             "TRAINFORM_PROGRESS_FILE": str(folder.parents[1] / "progress.json"),
+            "TRAINFORM_EVENTS_FILE": str(events_path(folder / attempts.LOG)),
             "TRAINFORM_PARAMETERS": json.dumps(launch.parameters, sort_keys=True),
         }
         if launch.checkpoint_interval is not None:

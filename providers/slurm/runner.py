@@ -46,7 +46,9 @@ from trainform.providers.jobs import retry_delay
 from trainform.providers.local.checkpoints import apply_retention, check_checkpoint, latest_valid
 from trainform.providers.local.checkpoints import list_checkpoints as listed
 from trainform.providers.local.datasets import build_manifest
+from trainform.providers.run_events import events_path
 from trainform.providers.slurm import attempts, distributed
+from trainform.runtime.protocol import EVENTS_VARIABLE
 
 FORWARDED = (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT)
 STOPPING = (signal.SIGTERM, signal.SIGINT)
@@ -190,12 +192,15 @@ def _submit_retry(launch: dict[str, Any], launch_file: Path) -> dict[str, Any]:
         newest = latest_valid(listed(Path(launch["checkpoint_dir"])))
         resume_from = Path(newest.path).name if newest else None
     comment = attempts.next_comment(launch["comment"], attempt)
+    environment = {**launch["env"], "TRAINFORM_ATTEMPT": str(attempt)}
+    if EVENTS_VARIABLE in environment:  # each attempt's events beside its own log
+        environment[EVENTS_VARIABLE] = str(events_path(folder / attempts.LOG))
     following = {
         **launch,
         "attempt": attempt,
         "resume_from": resume_from,
         "comment": comment,
-        "env": {**launch["env"], "TRAINFORM_ATTEMPT": str(attempt)},
+        "env": environment,
     }
     following_file = folder / "launch.json"
     _record(following_file, following)

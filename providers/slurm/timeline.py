@@ -36,6 +36,7 @@ from trainform.providers.jobs import (
     WaitSpan,
     parse_utc,
 )
+from trainform.providers.run_events import events_path, read_events
 from trainform.providers.slurm.status import (
     SlurmJobState,
     cause_of_state,
@@ -292,6 +293,7 @@ def attempt_status(
         started_at=started,
         ended_at=ended,
         log=str(folder / "slurm.log"),
+        events=read_events(events_path(folder / "slurm.log")) if started else None,
         resumed_from=Path(resumed_from).name if resumed_from else "",
         eligible_at=eligible if _after(eligible, submitted) else "",
         admitted_at=started,

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from trainform.planner.run_breakdown import breakdown_of
 from trainform.planner.session import ProviderSet
 from trainform.planner.timeline import attempt_timelines, parse_time, seconds_between
 from trainform.providers.jobs import Cause, JobLaunch, RunPhase, RunStatus
@@ -49,9 +50,13 @@ stop = int(os.environ["TRAINFORM_PARAM_STOPAT"])
 resume = os.environ.get("TRAINFORM_RESUME_FROM", "")
 step = json.loads((Path(resume) / "state.json").read_text())["step"] if resume else 0
 print(f"attempt {os.environ['TRAINFORM_ATTEMPT']} starts at step {step}", flush=True)
+events = open(os.environ["TRAINFORM_EVENTS_FILE"], "a")  # the protocol, written by hand
 while step < steps:
     step += 1
     time.sleep(0.1)
+    events.write(json.dumps({"v": 1, "t": time.time(), "event": "span", "phase": "compute",
+                             "seconds": 0.1, "step": step}) + "\\n")
+    events.flush()
     print(f"step {step}", flush=True)
     if step % every == 0:
         folder = checkpoints / f"step-{step:06d}"
@@ -387,6 +392,13 @@ def test_a_killed_attempt_is_retried_after_its_backoff_and_the_timeline_tells_it
     assert timelines[1].lost_seconds == pytest.approx(lost, abs=0.01) and lost > 0
     assert timelines[1].backoff == pytest.approx(backoff)
     assert timelines[0].waited is not None and timelines[0].waited >= 0
+
+    # each attempt's run events, beside its log in the attempt's folder on the shared file
+    # system: the killed one's 5 steps, the retry's 4 (steps 5 to 8, step 5 again)
+    assert [a.events["phases"]["compute"]["count"] for a in (one, two)] == [5, 4]  # type: ignore[index]
+    recovered = breakdown_of(run.run_id, timelines).attempts[1]
+    assert recovered.source == "events" and recovered.seconds["compute"] is not None
+    assert recovered.seconds["recovery"] == pytest.approx(min(lost, 0.4), abs=0.01)
 
     log_one = provider.read_log(address, run.run_id, 1)
     assert log_one.complete and "attempt 1 starts at step 0" in log_one.text
