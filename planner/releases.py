@@ -32,6 +32,8 @@ from trainform.planner.desired import DesiredItem
 from trainform.planner.gates import evaluate_gates, overall
 from trainform.planner.jobs import JobContext, baseline_lookup
 from trainform.planner.normalize import spec_hash
+from trainform.planner.release_promotion import PromotionRefusal, promotion_section
+from trainform.planner.release_reference import released_lookup
 from trainform.planner.state import ResourceState
 from trainform.providers.errors import ProviderError
 from trainform.providers.oci.release_manifest import release_manifest
@@ -71,8 +73,11 @@ def resolve_releases(desired: dict[str, DesiredItem], ctx: ReleaseContext) -> Re
         if item.kind != "ModelRelease":
             continue
         try:
-            section, notes = release_section(item, ctx.recorded.get(address), ctx)
-        except Refusal as refusal:
+            if item.document["spec"].get("promoteFrom"):
+                section, notes = promotion_section(item, ctx.recorded, desired)
+            else:
+                section, notes = release_section(item, ctx.recorded.get(address), ctx)
+        except (Refusal, PromotionRefusal) as refusal:
             where = ctx.locate(address, refusal.field, item.location)
             resolved.problems.append(f"{address} ({where}): {refusal.field}: {refusal.message}")
             continue
@@ -254,17 +259,18 @@ def _judged(
             f"{last.get('reason') or 'no verdict'}",
         )
     job_item = ctx.jobs.desired.get(job, item)
+    declared = _declared_datasets(suite, ctx.jobs)
     results = evaluate_gates(
         suite.document["spec"].get("gates", []),
         last.get("metrics") or {},
         baseline_lookup(job_item, ctx.jobs, suite),
+        released_lookup(item.project, suite_address, declared, ctx.recorded),
     )
     verdict = overall(results)
     if verdict != "pass":
         failing = "; ".join(r.describe() for r in results if r.status != "pass")
         raise Refusal(field, f"{suite_address} on run {run_id}: gate {verdict}: {failing}")
     read = (record.get("evaluationInputs") or {}).get(suite_address)
-    declared = _declared_datasets(suite, ctx.jobs)
     if read is None:
         raise Refusal(
             field, f"no record of the dataset versions {suite_address} read on run {run_id}"

@@ -28,6 +28,7 @@ from trainform.providers.errors import PermanentProviderError
 from trainform.providers.oci.client import RegistryClient
 from trainform.providers.oci.manifests import EMPTY_BLOB, Manifest, Ownership, marker_tag
 from trainform.providers.oci.ownership import claim, read_mark, untag
+from trainform.providers.oci.promotion import copy_image, fetch
 from trainform.providers.oci.references import ImageTarget
 from trainform.providers.oci.release_manifest import ARTIFACT_TYPE, is_release, release_manifest
 from trainform.providers.releases import (
@@ -50,7 +51,8 @@ def planned_manifest(address: str, document: dict[str, Any]) -> Manifest:
     section = document.get("release")
     if not section:
         raise PermanentProviderError(f"{address}: the plan resolved no release; plan again")
-    manifest = release_manifest(address, document["spec"]["version"], section)
+    built_as = str(section.get("artifactAddress") or address)  # a promotion: its source's
+    manifest = release_manifest(built_as, document["spec"]["version"], section)
     if manifest.digest != section["digest"]:
         raise PermanentProviderError(
             f"{address}: the artifact would be {manifest.digest}, not the planned "
@@ -141,7 +143,15 @@ class ReleasePublisher:
                 f"{manifest.digest}: a release never moves a tag it does not own (choose "
                 "another version or tag)"
             )
-        self._upload(resource, target.repository, document["release"])
+        promoted = document["release"].get("promotedFrom")
+        if promoted:
+            source = fetch(client, str(promoted["repository"]), manifest.digest)
+            if source.body != manifest.body:
+                raise PermanentProviderError(
+                    f"{promoted['reference']} holds other bytes than the planned promotion"
+                )
+        else:
+            self._upload(resource, target.repository, document["release"])
         outputs = self._outputs(target, manifest)
         claim(
             client,
@@ -152,7 +162,9 @@ class ReleasePublisher:
             ),
             marker,
         )
-        if current is None or current.digest != manifest.digest:
+        if promoted:
+            copy_image(client, str(promoted["repository"]), target.repository, manifest, tag)
+        elif current is None or current.digest != manifest.digest:
             client.put_manifest(target.repository, tag, manifest)
         self._verify(target, manifest)
         return outputs

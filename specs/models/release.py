@@ -65,7 +65,17 @@ class Approval(SpecModel):
 
 
 class ModelReleaseSpec(SpecModel):
-    job: ResourceName = Field(description="TrainingJob whose run is released.")
+    job: ResourceName | None = Field(
+        default=None,
+        description="TrainingJob whose run is released (required unless promoteFrom is set).",
+    )
+    promote_from: ResourceName | None = Field(
+        default=None,
+        description="Another ModelRelease of the same project whose published artifact this "
+        "one copies, same digest, to its own registry repository/tag (a promotion: no "
+        "rebuild, the source's gates are relied on). Excludes job, run, checkpoint, "
+        "evaluations and objectStore.",
+    )
     run: RunId | None = Field(
         default=None,
         description="Run id to release (r-<12 hex>). Without it the job's current run is "
@@ -78,9 +88,9 @@ class ModelReleaseSpec(SpecModel):
         "output folder.",
     )
     evaluations: list[ResourceName] = Field(
-        min_length=1,
+        default_factory=list,
         description="EvalSuites that must have passed on that run, on the dataset versions "
-        "they declare.",
+        "they declare (at least one, unless promoteFrom is set).",
     )
     version: VersionName = Field(description="Version of the release, e.g. 1.0.0.")
     registry: RegistryTarget | None = Field(
@@ -102,6 +112,28 @@ class ModelReleaseSpec(SpecModel):
             raise ValueError("a release needs a target: registry, objectStore or both")
         if len(set(self.evaluations)) != len(self.evaluations):
             raise ValueError("evaluations names a suite twice")
+        if self.promote_from is None:
+            if self.job is None or not self.evaluations:
+                raise ValueError("a release needs job and evaluations (or promoteFrom)")
+            return self
+        given = [
+            name
+            for name, value in (
+                ("job", self.job),
+                ("run", self.run),
+                ("checkpoint", self.checkpoint),
+                ("evaluations", self.evaluations),
+                ("objectStore", self.object_store),
+            )
+            if value
+        ]
+        if given or self.registry is None:
+            raise ValueError(
+                "a promotion (promoteFrom) copies the source's artifact to a registry: it "
+                f"takes registry and no {', '.join(given) or 'other source'}"
+                if given
+                else "a promotion (promoteFrom) needs registry"
+            )
         return self
 
     def tag(self) -> str:
@@ -116,7 +148,11 @@ class ModelRelease(DocumentBase):
     scope: ClassVar[Scope] = Scope.PROJECT
 
     def spec_references(self) -> list[Reference]:
-        refs = [Reference("TrainingJob", self.spec.job, ("spec", "job"))]
+        refs = []
+        if self.spec.job:
+            refs.append(Reference("TrainingJob", self.spec.job, ("spec", "job")))
+        if self.spec.promote_from:
+            refs.append(Reference("ModelRelease", self.spec.promote_from, ("spec", "promoteFrom")))
         refs += [
             Reference("EvalSuite", suite, ("spec", "evaluations", index))
             for index, suite in enumerate(self.spec.evaluations)

@@ -203,6 +203,14 @@ class Baseline(SpecModel):
     )
 
 
+class CompareTo(SpecModel):
+    release: ResourceName = Field(
+        description="ModelRelease (of the project of the release being planned) whose "
+        "recorded evaluation by this suite is the reference: the run must reach its metric "
+        "plus the threshold (the allowed regression)."
+    )
+
+
 class Gate(SpecModel):
     metric: str = Field(description="Metric the gate reads.")
     op: Literal[">=", ">", "<=", "<"] = Field(description="Comparison.")
@@ -212,6 +220,17 @@ class Gate(SpecModel):
     baseline: Baseline | None = Field(
         default=None, description="Compare against this job's metric plus the threshold."
     )
+    compare_to: CompareTo | None = Field(
+        default=None,
+        description="Compare against the currently released model's metric plus the "
+        "threshold; judged when a ModelRelease is planned (docs/releases.md).",
+    )
+
+    @model_validator(mode="after")
+    def _one_reference(self) -> Gate:
+        if self.baseline is not None and self.compare_to is not None:
+            raise ValueError("a gate compares with a baseline or a release, not both")
+        return self
 
 
 class EvalSuiteSpec(SpecModel):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import uuid
 from collections.abc import Iterator
@@ -144,9 +145,9 @@ def test_the_plan_shows_run_gate_and_digest_then_the_artifact_is_published(
     assert all("[orphaned]" in line for line in findings), output
 
 
-def released_manifest(released: Released, digest: str) -> dict:
+def released_manifest(released: Released, digest: str, repository: str = "") -> dict:
     response = requests.get(
-        f"{released.registry.url}/v2/{released.repository}/manifests/{digest}",
+        f"{released.registry.url}/v2/{repository or released.repository}/manifests/{digest}",
         headers={"Accept": "application/vnd.oci.image.manifest.v1+json"},
         timeout=10,
     )
@@ -269,6 +270,88 @@ def test_import_reads_the_published_release_back_and_the_plan_is_empty(
     assert after["spec"]["release"]["evaluations"] == before["spec"]["release"]["evaluations"]
     code, output = released.trainform("plan", ".", "--locked", "--detailed-exitcode")
     assert "No changes." in output, output
+
+
+PROMOTION = """\
+---
+apiVersion: trainform/v1
+kind: ModelRelease
+metadata:
+  name: {name}
+  project: research
+spec:
+  promoteFrom: bigram
+  version: "1.0.0"
+  registry:
+    repository: {repository}
+    tag: {tag}
+"""
+
+
+def test_promotion_copies_the_same_digest_to_another_repository(
+    released: Released, tmp_path: Path
+) -> None:
+    root = released.copy(tmp_path / "promote")
+    state = json.loads((root / ".trainform/ci/state.json").read_text(encoding="utf-8"))
+    section = state["resources"][RELEASE]["spec"]["release"]
+    digest, production = section["digest"], released.repository + "-prod"
+    release = root / "specs" / "release.yaml"
+    with release.open("a", encoding="utf-8") as handle:
+        handle.write(PROMOTION.format(name="bigram-prod", repository=production, tag="production"))
+    code, output = released.trainform("apply", ".", "--auto-approve", root=root)
+    assert code == 0, output
+    assert "+ ModelRelease/research/bigram-prod" in output, output
+    assert f"promotion of {RELEASE} (from {RELEASE}'s run {section['runId']})" in output
+    assert f"to {production}:production, same digest {digest}, no rebuild" in output
+    assert f"relies on the gates of {RELEASE}" in output
+    assert head_digest(released.registry.url, production, "production") == digest
+    annotations = released_manifest(released, digest, production)["annotations"]
+    assert annotations["dev.trainform.release.run"] == section["runId"]
+    code, output = released.trainform("plan", ".", "--detailed-exitcode", root=root)
+    assert "No changes." in output, output
+
+
+REGRESSION_GATE = """\
+    - metric: perplexity
+      op: "<="
+      threshold: 0.5
+      compareTo: {release: bigram}
+"""
+
+
+def test_a_regression_against_the_released_model_is_refused(
+    released: Released, tmp_path: Path
+) -> None:
+    root = released.copy(tmp_path / "regress")
+    state = json.loads((root / ".trainform/ci/state.json").read_text(encoding="utf-8"))
+    evaluation = state["resources"][RELEASE]["spec"]["release"]["evaluations"][0]
+    before = evaluation["metrics"]["perplexity"]
+    training = root / "specs" / "training.yaml"
+    text = training.read_text(encoding="utf-8")
+    training.write_text(text.replace("smoothing: 0.1", "smoothing: 25.0"), encoding="utf-8")
+    job = "TrainingJob/research/bigram"
+    for _ in range(2):  # a new run with heavier smoothing (a worse model), then its evaluation
+        step(root, "apply", ".", "--auto-approve", "--target", job)
+        step(root, "status", "--wait")
+    text = training.read_text(encoding="utf-8")
+    training.write_text(
+        text.replace("      threshold: 30.0\n", "      threshold: 30.0\n" + REGRESSION_GATE),
+        encoding="utf-8",
+    )
+    with (root / "specs" / "release.yaml").open("a", encoding="utf-8") as handle:
+        handle.write(NEW_RELEASE.format(repository=released.repository))
+    code, output = released.trainform("plan", ".", root=root)
+    assert code == 1, output
+    assert "ModelRelease/research/bigram-next (specs/release.yaml:" in output, output
+    found = re.search(
+        r"spec\.evaluations\[0\]: EvalSuite/research/heldout-perplexity on run r-\w+: gate "
+        rf"fail: perplexity ([0-9.]+) <= released {RELEASE} 1\.0\.0 \(run r-\w+\) "
+        r"([0-9.]+) \+ 0\.5: FAIL",
+        output,
+    )
+    assert found, output
+    assert float(found.group(2)) == pytest.approx(before, rel=1e-5)
+    assert float(found.group(1)) > before + 0.5
 
 
 def test_a_tag_moved_by_hand_shows_in_drift_and_the_plan_restores_it(released: Released) -> None:
