@@ -25,7 +25,7 @@ from trainform.cli.render.drift_report import render_drift_html, render_drift_ma
 from trainform.cli.render.drift_text import render_drift_json, render_drift_text
 from trainform.cli.render.drift_view import headline
 from trainform.cli.render.style import use_color
-from trainform.planner.drift_history import summarize_runs
+from trainform.planner.drift_history import HISTORY_FORMAT_VERSION, summarize_runs
 from trainform.planner.drift_model import DriftReport
 from trainform.planner.drift_run import check_drift
 from trainform.specs.errors import FileWriteError
@@ -62,7 +62,11 @@ def _history(spec_dir: str, inputs: TemplateInputs, output_format: str) -> None:
     finally:
         workspace.providers.close()
     if output_format == "json":
-        click.echo(json.dumps([s.to_json() for s in summaries], indent=2))
+        document = {
+            "formatVersion": HISTORY_FORMAT_VERSION,
+            "runs": [s.to_json() for s in summaries],
+        }
+        click.echo(json.dumps(document, indent=2))
         return
     if not summaries:
         click.echo(f"No drift runs recorded yet in {runs.location}.")

@@ -15,10 +15,16 @@ from typing import Any
 from trainform.planner.drift_model import DriftReport, ResolvedFinding
 
 RUN_FORMAT = 1
+HISTORY_FORMAT_VERSION = 1
+"""`drift --history --format json`: `{"formatVersion": 1, "runs": [RunSummary...]}`."""
 
 
 def compare_with_history(report: DriftReport, runs: list[dict[str, Any]]) -> DriftReport:
-    previous = runs[-1] if runs else None
+    """Each finding's firstSeen, lastSeen and `new`, and the resolved ones, from the newest
+    recorded run of the same state lineage, whoever ran it: a finding is the same one while
+    its identity (`DriftFinding.key`) stays open from run to run, so a manual run in between
+    changes neither its firstSeen nor what the next run reports as resolved."""
+    previous = next((r for r in reversed(runs) if r.get("lineage") == report.lineage), None)
     seen = {entry["key"]: entry for entry in (previous or {}).get("findings", [])}
     for finding in report.findings:
         before = seen.get(finding.key)

@@ -1,10 +1,11 @@
 """A stand-in for the parts of GitLab's REST API (v4) the example pipeline calls.
 
 The token's user, merge request notes (list, create, edit), the merge requests of a
-commit with their head pipeline, a pipeline's jobs, one file of a job's artifacts, and
-project issues (list, create, edit). Requests without the bot's `PRIVATE-TOKEN` get 401
-as GitLab answers; an unknown route gets 404. Every request is recorded, so a test can
-say what was posted. Form bodies are read as curl's `--data-urlencode` sends them.
+commit with their head pipeline, a pipeline's jobs, one file of a job's artifacts,
+project issues (list, create, edit, close) and notes on them. Requests without the bot's
+`PRIVATE-TOKEN` get 401 as GitLab answers; an unknown route gets 404. Every request is
+recorded, so a test can say what was posted. Form bodies are read as curl's
+`--data-urlencode` sends them.
 """
 
 from __future__ import annotations
@@ -116,9 +117,31 @@ def create_issue(forge: Forge, m: re.Match[str], form: dict[str, str], query: An
 
 @route("PUT", r"/issues/(\d+)")
 def edit_issue(forge: Forge, m: re.Match[str], form: dict[str, str], query: Any) -> Any:
-    issue = next(i for i in forge.issues if i["iid"] == int(m.group(1)))
+    """Edit title/description; `state_event` close or reopen (GitLab's Issues API: any other
+    value is 400, an unknown iid 404)."""
+    issue = next((i for i in forge.issues if i["iid"] == int(m.group(1))), None)
+    if issue is None:
+        return 404, {"message": "404 Not found"}
+    event = form.get("state_event")
+    if event is not None and event not in ("close", "reopen"):
+        return 400, {"error": "state_event does not have a valid value"}
     issue.update({k: v for k, v in form.items() if k in ("title", "description")})
+    if event is not None:
+        issue["state"] = "closed" if event == "close" else "opened"
     return 200, issue
+
+
+@route("POST", r"/issues/(\d+)/notes")
+def create_issue_note(forge: Forge, m: re.Match[str], form: dict[str, str], query: Any) -> Any:
+    """A note on an issue (GitLab's Notes API: `body` is required, 400 without it)."""
+    issue = next((i for i in forge.issues if i["iid"] == int(m.group(1))), None)
+    if issue is None:
+        return 404, {"message": "404 Not found"}
+    if not form.get("body"):
+        return 400, {"error": "body is missing"}
+    note = {"id": forge.new_id(), "body": form["body"], "author": {"username": BOT}}
+    issue.setdefault("notes", []).append(note)
+    return 201, note
 
 
 def serve(forge: Forge) -> tuple[ThreadingHTTPServer, str]:

@@ -32,7 +32,9 @@ from ruamel.yaml import YAML
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "platform"
 KEPT = ("CODEOWNERS", ".policies/policies.yaml", "platform/projects.yaml")
-SOURCE = ("pyproject.toml", "README.md", "specs", "planner", "providers", "policies", "cli")
+SOURCE = (
+    "pyproject.toml", "README.md", "runtime", "specs", "planner", "providers", "policies", "cli"
+)
 ACCELERATORS = 64
 
 
@@ -253,3 +255,21 @@ def installed_plants(venv: Path) -> list[str]:
     return sorted(p.name for p in venv.rglob("planted.pth")) + sorted(
         p.name for p in venv.rglob("trainform-99.0.dist-info")
     )
+
+
+def live_rows(live: Path) -> list[tuple]:
+    """Every object row of the live platform, to put back as it was."""
+    database = sqlite3.connect(live / "gke-prod" / "platform.db")
+    rows = database.execute("SELECT address, manager, document, updated_at FROM objects").fetchall()
+    database.close()
+    return rows
+
+
+def restore_rows(live: Path, rows: list[tuple]) -> None:
+    database = sqlite3.connect(live / "gke-prod" / "platform.db")
+    with database:
+        database.executemany(
+            "UPDATE objects SET manager = ?, document = ?, updated_at = ? WHERE address = ?",
+            [(manager, document, updated, address) for address, manager, document, updated in rows],
+        )
+    database.close()

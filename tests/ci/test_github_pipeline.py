@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -28,9 +27,11 @@ from tests.ci.platform_repo import (
     hand_edit,
     installed_plants,
     limits,
+    live_rows,
     make_origin,
     merge,
     planted_files,
+    restore_rows,
     write_standin_bin,
 )
 
@@ -41,24 +42,6 @@ STANDINS = Path(__file__).resolve().parent / "standins"
 REPOSITORY = "ml-platform/specs"
 MARKER = "<!-- trainform-review -->"
 KEY = "a-test-signing-key"
-
-
-def live_rows(live: Path) -> list[tuple]:
-    """Every object row of the live platform, to put back as it was."""
-    database = sqlite3.connect(live / "gke-prod" / "platform.db")
-    rows = database.execute("SELECT address, manager, document, updated_at FROM objects").fetchall()
-    database.close()
-    return rows
-
-
-def restore_rows(live: Path, rows: list[tuple]) -> None:
-    database = sqlite3.connect(live / "gke-prod" / "platform.db")
-    with database:
-        database.executemany(
-            "UPDATE objects SET manager = ?, document = ?, updated_at = ? WHERE address = ?",
-            [(manager, document, updated, address) for address, manager, document, updated in rows],
-        )
-    database.close()
 
 
 class Forge:

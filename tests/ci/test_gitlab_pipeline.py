@@ -6,13 +6,15 @@ merge request gets validate, a saved plan and one note; its next push edits that
 a merge request that a policy denies gets its note and a failed pipeline; a merge whose
 reviewed plan is still fresh applies exactly it; a stale one shows the difference and
 waits for the manual job; a scheduled pipeline runs drift and opens one issue, which the
-next new drift edits.
+next drift edits and, after an admin's own drift run in between, the run that finds no
+drift left closes.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,9 +30,11 @@ from tests.ci.platform_repo import (
     hand_edit,
     installed_plants,
     limits,
+    live_rows,
     make_origin,
     merge,
     planted_files,
+    restore_rows,
     write_standin_bin,
 )
 
@@ -225,15 +229,31 @@ def test_merge_requests_merges_and_drift_on_gitlab(
     pipeline = project.scheduled()
     assert statuses(pipeline)["drift"] == "success", pipeline.jobs["drift"].log
     assert api[0].issues == []
+    rows = live_rows(project.live)
     hand_edit(project.live, "Queue/pretrain", "defaultPriority", 1001)
     pipeline = project.scheduled()
     assert statuses(pipeline)["drift"] == "success", pipeline.jobs["drift"].log
     report = api[0].artifacts / str(pipeline.jobs["drift"].id) / "drift.html"
     assert "<html" in report.read_text()
     (issue,) = api[0].issues
-    assert issue["description"].startswith("<!-- trainform-drift -->")
+    assert issue["description"].startswith("<!-- trainform-drift env=prod -->")
     hand_edit(project.live, "Queue/finetune", "defaultPriority", 501)
     project.scheduled()
     (edited_issue,) = api[0].issues
     assert edited_issue["iid"] == issue["iid"]
     assert api[0].requests[-1][:2] == ("PUT", f"/api/v4/projects/42/issues/{issue['iid']}")
+    # An admin's own drift run in between changes nothing for the schedule: once the drift
+    # is undone, the next scheduled run closes the issue with a note.
+    admin = tmp_path / "admin"
+    git(tmp_path, "clone", "-q", str(project.origin), str(admin))
+    manual = subprocess.run(
+        [str(DEVELOPMENT_TRAINFORM), "drift", str(admin), "--env", "prod"],
+        capture_output=True, text=True, check=False,
+    )
+    assert manual.returncode == 2, manual.stderr
+    restore_rows(project.live, rows)
+    pipeline = project.scheduled()
+    assert statuses(pipeline)["drift"] == "success", pipeline.jobs["drift"].log
+    (closed,) = api[0].issues
+    assert closed["iid"] == issue["iid"] and closed["state"] == "closed"
+    assert "No open drift in `prod`" in closed["notes"][-1]["body"]

@@ -349,7 +349,8 @@ def test_the_cli_writes_reports_lists_history_and_honours_acknowledgements(
     as_json = json.loads(
         run_trainform("drift", ".", "--history", "--format", "json", cwd=applied.root).stdout
     )
-    assert [run["acknowledged"] for run in as_json] == [0, 1]
+    assert as_json["formatVersion"] == 1
+    assert [run["acknowledged"] for run in as_json["runs"]] == [0, 1]
     for result in (html, markdown, nowhere, refused, history):
         assert "Traceback" not in result.stdout + result.stderr
 

@@ -47,6 +47,39 @@ def test_a_run_is_new_where_the_last_had_nothing_and_resolves_what_is_gone(
         assert finding.last_seen == "2026-05-02T00:00:00Z"
 
 
+@settings(max_examples=30, deadline=None)
+@given(before=ADDRESSES, between=ADDRESSES, after=ADDRESSES)
+def test_a_run_in_between_changes_no_finding_s_first_seen_nor_what_stays_open(
+    before: set[tuple[str, str]], between: set[tuple[str, str]], after: set[tuple[str, str]]
+) -> None:
+    """Scheduled, then anyone's manual run, then scheduled: a finding open in all three
+    keeps the first run's firstSeen; what the last run reports open and new follows the
+    identity of each finding, as if the middle run had been the scheduled one."""
+    first = compare_with_history(report_of(before, "2026-05-01T00:00:00Z"), [])
+    middle = compare_with_history(report_of(between, "2026-05-02T00:00:00Z"), [compact_run(first)])
+    history = [compact_run(first), compact_run(middle)]
+    last = compare_with_history(report_of(after, "2026-05-03T00:00:00Z"), history)
+
+    for finding in last.findings:
+        key = (finding.address, finding.drift)
+        if key in before and key in between:
+            assert finding.first_seen == "2026-05-01T00:00:00Z" and not finding.new
+        elif key in between:
+            assert finding.first_seen == "2026-05-02T00:00:00Z" and not finding.new
+        else:
+            assert finding.new
+    assert {(r.address, r.drift) for r in last.resolved} == between - after
+    # a history of another state lineage (a recreated state) is not compared with
+    other = DriftReport("another-lineage", 1, 4, [], "2026-05-03T00:00:00Z")
+    assert compare_with_history(other, history).resolved == []
+    assert all(
+        f.new
+        for f in compare_with_history(
+            DriftReport("another-lineage", 1, 4, report_of(after, "x").findings, "x"), history
+        ).findings
+    )
+
+
 class _Tags(HTMLParser):
     def __init__(self) -> None:
         super().__init__()
