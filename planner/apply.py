@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainform.planner.backends.base import StateBackend
+from trainform.planner.code_changes import recorded_code_files
 from trainform.planner.errors import PlannerError
 from trainform.planner.lineage import provenance, record_evaluation_inputs, spec_commit
+from trainform.planner.lockfile import local_roots
 from trainform.planner.plan import apply_graph, tool_version
 from trainform.planner.plan_model import Action, Plan, ResourceChange, StalePlanError
 from trainform.planner.session import ProviderSet
@@ -262,6 +264,11 @@ class _Walk:
             self.call(lambda e=evaluation: provider.submit(e))
         keep = ("runId", "inputs", "attempt", "history", "resumeFrom")
         outputs = {key: job[key] for key in keep if key in job}
+        context = self.providers.context
+        exclude = local_roots(self.providers.config, context.spec_root)
+        files = recorded_code_files(job, recorded, exclude)
+        if files:
+            outputs["codeFiles"] = files
         outputs["lockDigest"] = self.plan.lock_digest
         lineage = dict(recorded.get("lineage") or {})
         if job.get("launch") and job.get("runId") and job["runId"] not in lineage:

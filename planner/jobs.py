@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from trainform.planner.code_changes import name_code_files
 from trainform.planner.desired import DesiredItem
 from trainform.planner.diff import diff_documents
 from trainform.planner.errors import PlannerError
@@ -47,6 +48,8 @@ class JobContext:
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
     replace: frozenset[str] = frozenset()
     """Jobs to start a new run of although their inputs are unchanged (--replace)."""
+    code_exclude: tuple[Path, ...] = ()
+    """What a code folder's selection leaves out (planner.lockfile.local_roots)."""
 
 
 def _seconds(text: str | None) -> int | None:
@@ -350,7 +353,9 @@ def start_run(step: JobStep, current: str | None) -> ResourceChange:
     launch = training_launch(item, step.ctx, run_id, 1, None).to_json()
     if current is None:
         return step.change(Action.CREATE, [f"submit run {run_id}"], step.base_job(1, launch=launch))
+    folder = _code_dir(item.document["spec"], step.ctx)
     reasons = _input_changes(step.recorded.get("inputs"), step.inputs)
+    reasons = name_code_files(reasons, step.recorded, folder, step.ctx.code_exclude)
     reasons = [f"{r}: a reproducibility input changed, so this is a new run" for r in reasons]
     if item.address in step.ctx.replace:
         reasons = ["a new run requested with --replace"]

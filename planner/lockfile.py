@@ -25,6 +25,7 @@ from trainform.planner.errors import PlannerError
 from trainform.planner.session import ProviderSet
 from trainform.providers.base import DesiredResource
 from trainform.providers.errors import ProviderError
+from trainform.providers.local.code_ignore import CODE_IGNORE_FILE, CodeIgnoreError
 from trainform.providers.local.layout import code_files
 from trainform.specs import RootConfig
 from trainform.specs.code_sources import UnsafeCode, check_code, shown
@@ -118,6 +119,11 @@ def resolve_code(
         raise LockError(f"cannot resolve code {repo}: {folder} is not a folder")
     try:
         return {"contentDigest": code_digest(folder, exclude)}
+    except CodeIgnoreError as exc:
+        raise LockError(
+            f"cannot resolve code {repo}: {exc}; write the code folder's "
+            f"{CODE_IGNORE_FILE} as a plain file of gitignore patterns"
+        ) from None
     except OSError as exc:
         raise LockError(
             f"cannot resolve code {repo}: cannot read {folder}: {exc}; make every file of "
@@ -135,6 +141,13 @@ def code_digest(folder: Path, exclude: Sequence[Path] = ()) -> str:
     fresh clone agrees, while the other mode bits follow the umask and are left out).
     Nothing else enters: not the folder's absolute path, mtimes, owners, Git's HEAD or
     whether the work tree is clean."""
+    encoded = json.dumps(code_entries(folder, exclude), separators=(",", ":"), ensure_ascii=True)
+    return "sha256:" + hashlib.sha256(encoded.encode()).hexdigest()
+
+
+def code_entries(folder: Path, exclude: Sequence[Path] = ()) -> list[list[str]]:
+    """[relative path, `file`|`executable`|`link`, sha256 or link target] of each entry of
+    the code folder's selection, sorted by path (what `code_digest` hashes)."""
     entries = []
     for relative, path in code_files(folder, tuple(exclude)):
         if path.is_symlink():
@@ -146,8 +159,7 @@ def code_digest(folder: Path, exclude: Sequence[Path] = ()) -> str:
                 content.update(block)
         kind = "executable" if path.stat().st_mode & stat.S_IXUSR else "file"
         entries.append([relative, kind, content.hexdigest()])
-    encoded = json.dumps(entries, separators=(",", ":"), ensure_ascii=True).encode()
-    return "sha256:" + hashlib.sha256(encoded).hexdigest()
+    return entries
 
 
 def local_roots(config: RootConfig, spec_root: Path) -> tuple[Path, ...]:

@@ -27,6 +27,7 @@ from trainform.planner.jobs import JobContext, plan_job
 from trainform.planner.lockfile import (
     LOCK_FILE,
     LockFile,
+    local_roots,
     pins_from_state,
     resolve_pins,
     stale_entries,
@@ -394,7 +395,13 @@ def _job_context(
         return None
 
     return JobContext(
-        desired, pins, Path(specs.root), runs_of, mutated, replace=frozenset(options.replace)
+        desired,
+        pins,
+        Path(specs.root),
+        runs_of,
+        mutated,
+        replace=frozenset(options.replace),
+        code_exclude=local_roots(specs.config, Path(specs.root)),
     )
 
 

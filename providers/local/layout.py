@@ -26,9 +26,14 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trainform.providers.errors import PermanentProviderError
+from trainform.providers.local.code_ignore import code_ignore, is_ignored
 from trainform.specs.confinement import PathEscape, confined_path
+
+if TYPE_CHECKING:
+    import pathspec
 
 GLOBAL = "_global"
 SKIPPED_IN_SNAPSHOT = {".git", "__pycache__", ".venv", ".mypy_cache", ".pytest_cache"}
@@ -104,13 +109,23 @@ class RunLayout:
         return self.run_dir / "evaluations" / suite_name(suite)
 
 
-def _skipped(directory: Path, names: list[str], excluded: set[Path]) -> set[str]:
-    """The entries of `directory` a snapshot leaves out: version-control folders, caches,
-    the excluded paths, and anything that is not a folder, a regular file or a link."""
+def _skipped(
+    directory: Path,
+    names: list[str],
+    excluded: set[Path],
+    rules: pathspec.PathSpec | None,
+    prefix: str,
+) -> set[str]:
+    """The entries of `directory` (at `prefix` in the code folder) a snapshot leaves out:
+    version-control folders, caches, the excluded paths, what the code folder's
+    `.trainformignore` lists, and anything that is not a folder, a regular file or a link."""
     skipped = set()
     for name in names:
         path = directory / name
+        folder = path.is_dir() and not path.is_symlink()
         if name in SKIPPED_IN_SNAPSHOT or path.resolve() in excluded:
+            skipped.add(name)
+        elif is_ignored(rules, prefix + name, folder):
             skipped.add(name)
         elif not path.is_symlink() and not (path.is_dir() or path.is_file()):
             skipped.add(name)  # sockets, fifos, devices: copying them blocks or fails
@@ -123,13 +138,15 @@ def code_files(source: Path, exclude: tuple[Path, ...] = ()) -> list[tuple[str, 
     (the snapshot copies them as links); empty folders are not entries.
 
     The one file selection: `snapshot_code` copies exactly these, and the code identity
-    (planner.lockfile) is the digest of exactly these, so the two cannot disagree."""
+    (planner.lockfile) is the digest of exactly these, so the two cannot disagree. What
+    the code folder's `.trainformignore` lists is left out (providers/local/code_ignore.py)."""
     excluded = {path.resolve() for path in exclude}
+    rules = code_ignore(source)
     found: list[tuple[str, Path]] = []
 
     def walk(directory: Path, prefix: str) -> None:
         names = sorted(os.listdir(directory))
-        skipped = _skipped(directory, names, excluded)
+        skipped = _skipped(directory, names, excluded, rules, prefix)
         for name in names:
             if name in skipped:
                 continue
@@ -157,9 +174,12 @@ def snapshot_code(source: Path, destination: Path, exclude: tuple[Path, ...] = (
     if not source.is_dir():
         raise FileNotFoundError(f"code folder {source} does not exist")
     excluded = {path.resolve() for path in exclude}
+    rules = code_ignore(source)
 
     def ignore(directory: str, names: list[str]) -> set[str]:
-        return _skipped(Path(directory), names, excluded)
+        inside = Path(directory).relative_to(source).as_posix()
+        prefix = "" if inside == "." else inside + "/"
+        return _skipped(Path(directory), names, excluded, rules, prefix)
 
     destination.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".code-", dir=destination.parent))

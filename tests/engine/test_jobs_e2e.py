@@ -308,3 +308,25 @@ def test_a_lock_file_that_is_a_link_out_of_the_folder_is_refused(loop: Path) -> 
     assert result.returncode == 1
     assert "it is a link or not a regular file" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_code_folders_trainformignore_and_the_files_a_rerun_names(loop: Path) -> None:
+    """What the code folder's .trainformignore lists is no part of the code identity: a
+    README edited re-runs nothing; a code change re-runs and its reason names the files."""
+    code, fast = loop / "code", ("--var", "steps=4", "--var", "stepSeconds=0.01")
+    (code / ".trainformignore").write_text("# notes, never run\nREADME.md\ndocs/\n")
+    (code / "README.md").write_text("how to train\n")
+    apply(loop, *fast)
+    (code / "README.md").write_text("how to train, edited\n")
+    (code / "docs").mkdir()
+    (code / "docs" / "notes.md").write_text("more notes\n")
+    plan = json.loads(ok(loop, "plan", ".", "--env", "ci", *fast, "--format", "json"))
+    job = next(c for c in plan["changes"] if c["address"] == "TrainingJob/research/bigram")
+    assert job["action"] != "replace", job
+    train = (code / "train.py").read_text()
+    (code / "train.py").write_text(train + "\n# tweaked\n")
+    (code / "helpers.py").write_text("SCALE = 1\n")
+    text = ok(loop, "plan", ".", "--env", "ci", *fast)
+    assert "code changed in 2 files: helpers.py, train.py" in " ".join(text.split()), text
+    (code / "train.py").write_text(train)
+    wait(loop)

@@ -244,6 +244,46 @@ def test_the_code_identity_sees_the_execute_bit_and_links(tmp_path: Path) -> Non
     assert code_digest(folder) != linked  # a link is its target text
 
 
+def test_a_code_folders_trainformignore_leaves_files_out_of_snapshot_and_identity(
+    tmp_path: Path,
+) -> None:
+    code = tmp_path / "code"
+    rules = "# never run\nREADME.md\nnotes/\n*.ipynb\n!keep.ipynb\n/build\n"
+    write_tree(code, {
+        ".trainformignore": rules, "train.py": "print(1)\n", "README.md": "a",
+        "notes/todo.md": "b", "lab.ipynb": "{}", "keep.ipynb": "{}", "build/x.o": "c",
+        "pkg/build/keep.py": "d", "pkg/README.md": "e",
+    })  # fmt: skip
+    before = code_digest(code)
+    selected = [relative for relative, _ in code_files(code)]
+    assert selected == [".trainformignore", "keep.ipynb", "pkg/build/keep.py", "train.py"]
+    snapshot = tmp_path / "snapshot"
+    assert snapshot_code(code, snapshot)
+    assert [relative for relative, _ in code_files(snapshot)] == selected
+    copied = [p.relative_to(snapshot).as_posix() for p in snapshot.rglob("*") if p.is_file()]
+    assert sorted(copied) == selected
+    (code / "README.md").write_text("edited")
+    (code / "notes" / "more.md").write_text("new")
+    assert code_digest(code) == before  # what it lists changes nothing
+    (code / "train.py").write_text("print(2)\n")
+    assert code_digest(code) != before
+    # a link in its place is refused: the rules must be the folder's own file
+    (code / ".trainformignore").unlink()
+    (code / ".trainformignore").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(ValueError, match="plain file"):
+        code_digest(code)
+
+
+def test_the_spec_folders_trainformignore_is_not_applied_to_code_at_its_root(
+    tmp_path: Path,
+) -> None:
+    write_tree(tmp_path / "repo", {
+        "trainform.yaml": "apiVersion: trainform/v1\n", ".trainformignore": "code/\n",
+        "code/train.py": "print(1)\n",
+    })  # fmt: skip
+    assert "code/train.py" in [relative for relative, _ in code_files(tmp_path / "repo")]
+
+
 def test_the_snapshot_copies_exactly_what_the_identity_covers(tmp_path: Path) -> None:
     folder = spec_folder(tmp_path / "repo")
     local_root = folder / ".trainform"
