@@ -52,12 +52,12 @@ def changed_files(before: dict[str, str], after: dict[str, str]) -> list[str]:
 
 
 def files_reason(changed: list[str]) -> str:
-    """`code changed in 3 files: README.md, train.py and 1 more`."""
+    """`code changed in 3 files (README.md, train.py and 1 more)`."""
     count = len(changed)
     shown = changed[:SHOWN_FILES]
     more = f" and {count - len(shown)} more" if count > len(shown) else ""
     noun = "file" if count == 1 else "files"
-    return f"code changed in {count} {noun}: {', '.join(shown)}{more}"
+    return f"code changed in {count} {noun} ({', '.join(shown)}{more})"
 
 
 def name_code_files(

@@ -327,6 +327,6 @@ def test_a_code_folders_trainformignore_and_the_files_a_rerun_names(loop: Path) 
     (code / "train.py").write_text(train + "\n# tweaked\n")
     (code / "helpers.py").write_text("SCALE = 1\n")
     text = ok(loop, "plan", ".", "--env", "ci", *fast)
-    assert "code changed in 2 files: helpers.py, train.py" in " ".join(text.split()), text
+    assert "code changed in 2 files (helpers.py, train.py)" in " ".join(text.split()), text
     (code / "train.py").write_text(train)
     wait(loop)

@@ -191,7 +191,7 @@ def test_a_quota_commit_plans_no_job_change_and_a_code_change_plans_a_new_run(
         reasons = " ".join(str(reason) for reason in changes[JOB]["reasons"])
         assert "code" in reasons, (state, changes[JOB])
     code, output = cli(folder, "plan", ".")
-    assert "code.contentDigest" in output, output
+    assert "code changed in 1 file (lib/helpers.py)" in output, output
 
 
 def test_a_clean_and_a_dirty_tree_of_the_same_content_have_one_identity(
