@@ -149,6 +149,20 @@ VALID: dict[str, dict[str, Any]] = {
             "timeout": "2h",
         },
     },
+    "ModelRelease": {
+        "apiVersion": "trainform/v1",
+        "kind": "ModelRelease",
+        "metadata": {"name": "llama-8b", "project": "research"},
+        "spec": {
+            "job": "llama-8b",
+            "run": "r-0123456789ab",
+            "evaluations": ["mmlu"],
+            "version": "1.0.0",
+            "registry": {"repository": "models/llama-8b"},
+            "objectStore": {"prefix": "s3://models/releases/llama-8b"},
+            "approval": {"required": True},
+        },
+    },
 }
 
 VALID_CONFIG: dict[str, Any] = {
@@ -415,6 +429,14 @@ INVALID = [
         id="eval-gate-reads-undeclared-metric",
     ),
     pytest.param(changed(VALID["EvalSuite"], "spec.metrics", []), "metrics", id="eval-no-metrics"),
+    pytest.param(
+        changed(VALID["ModelRelease"], "spec.run", "latest"), "run", id="release-bad-run-id"
+    ),
+    pytest.param(
+        changed(changed(VALID["ModelRelease"], "spec.registry", None), "spec.objectStore", None),
+        "a release needs a target",
+        id="release-no-target",
+    ),
     pytest.param(
         changed(VALID["EvalSuite"], "spec.gates.0.op", "=="), "op", id="eval-bad-operator"
     ),
