@@ -6,7 +6,9 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/services.sh
 .venv/bin/ruff check .
-# Two workers (pytest-xdist); tests of the one real Slurm cluster share a worker (tests/conftest.py).
+# Three pytest-xdist workers on the machine's two cores: the tests of the one real Slurm
+# cluster share a worker (tests/conftest.py), which mostly waits on the cluster's jobs (the
+# calibrations alone are minutes of sleeping jobs), so two more keep both cores busy meanwhile.
 # Arguments given here come last, so `-n 0` runs everything in this process. The 30 slowest
 # tests are listed at the end, so a CI log shows where the time goes.
-.venv/bin/python -m pytest -n 2 --dist loadgroup --durations=30 "$@"
+.venv/bin/python -m pytest -n 3 --dist loadgroup --durations=30 "$@"
