@@ -438,6 +438,32 @@ INVALID = [
         id="release-no-target",
     ),
     pytest.param(
+        changed(VALID["ModelRelease"], "spec.promoteFrom", "llama-8b-staging"),
+        "a promotion (promoteFrom) copies the source's artifact to a registry: it takes "
+        "registry and no job, run, evaluations, objectStore",
+        id="release-promotion-with-a-source",
+    ),
+    pytest.param(
+        changed(VALID["ModelRelease"], "spec.evaluations", []),
+        "a release needs job and evaluations (or promoteFrom)",
+        id="release-no-evaluations",
+    ),
+    pytest.param(
+        changed(
+            VALID["EvalSuite"],
+            "spec.gates.0",
+            {
+                "metric": "accuracy",
+                "op": ">=",
+                "threshold": -0.01,
+                "baseline": {"job": "llama-8b"},
+                "compareTo": {"release": "llama-8b"},
+            },
+        ),
+        "a gate compares with a baseline or a release, not both",
+        id="eval-gate-baseline-and-release",
+    ),
+    pytest.param(
         changed(VALID["EvalSuite"], "spec.gates.0.op", "=="), "op", id="eval-bad-operator"
     ),
     pytest.param(
