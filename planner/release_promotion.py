@@ -12,6 +12,10 @@ digest are the source's; the registry provider copies its blobs and manifest by 
 Refused at `spec.promoteFrom` (file:line by the caller): a source not published yet (not in
 state, or changing in this same plan), a source without a registry artifact, a source on
 another registry instance; at `spec.version`: a version other than the source's.
+
+Once promoted, the recorded section is kept: a later change of the source (another run
+under the same version) does not move the promoted tag; promoting again is a change in Git
+(a new promotion, or removing and re-adding this one).
 """
 
 from __future__ import annotations
@@ -38,6 +42,13 @@ def promotion_section(
     """The `release` section of a promotion and the lines the plan shows for it."""
     spec = item.document["spec"]
     source = next(a for f, a, _ in item.references if f == "spec.promoteFrom")
+    mine = recorded.get(item.address)
+    kept = ((mine.spec if mine else None) or {}).get("release") or {}
+    if (kept.get("promotedFrom") or {}).get("address") == source:
+        return kept, [
+            f"promotion of {source}: digest {kept['digest']}, pinned in state when first "
+            "promoted (a later change of the source does not move it)"
+        ]
     state = recorded.get(source)
     section = ((state.spec if state else None) or {}).get("release")
     if state is None or not section:

@@ -126,6 +126,22 @@ def test_a_promotion_resolves_to_the_source_digest_and_relies_on_its_gates(
     )
 
 
+def test_a_promotion_once_published_keeps_its_digest_when_the_source_changes(
+    desired: dict[str, DesiredItem], output: Path
+) -> None:
+    source = published(desired, output)
+    items = {RELEASE: desired[RELEASE], PROMOTED: promotion(desired)}
+    first = resolve_releases(items, context(desired, [], {RELEASE: source})).items[PROMOTED]
+    state = ResourceState(PROMOTED, "ModelRelease", ["registry"], first.document, "", {})
+    (output / "model.json").write_text('{"counts": {"ab": 1}}', encoding="utf-8")
+    changed = published(desired, output)
+    assert changed.spec["release"]["digest"] != source.spec["release"]["digest"]
+    ctx = context(desired, [], {RELEASE: changed, PROMOTED: state})
+    again = resolve_releases(items, ctx)
+    assert again.items[PROMOTED].document["release"] == first.document["release"]
+    assert "pinned in state when first promoted" in again.notes[PROMOTED][0]
+
+
 @pytest.mark.parametrize(
     ("spec", "recorded", "field", "words"),
     [
