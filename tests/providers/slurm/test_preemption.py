@@ -295,6 +295,9 @@ def test_a_preempted_job_shows_preempted_with_its_hold_apart_and_usage_matches_s
         return shown.startswith("PENDING") and "BeginTime" in shown
 
     poll(requeued)
+    # slurmdbd records the preempted step a moment after squeue shows the requeue; until
+    # then accounting reads the step as completed.
+    poll(lambda: [r.stopped_by for r in run().attempts[0].runs][:1] == ["preempted"], timeout=30)
     [held] = run().attempts
     assert held.phase == RunPhase.QUEUED and held.runs[0].stopped_by == "preempted"
     text = tf(root, "status", "-v", "--dir", ".")
