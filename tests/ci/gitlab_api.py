@@ -1,11 +1,11 @@
 """A stand-in for the parts of GitLab's REST API (v4) the example pipeline calls.
 
-The token's user, merge request notes (list, create, edit), the merge requests of a
-commit with their head pipeline, a pipeline's jobs, one file of a job's artifacts,
-project issues (list, create, edit, close) and notes on them. Requests without the bot's
-`PRIVATE-TOKEN` get 401 as GitLab answers; an unknown route gets 404. Every request is
-recorded, so a test can say what was posted. Form bodies are read as curl's
-`--data-urlencode` sends them.
+The token's user, merge request notes (list, create, edit), merge requests (the open
+ones, one with its head pipeline, those of a commit with their head pipeline), a
+pipeline's jobs, one file of a job's artifacts, project issues (list, create, edit, close)
+and notes on them. Requests without the bot's `PRIVATE-TOKEN` get 401 as GitLab answers;
+an unknown route gets 404. Every request is recorded, so a test can say what was posted.
+Form bodies are read as curl's `--data-urlencode` sends them.
 """
 
 from __future__ import annotations
@@ -85,6 +85,22 @@ def edit_note(forge: Forge, m: re.Match[str], form: dict[str, str], query: Any) 
 @route("GET", r"/repository/commits/(\w+)/merge_requests")
 def commit_merge_requests(forge: Forge, m: re.Match[str], form: Any, query: Any) -> Any:
     return 200, [mr for mr in forge.merge_requests if mr["merge_commit_sha"] == m.group(1)]
+
+
+@route("GET", r"/merge_requests")
+def list_merge_requests(
+    forge: Forge, m: re.Match[str], form: Any, query: dict[str, list[str]]
+) -> Any:
+    """As GitLab's list: no head_pipeline (only a single merge request's GET has it)."""
+    state = query.get("state", ["all"])[0]
+    return 200, [{k: v for k, v in mr.items() if k != "head_pipeline"}
+                 for mr in forge.merge_requests if state in ("all", mr["state"])]
+
+
+@route("GET", r"/merge_requests/(\d+)")
+def one_merge_request(forge: Forge, m: re.Match[str], form: Any, query: Any) -> Any:
+    found = [mr for mr in forge.merge_requests if mr["iid"] == int(m.group(1))]
+    return (200, found[0]) if found else (404, {"message": "404 Not found"})
 
 
 @route("GET", r"/pipelines/(\d+)/jobs")

@@ -1,13 +1,17 @@
 """A small GitLab CI runner for tests: runs a `.gitlab-ci.yml`'s jobs as the YAML writes them.
 
+`load_config` merges its `include:`s (`local:` and `component:`, with `spec: inputs:`
+interpolated) as GitLab does.
+
 A job is its `extends:` templates deep-merged under it (hashes merged, lists replaced, as
 GitLab does), its `rules:` evaluated against the pipeline's predefined variables (`$VAR`,
 `==`, `!=`, `&&`, `||`; a matching rule's `when: manual` makes the job wait for a person),
 and its `before_script` (the default one unless it has its own) and `script` lines joined
 into one `bash -eo pipefail` script, run in a fresh clone of the origin repository at the
-pipeline's commit. Global and job `variables:` are expanded against what is defined before
-them. Artifacts (`paths`, kept also on failure with `when: always`) are stored per job id;
-a job receives those of its `needs:` (or, without `needs:`, of every earlier stage).
+pipeline's commit (submodules too when the job sets `GIT_SUBMODULE_STRATEGY`). Global and
+job `variables:` are expanded against what is defined before them. Artifacts (`paths`,
+globs, kept also on failure with `when: always`) are stored per job id; a job receives those
+of its `needs:` (or, without `needs:`, of every earlier stage).
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from ruamel.yaml import YAML
 
 VARIABLE = re.compile(r"\$\{?(\w+)\}?")
 
@@ -59,6 +65,40 @@ def expand(text: str, variables: dict[str, str]) -> str:
     return VARIABLE.sub(lambda m: variables.get(m.group(1), ""), text)
 
 
+INPUT = re.compile(r"\$\[\[\s*inputs\.([\w-]+)\s*\]\]")
+DEFAULT_STAGES = [".pre", "build", "test", "deploy", ".post"]
+
+
+def text_of(value: Any) -> str:
+    """An input as interpolation writes it (a boolean as `true`/`false`)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def load_config(path: Path, checkout: Path, components: Path) -> dict[str, Any]:
+    """A `.gitlab-ci.yml` with its `include:`s merged in as GitLab does: `local:` from the
+    project's `checkout`, `component:` from `components` (a component project's
+    `templates/`), each with its `spec: inputs:` header's defaults under the include's
+    `inputs:` interpolated for `$[[ inputs.NAME ]]`; an input the spec does not declare is
+    an error, as on GitLab."""
+    config = YAML(typ="safe").load(path.read_text(encoding="utf-8"))
+    merged_config: dict[str, Any] = {}
+    for include in config.pop("include", []):
+        if "local" in include:
+            source = checkout / include["local"]
+        else:
+            name = include["component"].rsplit("/", 1)[1].split("@")[0]
+            source = components / f"{name}.yml"
+        header, body = source.read_text(encoding="utf-8").split("\n---\n", 1)
+        declared = YAML(typ="safe").load(header)["spec"]["inputs"]
+        given = include.get("inputs", {})
+        unknown = set(given) - set(declared)
+        assert not unknown, f"unknown inputs {sorted(unknown)} for {source}"
+        values = {k: text_of(given.get(k, v.get("default", ""))) for k, v in declared.items()}
+        text = INPUT.sub(lambda m, values=values: values[m.group(1)], body)
+        merged_config = merged(merged_config, YAML(typ="safe").load(text))
+    return merged(merged_config, config)
+
+
 def rule_matches(expression: str, variables: dict[str, str]) -> bool:
     python = VARIABLE.sub(lambda m: repr(variables.get(m.group(1), "")), expression)
     python = python.replace("&&", " and ").replace("||", " or ")
@@ -90,7 +130,7 @@ class Runner:
         self, pipeline: Pipeline, variables: dict[str, str], manual: set[str] = frozenset()
     ) -> Pipeline:
         """Run every job in stage order; a job in `manual` is started by hand if manual."""
-        stages = self.config["stages"]
+        stages = self.config.get("stages", DEFAULT_STAGES)
         names = [n for n in self.config if isinstance(self.config[n], dict)
                  and not n.startswith(".") and "stage" in self.config[n]]
         names.sort(key=lambda n: stages.index(self.config[n]["stage"]))
@@ -119,6 +159,13 @@ class Runner:
         self.run_job(run, job, variables, [pipeline.jobs[n] for n in job.get("needs", [])])
         return run
 
+    def retry(self, pipeline: Pipeline, name: str, variables: dict[str, str]) -> JobRun:
+        """A person retries a finished job (it gets its `needs:` artifacts again)."""
+        run = pipeline.jobs[name]
+        job = self.job(name)
+        self.run_job(run, job, variables, [pipeline.jobs[n] for n in job.get("needs", [])])
+        return run
+
     def run_job(
         self, run: JobRun, job: dict[str, Any], variables: dict[str, str], sources: list[JobRun]
     ) -> None:
@@ -126,6 +173,9 @@ class Runner:
         subprocess.run(["git", "clone", "-q", str(self.origin), str(self.workspace)], check=True)
         subprocess.run(["git", "-C", str(self.workspace), "checkout", "-q",
                         variables["CI_COMMIT_SHA"]], check=True)
+        if job.get("variables", {}).get("GIT_SUBMODULE_STRATEGY") in ("normal", "recursive"):
+            subprocess.run(["git", "-C", str(self.workspace), "-c", "protocol.file.allow=always",
+                            "submodule", "update", "--init", "--recursive", "-q"], check=True)
         for source in sources:
             folder = self.artifacts / str(source.id)
             if folder.is_dir():
@@ -153,9 +203,10 @@ class Runner:
         if run.status == "success" or artifacts.get("when") == "always":
             folder = self.artifacts / str(run.id)
             folder.mkdir(parents=True, exist_ok=True)
-            for path in artifacts.get("paths", []):
-                source = self.workspace / path
-                if source.is_dir():
-                    shutil.copytree(source, folder / path, dirs_exist_ok=True)
-                elif source.is_file():
-                    shutil.copy2(source, folder / path)
+            for pattern in artifacts.get("paths", []):
+                for source in self.workspace.glob(pattern.rstrip("/")):
+                    target = folder / source.relative_to(self.workspace)
+                    if source.is_dir():
+                        shutil.copytree(source, target, dirs_exist_ok=True)
+                    else:
+                        shutil.copy2(source, target)

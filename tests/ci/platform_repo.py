@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import shutil
 import sqlite3
@@ -29,12 +30,13 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
+from tests.ci import wheel
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "platform"
 KEPT = ("CODEOWNERS", ".policies/policies.yaml", "platform/projects.yaml")
-SOURCE = (
-    "pyproject.toml", "README.md", "runtime", "specs", "planner", "providers", "policies", "cli"
-)
+# A vendored copy: what a build reads, and the CI pieces (the action, the component).
+SOURCE = (*wheel.SOURCE, "ci", "templates")
 ACCELERATORS = 64
 
 
@@ -46,17 +48,25 @@ def git(folder: Path, *args: str) -> str:
 
 def _config(live: Path) -> str:
     """The example's trainform.yaml with every provider instance a local platform and a
-    local state file under `live/`, and its prod environment's variables."""
+    local state file, each environment's own under `live/<env>/`, and the environments'
+    variables."""
     config = YAML(typ="safe").load((EXAMPLE / "trainform.yaml").read_text(encoding="utf-8"))
+    names = [p["name"] for p in config["providers"]]
     config["providers"] = [
-        {"name": p["name"], "type": "local", "connection": {"root": str(live / p["name"])}}
-        for p in config["providers"]
+        {"name": name, "type": "local", "connection": {"root": str(live / "prod" / name)}}
+        for name in names
     ]
-    config["state"] = {"backend": "local", "path": str(live / "state.json")}
-    # Only the environment the pipelines target (TRAINFORM_ENV: prod): one environment
-    # per state location and provider endpoint.
-    config["environments"] = {"prod": {"variables": config["environments"]["prod"]["variables"]}}
-    config["defaultEnvironment"] = "prod"
+    config["state"] = {"backend": "local", "path": str(live / "prod" / "state.json")}
+    # One state location and set of provider endpoints per environment, as the example.
+    staging = config["environments"]["staging"]
+    config["environments"] = {
+        "staging": {
+            "state": {"backend": "local", "path": str(live / "staging" / "state.json")},
+            "providers": {name: {"root": str(live / "staging" / name)} for name in names},
+            "variables": staging["variables"],
+        },
+        "prod": {"variables": config["environments"]["prod"]["variables"]},
+    }
     text, writer = StringIO(), YAML(typ="safe", pure=True)
     writer.default_flow_style = False
     writer.dump(config, text)
@@ -134,32 +144,83 @@ def write_standin_bin(folder: Path) -> Path:
     return folder
 
 
-def make_origin(origin: Path, live: Path, trainform: Path) -> None:
-    """The repository on the forge: `main` with the platform, its lock and trainform."""
-    origin.mkdir(parents=True)
-    git(origin, "init", "-q", "-b", "main")
-    git(origin, "config", "user.email", "ci@example.com")
-    git(origin, "config", "user.name", "ci")
-    write_platform(origin, live)
-    vendored = origin / "tools" / "trainform"
+PLACEHOLDER = Path("/live-placeholder")
+DEVELOPMENT_TRAINFORM = REPO / ".venv" / "bin" / "trainform"
+
+
+def make_template(template: Path, trainform: Path) -> None:
+    """`main` of the spec repository once per session: the platform and its lock, its live
+    paths a placeholder that `make_origin` replaces with a test's own; no trainform yet."""
+    template.mkdir(parents=True)
+    git(template, "init", "-q", "-b", "main")
+    git(template, "config", "user.email", "ci@example.com")
+    git(template, "config", "user.name", "ci")
+    write_platform(template, PLACEHOLDER)
+    (template / ".trainformignore").write_text("tools/\n", encoding="utf-8")
+    subprocess.run(
+        [str(trainform), "lock", ".", "--env", "prod"], cwd=template, check=True,
+        capture_output=True,
+    )
+    git(template, "add", "-A")
+    git(template, "commit", "-q", "-m", "platform")
+
+
+def copy_source(target: Path) -> None:
+    """trainform's source as a vendored copy holds it (what a build reads, the CI pieces)."""
     for name in SOURCE:
         source = REPO / name
         if source.is_dir():
             shutil.copytree(
-                source, vendored / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+                source, target / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
             )
         else:
-            vendored.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, vendored / name)
-    (origin / ".trainformignore").write_text("tools/\n", encoding="utf-8")
-    subprocess.run(
-        [str(trainform), "lock", ".", "--env", "prod"],
-        cwd=origin,
-        check=True,
-        capture_output=True,
+            target.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / name)
+
+
+def make_trainform_repository(folder: Path) -> Path:
+    """trainform's own repository (one commit of its source), for a submodule to pin."""
+    copy_source(folder)
+    git(folder, "init", "-q", "-b", "main")
+    git(folder, "add", "-A")
+    git(folder, "-c", "user.email=ci@example.com", "-c", "user.name=ci", "commit", "-q", "-m",
+        "trainform")
+    return folder
+
+
+def make_origin(
+    origin: Path, live: Path, template: Path, install: str = "vendored",
+    trainform: Path | None = None,
+) -> None:
+    """The repository on the forge, copied from `template`: `main` with the platform (live
+    under `live`, applied to both environments) and trainform at `tools/`, as `install`
+    says: a vendored copy, a submodule of the repository `trainform`, or the wheel
+    `trainform`."""
+    shutil.copytree(template, origin, symlinks=True)
+    config = origin / "trainform.yaml"
+    config.write_text(
+        config.read_text(encoding="utf-8").replace(str(PLACEHOLDER), str(live)), encoding="utf-8"
     )
+    if install == "vendored":
+        copy_source(origin / "tools" / "trainform")
+    elif install == "submodule":
+        assert trainform is not None
+        git(origin, "-c", "protocol.file.allow=always", "submodule", "add", "-q",
+            str(trainform), "tools/trainform")
+    else:
+        assert trainform is not None and trainform.suffix == ".whl"
+        (origin / "tools").mkdir()
+        shutil.copy2(trainform, origin / "tools" / trainform.name)
     git(origin, "add", "-A")
-    git(origin, "commit", "-q", "-m", "platform")
+    git(origin, "commit", "-q", "-m", f"trainform ({install}), live platforms")
+    # The platform as the story finds it: main applied to both environments (so a pull
+    # request's plan holds its own change, not the whole platform's creation).
+    path = f"{write_standin_bin(origin.parent / 'bin')}{os.pathsep}{os.environ['PATH']}"
+    for environment in ("staging", "prod"):
+        subprocess.run(
+            [str(DEVELOPMENT_TRAINFORM), "apply", ".", "--env", environment, "--auto-approve"],
+            cwd=origin, check=True, capture_output=True, env={**os.environ, "PATH": path},
+        )
 
 
 def commit_change(
@@ -189,15 +250,15 @@ def merge(origin: Path, branch: str) -> str:
     return git(origin, "rev-parse", "HEAD")
 
 
-def limits(live: Path, quota: str) -> dict[str, Any]:
-    """The limits state records for Quota/`quota` (what the last apply wrote)."""
-    state = json.loads((live / "state.json").read_text(encoding="utf-8"))
+def limits(live: Path, quota: str, environment: str = "prod") -> dict[str, Any]:
+    """The limits `environment`'s state records for Quota/`quota` (the last apply's)."""
+    state = json.loads((live / environment / "state.json").read_text(encoding="utf-8"))
     return dict(state["resources"][f"Quota/{quota}"]["spec"]["spec"]["limits"])
 
 
 def hand_edit(live: Path, address: str, field: str, value: object) -> None:
-    """Change one live object out of band, as an admin with direct access would."""
-    database = sqlite3.connect(live / "gke-prod" / "platform.db")
+    """Change one live object of prod out of band, as an admin with direct access would."""
+    database = sqlite3.connect(live / "prod" / "gke-prod" / "platform.db")
     with database:
         (document,) = database.execute(
             "SELECT document FROM objects WHERE address = ?", (address,)
@@ -259,14 +320,14 @@ def installed_plants(venv: Path) -> list[str]:
 
 def live_rows(live: Path) -> list[tuple]:
     """Every object row of the live platform, to put back as it was."""
-    database = sqlite3.connect(live / "gke-prod" / "platform.db")
+    database = sqlite3.connect(live / "prod" / "gke-prod" / "platform.db")
     rows = database.execute("SELECT address, manager, document, updated_at FROM objects").fetchall()
     database.close()
     return rows
 
 
 def restore_rows(live: Path, rows: list[tuple]) -> None:
-    database = sqlite3.connect(live / "gke-prod" / "platform.db")
+    database = sqlite3.connect(live / "prod" / "gke-prod" / "platform.db")
     with database:
         database.executemany(
             "UPDATE objects SET manager = ?, document = ?, updated_at = ? WHERE address = ?",

@@ -1,9 +1,9 @@
 """trainform as users install it: `python -m build --wheel`, the wheel into a fresh venv,
 `trainform --version` and the quickstart run from that venv (not from this checkout).
 
-The source is copied first (the files a build reads), so building writes nothing into the
-checkout. Dependencies come from the development venv (see tests/ci/conftest.py) to keep
-the test offline and short; trainform itself comes only from the wheel, which the test
+The wheel is the session's (tests/ci/wheel.py, built from a copy of the source).
+Dependencies come from the development venv (see tests/ci/conftest.py) to keep the test
+offline and short; trainform itself comes only from the wheel, which the test
 checks by where `trainform.planner` is imported from. The wheel claims one top-level name,
 `trainform`: the quickstart also runs with unrelated packages named `specs`, `planner`,
 `providers` and `policies` first on the import path. The quickstart runs in its `ci` environment
@@ -13,34 +13,15 @@ checks by where `trainform.planner` is imported from. The wheel claims one top-l
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
+from tests.ci import wheel
+
 REPO = Path(__file__).resolve().parents[2]
-SOURCE = (
-    "pyproject.toml", "setup.py", "README.md", "specs", "planner", "providers", "policies", "cli"
-)
-
-
-def build_wheel(tmp_path: Path) -> Path:
-    source = tmp_path / "source"
-    for name in SOURCE:
-        if (REPO / name).is_dir():
-            shutil.copytree(REPO / name, source / name,
-                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        else:
-            source.mkdir(exist_ok=True)
-            shutil.copy2(REPO / name, source / name)
-    subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp_path / "dist"),
-         str(source)],
-        check=True, capture_output=True,
-    )
-    (wheel,) = (tmp_path / "dist").glob("trainform-*.whl")
-    return wheel
 
 
 def run(
@@ -58,9 +39,9 @@ def archive_text(wheel: Path, name: str) -> str:
 
 
 def test_the_built_wheel_installs_and_runs_the_quickstart(
-    tmp_path: Path, clean_python: Path
+    tmp_path: Path, clean_python: Path, trainform_wheel: Path
 ) -> None:
-    wheel = build_wheel(tmp_path)
+    wheel = trainform_wheel
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
     assert "trainform/cli/render/templates/" in "".join(names), "templates ship"
@@ -107,3 +88,11 @@ def test_the_built_wheel_installs_and_runs_the_quickstart(
             f"trainform {' '.join(args)} exited {result.returncode}:\n"
             f"{result.stdout}{result.stderr}"
         )
+
+
+def test_the_copied_source_holds_every_package_setup_py_lists() -> None:
+    # A package added to setup.py's LAYERS and missing here would be left out of the wheel
+    # the CI tests build and of the copy the pipeline tests vendor.
+    layers = re.search(r"LAYERS = \(([^)]*)\)", (REPO / "setup.py").read_text(encoding="utf-8"))
+    assert layers is not None
+    assert set(re.findall(r'"(\w+)"', layers.group(1))) <= set(wheel.SOURCE)
