@@ -160,10 +160,17 @@ class Runner:
         return run
 
     def retry(self, pipeline: Pipeline, name: str, variables: dict[str, str]) -> JobRun:
-        """A person retries a finished job (it gets its `needs:` artifacts again)."""
+        """A person retries a finished job (it gets its `needs:` artifacts again); when it
+        succeeds, the manual jobs that need it wait again, as GitLab re-processes them."""
         run = pipeline.jobs[name]
         job = self.job(name)
         self.run_job(run, job, variables, [pipeline.jobs[n] for n in job.get("needs", [])])
+        for other, waiting in pipeline.jobs.items():
+            other_job = self.job(other)
+            if (run.status == "success" and waiting.status == "skipped"
+                    and name in other_job.get("needs", [])
+                    and self.when(other_job, variables) == "manual"):
+                waiting.status = "manual"
         return run
 
     def run_job(
