@@ -2,7 +2,9 @@
 
 Reads text files from the dataset folder, counts character bigrams in steps, writes a
 checkpoint (model + manifest with sizes and sha256) every few steps, and
-resumes from the checkpoint trainform names. Standard library only.
+resumes from the checkpoint trainform names. Standard library only; where trainform is
+installed in the interpreter that runs it, it reports where its time goes (set-up, data
+wait, compute, checkpoint writes) through trainform.runtime (docs/run-events.md).
 
 Environment (set by trainform's local provider):
   TRAINFORM_DATASET_TINY_CORPUS  folder of the pinned dataset version
@@ -14,6 +16,7 @@ Environment (set by trainform's local provider):
                                  the example sets it so a run lasts long enough to watch
   TRAINFORM_OUTPUT_DIR           where the final model goes
   TRAINFORM_PROGRESS_FILE        where to report the current step
+  TRAINFORM_EVENTS_FILE          where trainform.runtime appends the run's events
 
 Deterministic: the same data and parameters give the same model, whether the run went
 through in one attempt or resumed from a checkpoint.
@@ -21,19 +24,35 @@ through in one attempt or resumed from a checkpoint.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import sys
 import time
+import types
 from pathlib import Path
+from typing import Any
+
+try:
+    from trainform import runtime
+except ImportError:  # an interpreter without trainform: train all the same, report nothing
+    runtime = None
+
+
+def phase(name: str, step: int | None = None) -> Any:
+    """Time one phase of the run (a no-op without trainform or TRAINFORM_EVENTS_FILE)."""
+    if runtime is None:
+        return contextlib.nullcontext(types.SimpleNamespace())
+    return runtime.phase(name, step=step)
 
 
 def read_corpus(folder: Path) -> str:
     return "".join(path.read_text(encoding="utf-8") for path in sorted(folder.glob("*.txt")))
 
 
-def write_checkpoint(root: Path, step: int, counts: dict[str, int]) -> Path:
+def write_checkpoint(root: Path, step: int, counts: dict[str, int]) -> int:
+    """Write checkpoint `step`; the bytes written."""
     folder = root / f"step-{step:06d}"
     folder.mkdir(parents=True, exist_ok=True)
     model = folder / "model.json"
@@ -46,8 +65,9 @@ def write_checkpoint(root: Path, step: int, counts: dict[str, int]) -> Path:
         ],
     }
     # The manifest is written last: a checkpoint without one is incomplete by definition.
-    (folder / "manifest.json").write_text(json.dumps(manifest, sort_keys=True))
-    return folder
+    text = json.dumps(manifest, sort_keys=True)
+    (folder / "manifest.json").write_text(text)
+    return len(data) + len(text)
 
 
 def load_checkpoint(folder: Path) -> tuple[int, dict[str, int]]:
@@ -56,31 +76,34 @@ def load_checkpoint(folder: Path) -> tuple[int, dict[str, int]]:
 
 
 def main() -> int:
-    corpus = read_corpus(Path(os.environ["TRAINFORM_DATASET_TINY_CORPUS"]))
-    checkpoints = Path(os.environ["TRAINFORM_CHECKPOINT_DIR"])
-    output = Path(os.environ.get("TRAINFORM_OUTPUT_DIR", checkpoints.parent / "output"))
-    steps = int(os.environ.get("TRAINFORM_PARAM_STEPS", "40"))
-    every = int(os.environ.get("TRAINFORM_PARAM_CHECKPOINTEVERY", "5"))
-    pause = float(os.environ.get("TRAINFORM_PARAM_STEPSECONDS", "0"))
-    progress = os.environ.get("TRAINFORM_PROGRESS_FILE", "")
-    resume = os.environ.get("TRAINFORM_RESUME_FROM", "")
-
-    step, counts = (0, {})
-    if resume:
-        step, counts = load_checkpoint(Path(resume))
-        print(f"resumed from {resume} at step {step}", flush=True)
+    with phase("setup"):
+        corpus = read_corpus(Path(os.environ["TRAINFORM_DATASET_TINY_CORPUS"]))
+        checkpoints = Path(os.environ["TRAINFORM_CHECKPOINT_DIR"])
+        output = Path(os.environ.get("TRAINFORM_OUTPUT_DIR", checkpoints.parent / "output"))
+        steps = int(os.environ.get("TRAINFORM_PARAM_STEPS", "40"))
+        every = int(os.environ.get("TRAINFORM_PARAM_CHECKPOINTEVERY", "5"))
+        pause = float(os.environ.get("TRAINFORM_PARAM_STEPSECONDS", "0"))
+        progress = os.environ.get("TRAINFORM_PROGRESS_FILE", "")
+        resume = os.environ.get("TRAINFORM_RESUME_FROM", "")
+        step, counts = (0, {})
+        if resume:
+            step, counts = load_checkpoint(Path(resume))
+            print(f"resumed from {resume} at step {step}", flush=True)
     chunk = max(1, len(corpus) // steps)
     while step < steps:
-        text = corpus[step * chunk : (step + 1) * chunk + 1]
-        for left, right in zip(text, text[1:], strict=False):
-            counts[left + right] = counts.get(left + right, 0) + 1
+        with phase("data_wait", step=step + 1):
+            text = corpus[step * chunk : (step + 1) * chunk + 1]
+        with phase("compute", step=step + 1):
+            for left, right in zip(text, text[1:], strict=False):
+                counts[left + right] = counts.get(left + right, 0) + 1
+            time.sleep(pause)
         step += 1
-        time.sleep(pause)
         print(f"step {step}/{steps} bigrams={len(counts)}", flush=True)
         if progress:
             Path(progress).write_text(json.dumps({"step": step}))
         if step % every == 0 or step == steps:
-            write_checkpoint(checkpoints, step, counts)
+            with phase("checkpoint", step=step) as span:
+                span.bytes = write_checkpoint(checkpoints, step, counts)
     output.mkdir(parents=True, exist_ok=True)
     (output / "model.json").write_text(json.dumps({"step": step, "counts": counts}, sort_keys=True))
     return 0
