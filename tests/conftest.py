@@ -1,9 +1,4 @@
-"""Shared fixtures and the `--update-golden` flag (rewrites expected files of golden cases).
-
-Servers shared by the whole session are registered here, once: a session fixture imported
-into a test module or a sub-folder's conftest is a definition of its own there, and would
-start a second server that lives until the session ends.
-"""
+"""Shared fixtures and the `--update-golden` flag (rewrites expected files of golden cases)."""
 
 from __future__ import annotations
 
@@ -14,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import write_tree
-from tests.providers.oci.fixtures import registry_server  # noqa: F401 - fixture
 from tests.services.kube_api.fixtures import kube_api, kueue, kueue_api  # noqa: F401 - fixtures
 from tests.services.s3 import S3Server, credentials_env, serve
 from tests.services.slurm import SlurmCluster, serve_slurm

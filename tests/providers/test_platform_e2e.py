@@ -16,6 +16,7 @@ import pytest
 from tests.engine.support import QUICKSTART, copy_example
 from tests.engine.test_jobs_e2e import apply, ok, tf, wait
 from tests.providers.objectstore.test_storage_e2e import keys, on_s3
+from tests.providers.oci.fixtures import registry_server  # noqa: F401 - session fixture
 from tests.services.registry import RegistryServer, push_image
 from tests.services.s3 import S3Server
 
@@ -55,7 +56,7 @@ def checkpoints_per_environment(folder: Path) -> None:
 def test_platform_on_s3_and_a_registry_applies_and_drift_reports_all_three(
     tmp_path: Path,
     s3_env: S3Server,
-    registry_server: RegistryServer,
+    registry_server: RegistryServer,  # noqa: F811
 ) -> None:
     bucket = s3_env.new_bucket()
     suffix = uuid.uuid4().hex[:10]

@@ -18,7 +18,10 @@ from trainform.providers.base import Provider
 from trainform.providers.oci.provider import RegistryProvider
 
 from tests.providers.contract.contract import ProviderContract
+from tests.providers.oci.fixtures import registry_server
 from tests.services.registry import RegistryServer, push_image
+
+__all__ = ["registry_server"]
 
 LABEL = "org.opencontainers.image.source"
 

@@ -3,24 +3,14 @@
 `platform_folder` writes a trainform.yaml whose only provider is a kubernetes instance
 pointed at the server's kubeconfig, with name and namespace prefixes unique to the test
 (the server is shared by the session), plus one pool, queue, project and quota.
-
-Tests of jobs also need an image: the `trainer` session fixture pushes one to the
-session's registry once (tests only read it), and `job_folder` writes a trainform.yaml
-with the kubernetes instance and that registry (and any further providers) beside the
-test's specs. Both fixtures are registered in this folder's conftest.py.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 from tests.services.kube_api import KubeAPI
-from tests.services.registry import RegistryServer, push_image
 
 INSTANCE = "k8s"
 
@@ -90,62 +80,4 @@ def platform_folder(root: Path, api: KubeAPI, prefix: str, specs: str = PLATFORM
     root.mkdir(parents=True, exist_ok=True)
     (root / "trainform.yaml").write_text(kubernetes_config(api, prefix), encoding="utf-8")
     (root / "platform.yaml").write_text(specs, encoding="utf-8")
-    return root
-
-
-@dataclass(frozen=True)
-class Trainer:
-    """The image jobs run: `repository:v1` in the session's registry at `host`."""
-
-    host: str
-    repository: str
-    digest: str
-
-    @property
-    def tagged(self) -> str:
-        return f"{self.host}/{self.repository}:v1"
-
-    @property
-    def pinned(self) -> str:
-        """The tag and the digest it was pushed with (`host/repo:v1@sha256:...`)."""
-        return f"{self.tagged}@{self.digest}"
-
-    @property
-    def by_digest(self) -> str:
-        return f"{self.host}/{self.repository}@{self.digest}"
-
-
-@pytest.fixture(scope="session")
-def trainer(registry_server: RegistryServer) -> Iterator[Trainer]:
-    """One image pushed for the whole session; no test writes to its repository."""
-    repository = f"ml/{uuid.uuid4().hex[:8]}"
-    pushed = push_image(registry_server.url, repository, "v1")
-    yield Trainer(registry_server.host, repository, pushed.digest)
-
-
-def registry_provider(host: str) -> str:
-    """trainform.yaml's entry of an insecure registry instance `registry` at `host`."""
-    return (
-        "  - name: registry\n    type: registry\n"
-        f"    connection: {{url: 'http://{host}', insecure: true, allowed: ['{host}']}}\n"
-    )
-
-
-def job_folder(
-    root: Path,
-    api: KubeAPI,
-    prefix: str,
-    trainer: Trainer,
-    specs: str,
-    connection: str = "",
-    providers: str = "",
-) -> Path:
-    """`root` with a trainform.yaml naming the kubernetes instance (`connection`: more of
-    its connection's lines), the trainer's registry and `providers`, and `specs` as
-    platform.yaml."""
-    root.mkdir(parents=True)
-    config = kubernetes_config(api, prefix, connection)
-    extra = registry_provider(trainer.host) + providers
-    (root / "trainform.yaml").write_text(config.replace("state:", extra + "state:", 1))
-    (root / "platform.yaml").write_text(specs)
     return root

@@ -8,6 +8,7 @@ hold one of its pods, with a node affinity naming only the pools of that resourc
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,14 +17,13 @@ from trainform.providers.kubernetes.kinds import CLUSTER_QUEUE, COHORT, JOB
 from trainform.providers.kubernetes.provider import KubernetesProvider
 
 from tests.engine.support import SpecFolder
-from tests.providers.kubernetes.fixtures import (
-    INSTANCE,
-    Trainer,
-    job_folder,
-    unique_prefix,
-)
+from tests.providers.kubernetes.fixtures import INSTANCE, kubernetes_config, unique_prefix
 from tests.providers.kubernetes.schemas import check_manifest
+from tests.providers.oci.fixtures import registry_server
 from tests.services.kube_api import KubeAPI
+from tests.services.registry import RegistryServer, push_image
+
+__all__ = ["registry_server"]
 
 POOLS = {  # name: (resource, per node, node label)
     "h100": ("nvidia.com/gpu", 4, "h100"),
@@ -80,19 +80,34 @@ spec:
 
 
 @pytest.fixture
-def folder(tmp_path: Path, kube_api: KubeAPI, trainer: Trainer) -> Iterator[tuple[SpecFolder, str]]:
+def folder(
+    tmp_path: Path, kube_api: KubeAPI, registry_server: RegistryServer
+) -> Iterator[tuple[SpecFolder, str]]:
     prefix = unique_prefix()
+    repository = f"ml/{uuid.uuid4().hex[:8]}"
+    push_image(registry_server.url, repository, "v1")
+    host = registry_server.host
+    registry = (
+        "  - name: registry\n    type: registry\n"
+        f"    connection: {{url: 'http://{host}', insecure: true, allowed: ['{host}']}}\n"
+    )
+    root = tmp_path / "specs"
+    root.mkdir()
+    (root / "trainform.yaml").write_text(
+        kubernetes_config(kube_api, prefix).replace("state:", registry + "state:", 1)
+    )
     entries = "".join(
         f"    - pool: {name}\n      nominalQuota: {{gpu: 8, cpu: 64, memory: 512Gi}}\n"
         for name in POOLS
     )
-    text = SPECS.format(entries=entries, reference=trainer.tagged)
+    text = SPECS.format(entries=entries, reference=f"{host}/{repository}:v1")
     text += "".join(
         POOL.format(name=name, resource=resource, count=count, label=label)
         for name, (resource, count, label) in POOLS.items()
     )
     text += "".join(JOB_SPEC.format(name=name, count=count) for name, count in JOBS.items())
-    spec_folder = SpecFolder(job_folder(tmp_path / "specs", kube_api, prefix, trainer, text))
+    (root / "platform.yaml").write_text(text)
+    spec_folder = SpecFolder(root)
     yield spec_folder, prefix
     spec_folder.close()
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import uuid
 from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
@@ -30,15 +31,14 @@ from trainform.providers.kubernetes.provider import KubernetesProvider
 from trainform.providers.kubernetes.timeline import POD
 
 from tests.engine.support import SpecFolder, run_trainform
-from tests.providers.kubernetes.fixtures import (
-    INSTANCE,
-    Trainer,
-    job_folder,
-    unique_prefix,
-)
+from tests.providers.kubernetes.fixtures import INSTANCE, kubernetes_config, unique_prefix
+from tests.providers.oci.fixtures import registry_server
 from tests.services.common import unavailable
 from tests.services.kube_api import KubeAPI
 from tests.services.kube_api.job_controller import INDEX_ANNOTATION
+from tests.services.registry import RegistryServer, push_image
+
+__all__ = ["registry_server"]
 
 LONG = "7b-" + "x" * 60
 PLATFORM = """\
@@ -105,19 +105,30 @@ def torch_run() -> ModuleType:
 
 @pytest.fixture(scope="module")
 def applied(
-    tmp_path_factory: pytest.TempPathFactory, kueue_api: KubeAPI, trainer: Trainer
+    tmp_path_factory: pytest.TempPathFactory, kueue_api: KubeAPI, registry_server: RegistryServer
 ) -> Iterator[tuple[KubernetesProvider, str, list[str]]]:
     """The jobs applied once for the module, with the Kueue stand-in running meanwhile;
     the pods it made stay in the server for the tests to read."""
     prefix = unique_prefix()
-    text = PLATFORM.format(reference=trainer.pinned)
+    repository = f"ml/{uuid.uuid4().hex[:8]}"
+    pushed = push_image(registry_server.url, repository, "v1")
+    host = registry_server.host
+    registry = (
+        "  - name: registry\n    type: registry\n"
+        f"    connection: {{url: 'http://{host}', insecure: true, allowed: ['{host}']}}\n"
+    )
+    root = tmp_path_factory.mktemp("distributed") / "specs"
+    root.mkdir()
+    (root / "trainform.yaml").write_text(
+        kubernetes_config(kueue_api, prefix).replace("state:", registry + "state:", 1)
+    )
+    text = PLATFORM.format(reference=f"{host}/{repository}:v1@{pushed.digest}")
     for name, (command, nodes, per_node, procs) in JOBS.items():
         declared = f"procsPerNode: {procs}, " if procs != per_node else ""
         text += JOB_SPEC.format(
             name=name, command=command, nodes=nodes, per_node=per_node, procs=declared
         )
-    root = tmp_path_factory.mktemp("distributed") / "specs"
-    job_folder(root, kueue_api, prefix, trainer, text)
+    (root / "platform.yaml").write_text(text)
     stand_in = kueue_api.kueue
     stand_in.errors.clear()
     stand_in.jobs.refused.clear()

@@ -4,6 +4,7 @@ attempt the next plan resumes as attempt 2. The image lives in the session's reg
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,14 +14,12 @@ from trainform.providers.kubernetes.kinds import JOB
 from trainform.providers.kubernetes.provider import KubernetesProvider
 
 from tests.engine.support import SpecFolder
-from tests.providers.kubernetes.fixtures import (
-    INSTANCE,
-    PLATFORM,
-    Trainer,
-    job_folder,
-    unique_prefix,
-)
+from tests.providers.kubernetes.fixtures import INSTANCE, PLATFORM, kubernetes_config, unique_prefix
+from tests.providers.oci.fixtures import registry_server
 from tests.services.kube_api import KubeAPI
+from tests.services.registry import RegistryServer, push_image
+
+__all__ = ["registry_server"]
 
 JOB_SPEC = """\
 ---
@@ -43,12 +42,26 @@ spec:
 
 @pytest.fixture
 def folder(
-    tmp_path: Path, kube_api: KubeAPI, trainer: Trainer
+    tmp_path: Path, kube_api: KubeAPI, registry_server: RegistryServer
 ) -> Iterator[tuple[SpecFolder, str, str]]:
     prefix = unique_prefix()
-    specs = PLATFORM + JOB_SPEC.format(reference=trainer.tagged)
-    spec_folder = SpecFolder(job_folder(tmp_path / "specs", kube_api, prefix, trainer, specs))
-    yield spec_folder, prefix, trainer.by_digest
+    repository = f"ml/{uuid.uuid4().hex[:8]}"
+    pushed = push_image(registry_server.url, repository, "v1")
+    root = tmp_path / "specs"
+    root.mkdir()
+    host = registry_server.host
+    registry = (
+        "  - name: registry\n"
+        "    type: registry\n"
+        f"    connection: {{url: 'http://{host}', insecure: true, allowed: ['{host}']}}\n"
+    )
+    config = kubernetes_config(kube_api, prefix).replace("state:", registry + "state:", 1)
+    (root / "trainform.yaml").write_text(config)
+    (root / "platform.yaml").write_text(
+        PLATFORM + JOB_SPEC.format(reference=f"{host}/{repository}:v1")
+    )
+    spec_folder = SpecFolder(root)
+    yield spec_folder, prefix, f"{host}/{repository}@{pushed.digest}"
     spec_folder.close()
 
 

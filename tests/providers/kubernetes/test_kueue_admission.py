@@ -12,6 +12,7 @@ after the apply is empty (exit 0).
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,14 +23,13 @@ from trainform.providers.kubernetes.naming import short_hash
 from trainform.providers.kubernetes.provider import KubernetesProvider
 
 from tests.engine.support import SpecFolder, run_trainform
-from tests.providers.kubernetes.fixtures import (
-    INSTANCE,
-    Trainer,
-    job_folder,
-    unique_prefix,
-)
+from tests.providers.kubernetes.fixtures import INSTANCE, kubernetes_config, unique_prefix
 from tests.providers.kubernetes.test_accelerators import POOL, POOLS
+from tests.providers.oci.fixtures import registry_server
 from tests.services.kube_api import KubeAPI
+from tests.services.registry import RegistryServer, push_image
+
+__all__ = ["registry_server"]
 
 PLATFORM = """\
 apiVersion: trainform/v1
@@ -78,13 +78,27 @@ JOBS = {
 
 
 @pytest.fixture
-def folder(tmp_path: Path, kueue: KubeAPI, trainer: Trainer) -> Iterator[tuple[SpecFolder, str]]:
+def folder(
+    tmp_path: Path, kueue: KubeAPI, registry_server: RegistryServer
+) -> Iterator[tuple[SpecFolder, str]]:
     prefix = unique_prefix()
+    repository = f"ml/{uuid.uuid4().hex[:8]}"
+    pushed = push_image(registry_server.url, repository, "v1")
+    host = registry_server.host
+    registry = (
+        "  - name: registry\n    type: registry\n"
+        f"    connection: {{url: 'http://{host}', insecure: true, allowed: ['{host}']}}\n"
+    )
+    root = tmp_path / "specs"
+    root.mkdir()
+    (root / "trainform.yaml").write_text(
+        kubernetes_config(kueue, prefix).replace("state:", registry + "state:", 1)
+    )
     entries = "".join(
         f"    - pool: {name}\n      nominalQuota: {{gpu: 16, cpu: 256, memory: 2048Gi}}\n"
         for name in POOLS  # four nodes each: every quota fits its pool (pool-capacity)
     )
-    text = PLATFORM.format(entries=entries, reference=trainer.pinned)
+    text = PLATFORM.format(entries=entries, reference=f"{host}/{repository}:v1@{pushed.digest}")
     text += "".join(
         POOL.replace("nodes: 2", "nodes: 4").format(
             name=name, resource=resource, count=count, label=label
@@ -97,7 +111,8 @@ def folder(tmp_path: Path, kueue: KubeAPI, trainer: Trainer) -> Iterator[tuple[S
         JOB_SPEC.format(name=name, project=project, nodes=nodes, per_node=per_node)
         for name, (project, nodes, per_node) in JOBS.items()
     )
-    spec_folder = SpecFolder(job_folder(tmp_path / "specs", kueue, prefix, trainer, text))
+    (root / "platform.yaml").write_text(text)
+    spec_folder = SpecFolder(root)
     yield spec_folder, prefix
     spec_folder.close()
 

@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -27,14 +28,13 @@ from trainform.providers.kubernetes.timeline import POD
 from trainform.providers.objectstore.checkpoints import S3Checkpoints
 
 from tests.engine.support import SpecFolder, run_trainform
-from tests.providers.kubernetes.fixtures import (
-    INSTANCE,
-    Trainer,
-    job_folder,
-    unique_prefix,
-)
+from tests.providers.kubernetes.fixtures import INSTANCE, kubernetes_config, unique_prefix
+from tests.providers.oci.fixtures import registry_server
 from tests.services.kube_api import KubeAPI
+from tests.services.registry import RegistryServer, push_image
 from tests.services.s3 import REGION, S3Server, credentials_env
+
+__all__ = ["registry_server"]
 
 PLATFORM = """\
 apiVersion: trainform/v1
@@ -122,17 +122,28 @@ def _resumes_from(pod: dict[str, Any], endpoint: str) -> str:
 
 @pytest.mark.parametrize("s3_server", ["moto"], indirect=True)
 def test_a_high_priority_job_preempts_and_the_preempted_one_resumes_from_its_latest_checkpoint(
-    tmp_path: Path, kueue: KubeAPI, trainer: Trainer, s3_env: S3Server
+    tmp_path: Path, kueue: KubeAPI, registry_server: RegistryServer, s3_env: S3Server
 ) -> None:
     prefix, bucket = unique_prefix(), s3_env.new_bucket()
-    s3 = (
+    repository = f"ml/{uuid.uuid4().hex[:8]}"
+    pushed = push_image(registry_server.url, repository, "v1")
+    host = registry_server.host
+    extra = (
+        f"  - name: registry\n    type: registry\n"
+        f"    connection: {{url: 'http://{host}', insecure: true, allowed: ['{host}']}}\n"
         f"  - name: s3\n    type: objectstore\n"
         f"    connection: {{endpointUrl: '{s3_env.endpoint}', region: {REGION}, "
         f"addressingStyle: path, buckets: [{bucket}]}}\n"
     )
-    platform = PLATFORM.format(reference=trainer.pinned)
-    specs = platform + TRAINING_JOB.format(name="low", priority=10, bucket=bucket)
-    root = job_folder(tmp_path / "specs", kueue, prefix, trainer, specs, providers=s3)
+    root = tmp_path / "specs"
+    root.mkdir()
+    (root / "trainform.yaml").write_text(
+        kubernetes_config(kueue, prefix).replace("state:", extra + "state:", 1)
+    )
+    platform = PLATFORM.format(reference=f"{host}/{repository}:v1@{pushed.digest}")
+    (root / "platform.yaml").write_text(
+        platform + TRAINING_JOB.format(name="low", priority=10, bucket=bucket)
+    )
     folder = SpecFolder(root)
     namespace = f"{prefix}vision"
 

@@ -5,6 +5,7 @@ whether the Kueue configuration trainform relies on is on (checked at plan)."""
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,15 +23,12 @@ from trainform.providers.kubernetes.provider import KubernetesProvider
 from trainform.providers.kubernetes.queue_positions import QueuePositions, ordered_positions
 
 from tests.engine.support import SpecFolder, run_trainform
-from tests.providers.kubernetes.fixtures import (
-    INSTANCE,
-    PLATFORM,
-    Trainer,
-    job_folder,
-    kubernetes_config,
-    unique_prefix,
-)
+from tests.providers.kubernetes.fixtures import INSTANCE, PLATFORM, kubernetes_config, unique_prefix
+from tests.providers.oci.fixtures import registry_server
 from tests.services.kube_api import KubeAPI
+from tests.services.registry import RegistryServer, push_image
+
+__all__ = ["registry_server"]
 
 IMAGE = """\
 ---
@@ -64,17 +62,28 @@ fairSharing: {{enable: {fair}}}
 
 @pytest.fixture
 def platform(
-    tmp_path: Path, kueue: KubeAPI, trainer: Trainer
+    tmp_path: Path, kueue: KubeAPI, registry_server: RegistryServer
 ) -> Iterator[tuple[Path, KubernetesProvider, str]]:
     prefix = unique_prefix()
+    repository = f"ml/{uuid.uuid4().hex[:8]}"
+    pushed = push_image(registry_server.url, repository, "v1")
+    host = registry_server.host
+    registry = (
+        "  - name: registry\n"
+        "    type: registry\n"
+        f"    connection: {{url: 'http://{host}', insecure: true, allowed: ['{host}']}}\n"
+    )
+    root = tmp_path / "specs"
+    root.mkdir()
+    config = kubernetes_config(kueue, prefix, f"      kueueConfig: {prefix}kueue/manager\n")
+    (root / "trainform.yaml").write_text(config.replace("state:", registry + "state:", 1))
     # no preemption within the queue: the jobs that do not fit wait (their places are the
     # subject here), where withinQueue: LowerPriority would let `urgent` preempt `first`
     platform = PLATFORM.replace("withinQueue: LowerPriority", "withinQueue: Never")
-    text = platform + IMAGE.format(reference=trainer.by_digest)
+    text = platform + IMAGE.format(reference=f"{host}/{repository}@{pushed.digest}")
     for name in ("first", "second"):  # running before the others are submitted
         text += JOB.format(name=name, priority=JOBS[name])
-    connection = f"      kueueConfig: {prefix}kueue/manager\n"
-    root = job_folder(tmp_path / "specs", kueue, prefix, trainer, text, connection)
+    (root / "platform.yaml").write_text(text)
     applied = run_trainform("apply", ".", "--auto-approve", cwd=root, timeout=300)
     assert applied.returncode == 0, applied.stdout + applied.stderr
     for name in ("low", "urgent"):

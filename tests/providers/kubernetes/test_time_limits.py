@@ -13,6 +13,7 @@ attempt 2 of `capped` runs out of time too, its one retry is spent and the plan 
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,14 +24,13 @@ from trainform.providers.kubernetes.naming import short_hash
 from trainform.providers.kubernetes.provider import KubernetesProvider
 
 from tests.engine.support import SpecFolder, run_trainform
-from tests.providers.kubernetes.fixtures import (
-    INSTANCE,
-    Trainer,
-    job_folder,
-    unique_prefix,
-)
+from tests.providers.kubernetes.fixtures import INSTANCE, kubernetes_config, unique_prefix
+from tests.providers.oci.fixtures import registry_server
 from tests.services.kube_api import KubeAPI
 from tests.services.kube_api.clock import elapse
+from tests.services.registry import RegistryServer, push_image
+
+__all__ = ["registry_server"]
 
 PLATFORM = """\
 apiVersion: trainform/v1
@@ -83,12 +83,27 @@ BACKOFF = 60
 
 
 @pytest.fixture
-def folder(tmp_path: Path, kueue: KubeAPI, trainer: Trainer) -> Iterator[tuple[SpecFolder, str]]:
+def folder(
+    tmp_path: Path, kueue: KubeAPI, registry_server: RegistryServer
+) -> Iterator[tuple[SpecFolder, str]]:
     prefix = unique_prefix()
-    text = PLATFORM.format(reference=trainer.pinned)
+    repository = f"ml/{uuid.uuid4().hex[:8]}"
+    pushed = push_image(registry_server.url, repository, "v1")
+    host = registry_server.host
+    registry = (
+        "  - name: registry\n    type: registry\n"
+        f"    connection: {{url: 'http://{host}', insecure: true, allowed: ['{host}']}}\n"
+    )
+    root = tmp_path / "specs"
+    root.mkdir()
+    (root / "trainform.yaml").write_text(
+        kubernetes_config(kueue, prefix).replace("state:", registry + "state:", 1)
+    )
+    text = PLATFORM.format(reference=f"{host}/{repository}:v1@{pushed.digest}")
     text += JOB_SPEC.format(name="capped", extra="  maxRuntime: 1h\n")
     text += JOB_SPEC.format(name="stalled", extra="  maxRuntime: 2h\n")
-    spec_folder = SpecFolder(job_folder(tmp_path / "specs", kueue, prefix, trainer, text))
+    (root / "platform.yaml").write_text(text)
+    spec_folder = SpecFolder(root)
     yield spec_folder, prefix
     spec_folder.close()
 

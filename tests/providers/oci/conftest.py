@@ -1,6 +1,6 @@
-"""Fixtures of the registry provider's tests (defined in fixtures.py; the session's
-`registry_server` is registered in tests/conftest.py)."""
+"""Fixtures of the registry provider's tests (defined in fixtures.py, shared with the
+contract module)."""
 
-from tests.providers.oci.fixtures import provider_for
+from tests.providers.oci.fixtures import provider_for, registry_server
 
-__all__ = ["provider_for"]
+__all__ = ["provider_for", "registry_server"]
