@@ -107,7 +107,7 @@ def platform(
         shutil.copytree(EXAMPLE / folder, root / folder)
     config = fixtures.config(slurm_cluster, slurm_cluster.job_root / prefix)
     config += (
-        f"variables: {{team: {prefix}-team, steps: {STEPS}, stepSeconds: 0.3}}\n"
+        f"variables: {{team: {prefix}-team, steps: {STEPS}, stepSeconds: 0.3, dataDelay: 0}}\n"
         "policies:\n  settings:\n    project-isolation:\n      adminPaths: ['specs/**']\n"
     )
     (root / "trainform.yaml").write_text(config)
