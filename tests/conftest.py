@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.helpers import write_tree
+from tests.services.browser import launch_chromium
 from tests.services.kube_api.fixtures import kube_api, kueue, kueue_api  # noqa: F401 - fixtures
 from tests.services.s3 import S3Server, credentials_env, serve
 from tests.services.slurm import SlurmCluster, serve_slurm
@@ -78,3 +80,10 @@ def s3_env(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Server:
     for key, value in credentials_env().items():
         monkeypatch.setenv(key, value)
     return s3_server
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """One headless Chromium per worker: Playwright's sync driver runs an event loop in its
+    thread, so a second driver started while the first lives is refused."""
+    yield from launch_chromium()

@@ -8,7 +8,6 @@ Screenshots and the PDF stay in the test's tmp folder as artifacts."""
 from __future__ import annotations
 
 import getpass
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,15 +25,9 @@ from tests.providers.kubernetes.fixtures import platform_folder, unique_prefix
 from tests.providers.objectstore.fixtures import dataset_folder
 from tests.providers.objectstore.test_datasets import VERSION_PREFIX, drop_bucket
 from tests.providers.slurm import fixtures as slurm_fixtures
-from tests.services.browser import launch_chromium
 from tests.services.kube_api import KubeAPI
 from tests.services.s3 import S3Server
 from tests.services.slurm import SlurmCluster
-
-
-@pytest.fixture(scope="session")
-def browser() -> Iterator[Any]:
-    yield from launch_chromium()
 
 
 @pytest.fixture

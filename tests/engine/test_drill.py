@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,6 @@ import pytest
 from trainform.cli.render.drill_report import render_drill_markdown
 
 from tests.engine.support import QUICKSTART, copy_example, run_trainform
-from tests.services.browser import launch_chromium
 from tests.test_golden import check_golden
 
 JOB = "TrainingJob/research/bigram"
@@ -197,11 +195,6 @@ def test_production_is_refused_unless_allowed_and_nothing_changes(
         assert after == serial
     finally:
         config.write_text(original)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    yield from launch_chromium()
 
 
 def test_the_html_report_reads_right_in_chromium_offline(
